@@ -1,0 +1,9 @@
+/* One entry point per subcommand, each in its own file under src/cmd/. */
+#ifndef PYSCOPE_CMD_COMMANDS_H
+#define PYSCOPE_CMD_COMMANDS_H
+
+#define PYSCOPE_VERSION "0.1.0"
+
+int cmd_dump(int argc, char **argv);
+
+#endif

@@ -1,0 +1,197 @@
+/* ELF files through elfutils' libelf: symbol and section look-ups, segment
+ * reads and build-ids. Every size taken from the file is checked against the
+ * data libelf actually loaded, because the file may be truncated or hostile. */
+#include "elf/elf_image.h"
+
+#include <gelf.h>
+#include <libelf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct elf_image {
+    int fd;
+    Elf *elf;
+    GElf_Ehdr ehdr;
+    char build_id[2 * 64 + 1];
+};
+
+static int ensure_libelf(void)
+{
+    static int ready = 0;
+    if (!ready) {
+        if (elf_version(EV_CURRENT) == EV_NONE)
+            return -1;
+        ready = 1;
+    }
+    return 0;
+}
+
+static void load_build_id(struct elf_image *img)
+{
+    size_t nphdr;
+    if (elf_getphdrnum(img->elf, &nphdr) != 0)
+        return;
+    for (size_t i = 0; i < nphdr && i < 4096; i++) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(img->elf, (int)i, &ph) || ph.p_type != PT_NOTE)
+            continue;
+        Elf_Data *data = elf_getdata_rawchunk(img->elf, (int64_t)ph.p_offset, ph.p_filesz,
+                                              ELF_T_NHDR);
+        if (!data)
+            continue;
+        size_t offset = 0, name_off, desc_off;
+        GElf_Nhdr nh;
+        while (offset < data->d_size &&
+               (offset = gelf_getnote(data, offset, &nh, &name_off, &desc_off)) > 0) {
+            if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 ||
+                memcmp((char *)data->d_buf + name_off, "GNU", 4) != 0)
+                continue;
+            size_t n = nh.n_descsz < 64 ? nh.n_descsz : 64;
+            const unsigned char *id = (const unsigned char *)data->d_buf + desc_off;
+            for (size_t k = 0; k < n; k++) {
+                static const char hex[] = "0123456789abcdef";
+                img->build_id[2 * k] = hex[id[k] >> 4];
+                img->build_id[2 * k + 1] = hex[id[k] & 15];
+            }
+            img->build_id[2 * n] = '\0';
+            return;
+        }
+    }
+}
+
+struct elf_image *elf_image_open_fd(int fd)
+{
+    if (fd < 0 || ensure_libelf() != 0) {
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    struct elf_image *img = calloc(1, sizeof *img);
+    if (!img) {
+        close(fd);
+        return NULL;
+    }
+    img->fd = fd;
+    img->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (!img->elf || elf_kind(img->elf) != ELF_K_ELF || gelf_getclass(img->elf) != ELFCLASS64 ||
+        !gelf_getehdr(img->elf, &img->ehdr)) {
+        elf_image_close(img);
+        return NULL;
+    }
+    load_build_id(img);
+    return img;
+}
+
+void elf_image_close(struct elf_image *img)
+{
+    if (!img)
+        return;
+    if (img->elf)
+        elf_end(img->elf);
+    close(img->fd);
+    free(img);
+}
+
+static int symbol_in_table(struct elf_image *img, Elf64_Word table_type, const char *name,
+                           uint64_t *value, uint64_t *size)
+{
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(img->elf, scn)) != NULL) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != table_type || sh.sh_entsize == 0)
+            continue;
+        Elf_Data *data = elf_getdata(scn, NULL);
+        if (!data)
+            continue;
+        size_t count = data->d_size / sh.sh_entsize;
+        for (size_t i = 0; i < count; i++) {
+            GElf_Sym sym;
+            if (!gelf_getsym(data, (int)i, &sym) || sym.st_shndx == SHN_UNDEF ||
+                sym.st_name == 0)
+                continue;
+            const char *sname = elf_strptr(img->elf, sh.sh_link, sym.st_name);
+            if (sname && strcmp(sname, name) == 0) {
+                *value = sym.st_value;
+                if (size)
+                    *size = sym.st_size;
+                return 0;
+            }
+        }
+    }
+    return -1;
+}
+
+int elf_image_symbol(struct elf_image *img, const char *name, uint64_t *value, uint64_t *size)
+{
+    if (symbol_in_table(img, SHT_DYNSYM, name, value, size) == 0)
+        return 0;
+    return symbol_in_table(img, SHT_SYMTAB, name, value, size);
+}
+
+int elf_image_section(struct elf_image *img, const char *name, uint64_t *addr, uint64_t *size)
+{
+    size_t shstrndx;
+    if (elf_getshdrstrndx(img->elf, &shstrndx) != 0)
+        return -1;
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(img->elf, scn)) != NULL) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh))
+            continue;
+        const char *sname = elf_strptr(img->elf, shstrndx, sh.sh_name);
+        if (sname && strcmp(sname, name) == 0) {
+            *addr = sh.sh_addr;
+            *size = sh.sh_size;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+size_t elf_image_read_vaddr(struct elf_image *img, uint64_t addr, void *buf, size_t len)
+{
+    size_t nphdr;
+    if (elf_getphdrnum(img->elf, &nphdr) != 0)
+        return 0;
+    for (size_t i = 0; i < nphdr && i < 4096; i++) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(img->elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+            continue;
+        if (addr < ph.p_vaddr || addr >= ph.p_vaddr + ph.p_filesz)
+            continue;
+        uint64_t in_seg = addr - ph.p_vaddr;
+        size_t n = len;
+        if (n > ph.p_filesz - in_seg)
+            n = (size_t)(ph.p_filesz - in_seg);
+        ssize_t got = pread(img->fd, buf, n, (off_t)(ph.p_offset + in_seg));
+        return got > 0 ? (size_t)got : 0;
+    }
+    return 0;
+}
+
+uint64_t elf_image_base_vaddr(struct elf_image *img)
+{
+    size_t nphdr;
+    if (elf_getphdrnum(img->elf, &nphdr) != 0)
+        return 0;
+    for (size_t i = 0; i < nphdr && i < 4096; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(img->elf, (int)i, &ph) && ph.p_type == PT_LOAD) {
+            /* vaddr and offset agree modulo the page size, so this is
+             * where file offset 0 would sit before relocation. */
+            return (ph.p_vaddr - ph.p_offset) & ~(uint64_t)4095;
+        }
+    }
+    return 0;
+}
+
+bool elf_image_is_shared(struct elf_image *img)
+{
+    return img->ehdr.e_type == ET_DYN;
+}
+
+const char *elf_image_build_id(struct elf_image *img)
+{
+    return img->build_id;
+}

@@ -1,0 +1,49 @@
+/* The pyscope command line: global options and dispatch to one subcommand
+ * per file under src/cmd/. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/commands.h"
+#include "util/error.h"
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct command commands[] = {
+    {"dump", cmd_dump, "print every thread's Python stack, GIL and GC state"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: pyscope COMMAND [options]\n\n"
+                 "Looks inside running CPython 3.8-3.15 processes from the outside.\n\n"
+                 "commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\nRun 'pyscope COMMAND --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return PYSCOPE_ERR_USAGE;
+    }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("pyscope %s\n", PYSCOPE_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "pyscope: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return PYSCOPE_ERR_USAGE;
+}

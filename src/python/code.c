@@ -1,0 +1,107 @@
+/* Code-object decoding and its cache. A cache slot is keyed by address only;
+ * callers that keep it across samples must clear it when the target may have
+ * freed and reused code objects (pyscope dump reads each once). */
+#include "python/code.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "python/linetable.h"
+#include "python/strings.h"
+
+#define MAX_LINETABLE_BYTES (1u << 20)
+
+static void code_free(struct py_code *c)
+{
+    if (c) {
+        free(c->linetable);
+        free(c);
+    }
+}
+
+void py_code_cache_clear(struct py_code_cache *cache)
+{
+    for (size_t i = 0; i < PY_CODE_CACHE_SLOTS; i++) {
+        code_free(cache->slots[i]);
+        cache->slots[i] = NULL;
+    }
+}
+
+static int read_bytes_object(struct py_reader *r, uint64_t obj, uint8_t **out, size_t *len)
+{
+    int64_t size;
+    if (!py_is_type(r, obj, "bytes") ||
+        target_read(r->t, obj + (uint64_t)r->L->ob_size, &size, sizeof size) != 0 || size < 0 ||
+        size > (int64_t)MAX_LINETABLE_BYTES)
+        return -1;
+    uint8_t *buf = malloc((size_t)size + 1);
+    if (!buf)
+        return -1;
+    if (size && target_read(r->t, obj + (uint64_t)r->L->bytes_sval, buf, (size_t)size) != 0) {
+        free(buf);
+        return -1;
+    }
+    *out = buf;
+    *len = (size_t)size;
+    return 0;
+}
+
+static struct py_code *code_read(struct py_reader *r, uint64_t addr)
+{
+    const struct py_layout *L = r->L;
+    if (!py_is_type(r, addr, "code"))
+        return NULL;
+    struct py_code *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->addr = addr;
+    uint64_t name, qualname = 0, filename, linetable;
+    int32_t firstlineno;
+    if (target_read_u64(r->t, addr + (uint64_t)L->code_name, &name) != 0 ||
+        target_read_u64(r->t, addr + (uint64_t)L->code_filename, &filename) != 0 ||
+        target_read_u64(r->t, addr + (uint64_t)L->code_linetable, &linetable) != 0 ||
+        target_read_i32(r->t, addr + (uint64_t)L->code_firstlineno, &firstlineno) != 0 ||
+        (L->code_qualname != PY_OFF_NONE &&
+         target_read_u64(r->t, addr + (uint64_t)L->code_qualname, &qualname) != 0))
+        goto fail;
+    if (py_str(r, name, c->name, sizeof c->name) != 0 ||
+        py_str(r, filename, c->filename, sizeof c->filename) != 0)
+        goto fail;
+    if (qualname == 0 || py_str(r, qualname, c->qualname, sizeof c->qualname) != 0)
+        snprintf(c->qualname, sizeof c->qualname, "%s", c->name);
+    c->firstlineno = firstlineno;
+    /* A missing line table leaves lines unknown rather than failing the frame. */
+    if (read_bytes_object(r, linetable, &c->linetable, &c->linetable_len) != 0) {
+        c->linetable = NULL;
+        c->linetable_len = 0;
+    }
+    return c;
+fail:
+    code_free(c);
+    return NULL;
+}
+
+const struct py_code *py_code_get(struct py_code_cache *cache, struct py_reader *r, uint64_t addr)
+{
+    size_t slot = (size_t)((addr >> 4) % PY_CODE_CACHE_SLOTS);
+    if (cache->slots[slot] && cache->slots[slot]->addr == addr)
+        return cache->slots[slot];
+    struct py_code *c = code_read(r, addr);
+    if (!c)
+        return NULL;
+    code_free(cache->slots[slot]);
+    cache->slots[slot] = c;
+    return c;
+}
+
+int py_code_line(const struct py_code *code, const struct py_layout *L, long byte_offset)
+{
+    /* Before its first instruction a frame reports its definition line. */
+    if (byte_offset < 0)
+        return code->firstlineno;
+    if (!code->linetable || byte_offset > (long)INT32_MAX)
+        return -1;
+    return py_line_for_offset(L->linetable, code->linetable, code->linetable_len,
+                              code->firstlineno, (int)byte_offset);
+}

@@ -1,0 +1,165 @@
+/* The offsets of every CPython structure pyscope reads, for one interpreter
+ * version. Filled from tables generated off each version's headers (3.8-3.12,
+ * and 3.13 as a cross-check) or from the target's own _Py_DebugOffsets (3.13+).
+ * A field a version does not have holds PY_OFF_NONE. */
+#ifndef PYSCOPE_PYTHON_LAYOUT_H
+#define PYSCOPE_PYTHON_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PY_OFF_NONE (-1L)
+
+enum py_linetable_kind {
+    PY_LINETABLE_LNOTAB = 1,    /* 3.8-3.9 co_lnotab, f_lasti in bytes */
+    PY_LINETABLE_310 = 2,       /* 3.10 co_linetable (PEP 626), f_lasti in code units */
+    PY_LINETABLE_LOCATIONS = 3, /* 3.11+ location table */
+};
+
+enum py_frame_model {
+    PY_FRAMES_OBJECTS = 1,     /* <=3.10: heap PyFrameObject chain via f_back */
+    PY_FRAMES_INTERPRETER = 2, /* 3.11+: _PyInterpreterFrame chain via previous */
+};
+
+struct py_layout {
+    unsigned version_hex;   /* PY_VERSION_HEX of the interpreter the layout describes */
+    const char *source;     /* where the numbers came from, for --verbose and errors */
+    enum py_linetable_kind linetable;
+    enum py_frame_model frames;
+
+    /* _PyRuntimeState */
+    long runtime_size;
+    long runtime_interpreters_head;
+    long runtime_tstate_current; /* gilstate.tstate_current, <=3.11 */
+    long runtime_gil;            /* embedded struct _gil_runtime_state, <=3.11 */
+    long runtime_gc;             /* struct _gc_runtime_state, 3.8 only */
+
+    /* PyInterpreterState */
+    long interp_size;
+    long interp_next;
+    long interp_threads_head;
+    long interp_threads_main;    /* 3.13+ */
+    long interp_id;
+    long interp_modules;         /* sys.modules dict */
+    long interp_sysdict;
+    long interp_builtins;
+    long interp_gil_ptr;         /* ceval.gil: pointer to the GIL in use, 3.12+ */
+    long interp_gc;              /* struct _gc_runtime_state, 3.9+ */
+
+    /* struct _gc_runtime_state */
+    long gc_size;
+    long gc_collecting;
+
+    /* struct _gil_runtime_state */
+    long gil_size;
+    long gil_last_holder;
+    long gil_locked;
+    long gil_switch_number;
+
+    /* PyThreadState */
+    long tstate_size;
+    long tstate_prev;
+    long tstate_next;
+    long tstate_interp;
+    long tstate_frame;           /* PyFrameObject *frame, <=3.10 */
+    long tstate_cframe;          /* _PyCFrame *cframe, 3.11-3.12 */
+    long cframe_current_frame;   /* within _PyCFrame, 3.11-3.12 */
+    long tstate_current_frame;   /* _PyInterpreterFrame *current_frame, 3.13+ */
+    long tstate_thread_id;       /* pthread_t */
+    long tstate_native_thread_id;/* kernel tid, 3.11+ */
+    long tstate_datastack_chunk; /* 3.11+ */
+    long tstate_datastack_top;
+    long tstate_datastack_limit;
+
+    /* PyFrameObject (<=3.10) */
+    long frame_size;
+    long frame_back;
+    long frame_code;
+    long frame_lasti;            /* int */
+    long frame_lineno;           /* int */
+    long frame_localsplus;
+
+    /* _PyInterpreterFrame (3.11+) */
+    long iframe_size;
+    long iframe_executable;      /* f_code (3.11/3.12) or f_executable (3.13+, tagged on 3.14+) */
+    long iframe_previous;
+    long iframe_instr_ptr;       /* prev_instr (3.11/3.12) or instr_ptr (3.13+) */
+    long iframe_stackpointer;    /* int stacktop (3.11-3.13) or pointer (3.14+) */
+    long iframe_owner;           /* char */
+    long iframe_is_entry;        /* bool, 3.11 only */
+    long iframe_localsplus;
+    int owner_thread;            /* frame owner values; -1 where a version has none */
+    int owner_generator;
+    int owner_frame_object;
+    int owner_cstack;            /* 3.12+: shim/entry frames on the C stack */
+    int owner_interpreter;       /* 3.14+: the interpreter's base frame */
+    int stackref_tagged;         /* 3.14+: f_executable and locals carry tag bits */
+
+    /* _PyStackChunk (3.11+) */
+    long chunk_previous;
+    long chunk_size;
+    long chunk_top;
+    long chunk_data;
+
+    /* PyCodeObject */
+    long code_size;
+    long code_argcount;
+    long code_nlocals;
+    long code_flags;
+    long code_firstlineno;
+    long code_filename;
+    long code_name;
+    long code_qualname;          /* 3.11+ */
+    long code_linetable;         /* co_lnotab (<=3.9) or co_linetable */
+    long code_varnames;          /* co_varnames (<=3.10) */
+    long code_localsplusnames;   /* 3.11+ */
+    long code_localspluskinds;   /* 3.11+ */
+    long code_code;              /* co_code bytes object, <=3.10 */
+    long code_code_adaptive;     /* inline bytecode, 3.11+ */
+
+    /* PyObject / PyVarObject / PyTypeObject */
+    long ob_type;
+    long ob_size;
+    long type_name;              /* tp_name, a char* */
+    long type_basicsize;
+    long type_dictoffset;
+    long type_flags;
+    long heaptype_cached_keys;   /* PyHeapTypeObject.ht_cached_keys, 3.11+ split dicts */
+
+    /* str */
+    long unicode_length;
+    long unicode_state;          /* the state bitfield word */
+    long unicode_ascii_size;     /* sizeof(PyASCIIObject): compact ASCII data follows */
+    long unicode_compact_size;   /* sizeof(PyCompactUnicodeObject): compact non-ASCII data follows */
+    long unicode_data_any;       /* PyUnicodeObject.data.any, for non-compact strings */
+
+    /* bytes, tuple, list, dict, int, float, module */
+    long bytes_sval;
+    long tuple_items;
+    long list_items;
+    long dict_used;
+    long dict_keys;
+    long dict_values;
+    long long_digits;            /* ob_digit */
+    long long_tag;               /* lv_tag (3.12+); PY_OFF_NONE means the size is ob_size */
+    long float_value;
+    long module_dict;            /* PyModuleObject.md_dict */
+
+    /* generators and coroutines */
+    long gen_frame;              /* gi_frame (<=3.10, a PyFrameObject*) */
+    long gen_iframe;             /* gi_iframe (3.11+, the frame is inline) */
+};
+
+/* The generated tables for versions whose layout comes from headers. */
+struct py_layout_entry {
+    unsigned version_min;        /* PY_VERSION_HEX range the table applies to, inclusive */
+    unsigned version_max;
+    struct py_layout layout;
+};
+extern const struct py_layout_entry py_generated_layouts[];
+extern const size_t py_generated_layouts_count;
+
+/* The compiled-in table for version_hex (patch-level aware), or NULL. */
+const struct py_layout *py_layout_for_version(unsigned version_hex);
+
+#endif

@@ -1,0 +1,33 @@
+/* Finding CPython inside a target: which ELF file holds _PyRuntime, where it
+ * is, which version it is, and the layout to read it with. */
+#ifndef PYSCOPE_PYTHON_RUNTIME_H
+#define PYSCOPE_PYTHON_RUNTIME_H
+
+#include <limits.h>
+#include <stdint.h>
+#include "python/layout.h"
+#include "target/target.h"
+#include "util/error.h"
+
+struct py_runtime {
+    struct target *target;
+    struct py_layout layout;
+    uint64_t runtime_addr;          /* &_PyRuntime in the target */
+    unsigned version_hex;           /* as precise as could be found */
+    char version[32];               /* "3.11.7", or "3.9" when the patch level is unknown */
+    char binary[PATH_MAX];          /* the ELF file holding _PyRuntime, as the target sees it */
+    uint64_t binary_bias;           /* its load bias */
+};
+
+/* Locates the runtime and picks the layout. Fails with PYSCOPE_ERR_NOT_PYTHON,
+ * PYSCOPE_ERR_UNSUPPORTED (naming the version) or another status. */
+int py_runtime_find(struct target *t, struct py_runtime *rt, struct pyscope_error *err);
+
+/* The head of the interpreter list, validated; 0 when Python is not
+ * initialised (yet, or any more). */
+uint64_t py_runtime_first_interpreter(struct py_runtime *rt);
+
+/* Formats a PY_VERSION_HEX as "3.11.7" (or "3.13.0rc2"). */
+void py_version_format(unsigned version_hex, char *out, size_t outsize);
+
+#endif

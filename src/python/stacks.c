@@ -1,0 +1,237 @@
+/* Collecting every thread's stack and state. Without --pause the target keeps
+ * running, so a thread whose walk hits a torn frame is re-read from its
+ * thread state a few times; what still cannot be read is marked incomplete,
+ * never filled in. */
+#include "python/stacks.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "python/frames.h"
+#include "python/thread_state.h"
+#include "python/threads.h"
+#include "target/process.h"
+#include "target/syscalls.h"
+
+#define MAX_TIDS 8192
+
+static uint64_t reread_top_frame(struct py_reader *r, uint64_t tstate)
+{
+    const struct py_layout *L = r->L;
+    uint64_t frame = 0;
+    if (L->tstate_frame != PY_OFF_NONE) {
+        target_read_u64(r->t, tstate + (uint64_t)L->tstate_frame, &frame);
+    } else if (L->tstate_current_frame != PY_OFF_NONE) {
+        target_read_u64(r->t, tstate + (uint64_t)L->tstate_current_frame, &frame);
+    } else {
+        uint64_t cframe = 0;
+        if (target_read_u64(r->t, tstate + (uint64_t)L->tstate_cframe, &cframe) == 0 && cframe)
+            target_read_u64(r->t, cframe + (uint64_t)L->cframe_current_frame, &frame);
+    }
+    return frame;
+}
+
+static int fill_frames(struct py_walker *w, const struct py_frame *frames, size_t n,
+                       struct report_thread *out)
+{
+    out->frames = calloc(n ? n : 1, sizeof *out->frames);
+    if (!out->frames)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        const struct py_code *code = py_code_get(w->codes, w->reader, frames[i].code_addr);
+        struct report_frame *f = &out->frames[out->n_frames];
+        f->function = strdup(code ? code->qualname : "<unreadable code>");
+        f->file = strdup(code ? code->filename : "?");
+        f->line = code ? frames[i].line : -1;
+        if (!f->function || !f->file) {
+            free(f->function);
+            free(f->file);
+            return -1;
+        }
+        out->n_frames++;
+    }
+    return 0;
+}
+
+static bool gil_unchanged(const struct py_snapshot *snap, const uint64_t *holders,
+                          const uint64_t *switches)
+{
+    for (int k = 0; k < snap->n_interps; k++)
+        if (snap->interps[k].gil_holder != holders[k] || snap->interps[k].gil_switches != switches[k])
+            return false;
+    return true;
+}
+
+static bool in_gil_futex(const struct thread_activity *a, const struct py_interp *pi,
+                         uint64_t gil_size)
+{
+    return thread_classify(a, false, pi->gil, gil_size) == THREAD_WAITING_GIL;
+}
+
+/* A thread waiting for the GIL wakes every few milliseconds (its timed wait
+ * expires, or it was signalled but another thread got in first) and is on
+ * CPU for a moment before it blocks again. A thread seen on CPU without the
+ * GIL is therefore looked at a few more times: if it is seen back in the
+ * GIL's futex while the holder stayed the same, it was waiting, not running
+ * native code. A thread really running native code is never seen there. */
+static void recheck_running_threads(const struct py_snapshot *snap, pid_t pid, uint64_t gil_size,
+                                    struct thread_activity *activities)
+{
+    for (int round = 0; round < 20; round++) {
+        bool pending = false;
+        for (int i = 0; i < snap->n_threads; i++) {
+            const struct py_thread *pt = &snap->threads[i];
+            const struct py_interp *pi = &snap->interps[pt->interp_index];
+            if (!pt->tid || pi->gil_holder == pt->tstate || pi->gil_holder == 0 ||
+                activities[i].syscall_nr >= 0 || !activities[i].on_cpu)
+                continue;
+            struct thread_activity again;
+            if (process_thread_activity(pid, pt->tid, &again) == 0 &&
+                in_gil_futex(&again, pi, gil_size))
+                activities[i] = again;
+            else
+                pending = true;
+        }
+        if (!pending)
+            return;
+        usleep(100);
+    }
+}
+
+/* The GIL changes hands every few milliseconds, while reading /proc for 100
+ * threads takes about as long. Read every thread's kernel state between two
+ * reads of the GIL and retry while a hand-off happened in between, so that
+ * "holds the GIL" and "waits for it" describe the same instant. */
+static void read_coherent_activity(struct py_reader *r, struct py_snapshot *snap, pid_t pid,
+                                   struct thread_activity *activities)
+{
+    uint64_t holders[PY_MAX_INTERPRETERS], switches[PY_MAX_INTERPRETERS];
+    for (int attempt = 0; attempt < 8; attempt++) {
+        for (int k = 0; k < snap->n_interps; k++) {
+            py_interp_read_gil(r, &snap->interps[k]);
+            holders[k] = snap->interps[k].gil_holder;
+            switches[k] = snap->interps[k].gil_switches;
+        }
+        for (int i = 0; i < snap->n_threads; i++) {
+            memset(&activities[i], 0, sizeof activities[i]);
+            activities[i].syscall_nr = -1;
+            if (snap->threads[i].tid)
+                process_thread_activity(pid, snap->threads[i].tid, &activities[i]);
+        }
+        recheck_running_threads(snap, pid, (uint64_t)r->L->gil_size, activities);
+        for (int k = 0; k < snap->n_interps; k++)
+            py_interp_read_gil(r, &snap->interps[k]);
+        if (gil_unchanged(snap, holders, switches))
+            return;
+    }
+}
+
+int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
+                   struct stack_report *report, struct pyscope_error *err)
+{
+    struct target *t = rt->target;
+    struct py_reader reader;
+    py_reader_init(&reader, rt);
+    struct py_code_cache *codes = calloc(1, sizeof *codes);
+    struct py_frame *frames = malloc(sizeof *frames * PY_MAX_FRAMES);
+    pid_t *tids = malloc(sizeof *tids * MAX_TIDS);
+    char (*names)[64] = NULL;
+    struct thread_activity *activities = NULL;
+    struct py_snapshot snap = {0};
+    int rc = -1;
+    if (!codes || !frames || !tids) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        goto out;
+    }
+    struct py_walker walker = {&reader, codes};
+
+    int n_tids = process_list_tids(t->pid, tids, MAX_TIDS);
+    if (n_tids < 0)
+        n_tids = 0;
+    if (py_snapshot_read(&reader, tids, n_tids, &snap) != 0) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        goto out;
+    }
+    if (snap.n_interps == 0) {
+        error_set(err, PYSCOPE_ERR_OTHER,
+                  "process %d has CPython %s loaded but no interpreter running (starting up or "
+                  "shutting down?)",
+                  (int)t->pid, rt->version);
+        goto out;
+    }
+    names = calloc((size_t)(snap.n_threads ? snap.n_threads : 1), sizeof *names);
+    if (!names) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        goto out;
+    }
+    py_thread_names(&reader, &snap, names);
+
+    report->threads = calloc((size_t)(snap.n_threads ? snap.n_threads : 1), sizeof *report->threads);
+    if (!report->threads) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        goto out;
+    }
+    report->gc_collecting = false;
+    for (int k = 0; k < snap.n_interps; k++)
+        report->gc_collecting |= snap.interps[k].gc_collecting;
+
+    activities = calloc((size_t)(snap.n_threads ? snap.n_threads : 1), sizeof *activities);
+    if (!activities) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        goto out;
+    }
+    read_coherent_activity(&reader, &snap, t->pid, activities);
+
+    for (int i = 0; i < snap.n_threads; i++) {
+        const struct py_thread *pt = &snap.threads[i];
+        const struct py_interp *pi = &snap.interps[pt->interp_index];
+        struct report_thread *th = &report->threads[report->n_threads++];
+        th->tid = pt->tid;
+        th->thread_id = pt->thread_id;
+        th->interp_id = pi->id;
+        th->holds_gil = pi->gil_holder == pt->tstate;
+        th->gc = pi->gc_collecting && th->holds_gil;
+        memcpy(th->name, names[i], sizeof th->name);
+
+        const struct thread_activity activity = activities[i];
+        th->state = thread_classify(&activity, th->holds_gil, pi->gil,
+                                    (uint64_t)rt->layout.gil_size);
+        if (activity.syscall_nr >= 0 && th->state != THREAD_WAITING_GIL)
+            th->syscall = syscall_name(activity.syscall_nr);
+
+        uint64_t top = pt->top_frame;
+        size_t count = 0;
+        enum py_walk_status status = PY_WALK_OK;
+        int attempts = opts->paused ? 1 : 1 + opts->max_retries;
+        for (int attempt = 0; attempt < attempts; attempt++) {
+            if (attempt > 0) {
+                target_cache_invalidate(t);
+                top = reread_top_frame(&reader, pt->tstate);
+            }
+            status = py_walk_frames(&walker, top, frames, PY_MAX_FRAMES, &count);
+            if (status == PY_WALK_OK)
+                break;
+        }
+        th->complete = status == PY_WALK_OK;
+        if (!th->complete)
+            snprintf(th->error, sizeof th->error, "%s after %zu frames",
+                     py_walk_status_text(status), count);
+        if (fill_frames(&walker, frames, count, th) != 0) {
+            error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    if (codes) {
+        py_code_cache_clear(codes);
+        free(codes);
+    }
+    free(frames);
+    free(tids);
+    free(names);
+    free(activities);
+    py_snapshot_free(&snap);
+    return rc;
+}

@@ -1,0 +1,243 @@
+/* Interpreter and thread-state enumeration. Lists are walked with hard bounds
+ * because a running target can leave them half-linked; the kernel tid of a
+ * thread comes from native_thread_id (3.11+) or from glibc's struct pthread. */
+#include "python/threads.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TSTATE_READ_MAX 4096
+/* glibc 2.28-2.36 on x86-64 keep the tid here; other offsets are searched. */
+#define GLIBC_PTHREAD_TID_OFFSET 720
+#define PTHREAD_SEARCH_BYTES 1536
+
+static uint64_t u64_at(const unsigned char *buf, long off)
+{
+    uint64_t v;
+    memcpy(&v, buf + off, sizeof v);
+    return v;
+}
+
+int py_interp_read_gil(struct py_reader *r, struct py_interp *interp)
+{
+    const struct py_layout *L = r->L;
+    interp->gil_holder = 0;
+    interp->gil_switches = 0;
+    if (!interp->gil)
+        return -1;
+    /* One read of the whole struct, bypassing the cache, so the three
+     * fields come from the same instant. */
+    unsigned char gil[512];
+    size_t need = (size_t)L->gil_size;
+    if (need == 0 || need > sizeof gil || L->gil_locked + 4 > (long)need ||
+        L->gil_last_holder + 8 > (long)need)
+        return -1;
+    if (r->t->ops->read_raw(r->t, interp->gil, gil, need) != 0)
+        return -1;
+    int32_t locked;
+    memcpy(&locked, gil + L->gil_locked, sizeof locked);
+    if (locked)
+        interp->gil_holder = u64_at(gil, L->gil_last_holder);
+    if (L->gil_switch_number != PY_OFF_NONE && L->gil_switch_number + 8 <= (long)need)
+        interp->gil_switches = u64_at(gil, L->gil_switch_number);
+    return 0;
+}
+
+static void read_interp(struct py_reader *r, uint64_t addr, struct py_interp *out)
+{
+    const struct py_layout *L = r->L;
+    memset(out, 0, sizeof *out);
+    out->addr = addr;
+    target_read(r->t, addr + (uint64_t)L->interp_id, &out->id, sizeof out->id);
+    if (L->interp_gil_ptr != PY_OFF_NONE) {
+        target_read_u64(r->t, addr + (uint64_t)L->interp_gil_ptr, &out->gil);
+    } else if (L->runtime_gil != PY_OFF_NONE) {
+        out->gil = r->rt->runtime_addr + (uint64_t)L->runtime_gil;
+    }
+    py_interp_read_gil(r, out);
+    uint64_t gc = 0;
+    if (L->interp_gc != PY_OFF_NONE)
+        gc = addr + (uint64_t)L->interp_gc;
+    else if (L->runtime_gc != PY_OFF_NONE)
+        gc = r->rt->runtime_addr + (uint64_t)L->runtime_gc;
+    int32_t collecting = 0;
+    if (gc && L->gc_collecting != PY_OFF_NONE &&
+        target_read_i32(r->t, gc + (uint64_t)L->gc_collecting, &collecting) == 0)
+        out->gc_collecting = collecting != 0;
+}
+
+static uint64_t top_frame_of(struct py_reader *r, const unsigned char *ts)
+{
+    const struct py_layout *L = r->L;
+    if (L->tstate_frame != PY_OFF_NONE)
+        return u64_at(ts, L->tstate_frame);
+    if (L->tstate_current_frame != PY_OFF_NONE)
+        return u64_at(ts, L->tstate_current_frame);
+    uint64_t cframe = u64_at(ts, L->tstate_cframe), frame = 0;
+    if (cframe && target_read_u64(r->t, cframe + (uint64_t)L->cframe_current_frame, &frame) != 0)
+        frame = 0;
+    return frame;
+}
+
+static bool tid_known(const pid_t *tids, int n_tids, int32_t tid)
+{
+    for (int i = 0; i < n_tids; i++)
+        if (tids[i] == tid)
+            return true;
+    return false;
+}
+
+/* Before 3.11 a thread state records only pthread_self(), the address of
+ * glibc's struct pthread. Find the offset of the kernel tid inside it: the
+ * known one first, else the first offset that gives every thread a distinct
+ * live tid. */
+static void resolve_tids_from_pthread(struct py_reader *r, struct py_snapshot *snap,
+                                      const pid_t *tids, int n_tids)
+{
+    int n = snap->n_threads;
+    if (n == 0 || n_tids == 0)
+        return;
+    int32_t *words = calloc((size_t)n * (PTHREAD_SEARCH_BYTES / 4), sizeof *words);
+    bool *ok = calloc((size_t)n, sizeof *ok);
+    if (!words || !ok)
+        goto out;
+    for (int i = 0; i < n; i++)
+        ok[i] = snap->threads[i].thread_id &&
+                target_read(r->t, snap->threads[i].thread_id, &words[i * (PTHREAD_SEARCH_BYTES / 4)],
+                            PTHREAD_SEARCH_BYTES) == 0;
+    int best = -1;
+    for (int pass = 0; pass < 2 && best < 0; pass++) {
+        for (int w = 0; w < PTHREAD_SEARCH_BYTES / 4 && best < 0; w++) {
+            if (pass == 0 && w != GLIBC_PTHREAD_TID_OFFSET / 4)
+                continue;
+            bool all = true;
+            int matched = 0;
+            for (int i = 0; i < n && all; i++) {
+                if (!ok[i])
+                    continue;
+                int32_t v = words[i * (PTHREAD_SEARCH_BYTES / 4) + w];
+                if (!tid_known(tids, n_tids, v))
+                    all = false;
+                for (int j = 0; j < i && all; j++)
+                    if (ok[j] && words[j * (PTHREAD_SEARCH_BYTES / 4) + w] == v)
+                        all = false;
+                matched++;
+            }
+            if (all && matched > 0)
+                best = w;
+        }
+    }
+    if (best >= 0)
+        for (int i = 0; i < n; i++)
+            if (ok[i])
+                snap->threads[i].tid = words[i * (PTHREAD_SEARCH_BYTES / 4) + best];
+out:
+    free(words);
+    free(ok);
+}
+
+int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct py_snapshot *snap)
+{
+    const struct py_layout *L = r->L;
+    memset(snap, 0, sizeof *snap);
+    snap->threads = calloc(PY_MAX_THREADS, sizeof *snap->threads);
+    if (!snap->threads)
+        return -1;
+    size_t ts_size = (size_t)L->tstate_size;
+    if (ts_size == 0 || ts_size > TSTATE_READ_MAX)
+        ts_size = TSTATE_READ_MAX;
+    unsigned char ts[TSTATE_READ_MAX];
+
+    uint64_t interp = py_runtime_first_interpreter(r->rt);
+    while (interp && snap->n_interps < PY_MAX_INTERPRETERS) {
+        int index = snap->n_interps++;
+        struct py_interp *pi = &snap->interps[index];
+        read_interp(r, interp, pi);
+        uint64_t tstate;
+        if (target_read_u64(r->t, interp + (uint64_t)L->interp_threads_head, &tstate) != 0) {
+            snap->truncated = true;
+            tstate = 0;
+        }
+        while (tstate) {
+            if (snap->n_threads >= PY_MAX_THREADS) {
+                snap->truncated = true;
+                break;
+            }
+            if (target_read(r->t, tstate, ts, ts_size) != 0 ||
+                u64_at(ts, L->tstate_interp) != interp) {
+                snap->truncated = true;
+                break;
+            }
+            struct py_thread *th = &snap->threads[snap->n_threads++];
+            th->tstate = tstate;
+            th->interp_index = index;
+            th->thread_id = u64_at(ts, L->tstate_thread_id);
+            if (L->tstate_native_thread_id != PY_OFF_NONE) {
+                int64_t native;
+                memcpy(&native, ts + L->tstate_native_thread_id, sizeof native);
+                th->tid = native > 0 && native < (1 << 30) ? (pid_t)native : 0;
+            }
+            th->top_frame = top_frame_of(r, ts);
+            th->holds_gil = pi->gil_holder == tstate;
+            tstate = u64_at(ts, L->tstate_next);
+        }
+        uint64_t next;
+        if (target_read_u64(r->t, interp + (uint64_t)L->interp_next, &next) != 0)
+            break;
+        interp = next;
+    }
+    if (L->tstate_native_thread_id == PY_OFF_NONE)
+        resolve_tids_from_pthread(r, snap, tids, n_tids);
+    return 0;
+}
+
+void py_snapshot_free(struct py_snapshot *snap)
+{
+    free(snap->threads);
+    snap->threads = NULL;
+}
+
+struct names_ctx {
+    struct py_reader *r;
+    const struct py_snapshot *snap;
+    char (*names)[64];
+    int found;
+};
+
+static int collect_thread_name(void *vctx, uint64_t key, uint64_t value)
+{
+    struct names_ctx *ctx = vctx;
+    int64_t ident;
+    if (py_int(ctx->r, key, &ident) != 0)
+        return 0;
+    for (int i = 0; i < ctx->snap->n_threads; i++) {
+        if (ctx->snap->threads[i].thread_id != (uint64_t)ident || ctx->names[i][0])
+            continue;
+        uint64_t name_obj;
+        if (py_attr_get(ctx->r, value, "_name", &name_obj) == 0 &&
+            py_str(ctx->r, name_obj, ctx->names[i], sizeof ctx->names[i]) == 0)
+            ctx->found++;
+        else
+            ctx->names[i][0] = '\0';
+    }
+    return 0;
+}
+
+int py_thread_names(struct py_reader *r, const struct py_snapshot *snap, char (*names)[64])
+{
+    for (int i = 0; i < snap->n_threads; i++)
+        names[i][0] = '\0';
+    struct names_ctx ctx = {r, snap, names, 0};
+    /* threading._active maps get_ident() to Thread objects, per interpreter. */
+    for (int k = 0; k < snap->n_interps; k++) {
+        uint64_t modules, threading, module_dict, active;
+        if (target_read_u64(r->t, snap->interps[k].addr + (uint64_t)r->L->interp_modules,
+                            &modules) != 0 ||
+            py_dict_get_str(r, modules, "threading", &threading) != 0 ||
+            target_read_u64(r->t, threading + (uint64_t)r->L->module_dict, &module_dict) != 0 ||
+            py_dict_get_str(r, module_dict, "_active", &active) != 0)
+            continue;
+        py_dict_items(r, active, PY_MAX_THREADS, collect_thread_name, &ctx);
+    }
+    return ctx.found;
+}

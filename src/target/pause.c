@@ -1,0 +1,104 @@
+/* ptrace-based pausing. PTRACE_SEIZE + PTRACE_INTERRUPT stops a thread without
+ * sending it a signal, and PTRACE_DETACH resumes it; pyscope detaches on every
+ * exit path, including fatal signals, because a forgotten stop hangs the
+ * user's program. */
+#include "target/pause.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "target/process.h"
+
+#define MAX_PAUSED 8192
+
+static pid_t paused[MAX_PAUSED];
+static volatile sig_atomic_t n_paused;
+
+void process_resume(void)
+{
+    while (n_paused > 0) {
+        pid_t tid = paused[--n_paused];
+        ptrace(PTRACE_DETACH, tid, NULL, NULL);
+    }
+}
+
+static void resume_and_die(int sig)
+{
+    process_resume();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static bool already_paused(pid_t tid)
+{
+    for (sig_atomic_t i = 0; i < n_paused; i++)
+        if (paused[i] == tid)
+            return true;
+    return false;
+}
+
+static void wait_for_stop(pid_t tid)
+{
+    /* The tracee reports the interrupt stop; other stops (a signal arriving
+     * at the same moment) are re-injected by detaching later, so one wait
+     * with a bounded number of retries is enough. */
+    for (int tries = 0; tries < 50; tries++) {
+        int status;
+        pid_t got = waitpid(tid, &status, __WALL | WNOHANG);
+        if (got == tid || (got < 0 && errno != EINTR))
+            return;
+        usleep(200);
+    }
+}
+
+int process_pause(pid_t pid, struct pyscope_error *err)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = resume_and_die;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    atexit(process_resume);
+
+    pid_t tids[MAX_PAUSED];
+    /* Threads may start while we seize: repeat until a pass finds none new. */
+    for (int round = 0; round < 8; round++) {
+        int n = process_list_tids(pid, tids, MAX_PAUSED);
+        if (n < 0) {
+            error_set(err, PYSCOPE_ERR_EXITED, "process %d exited during the dump", (int)pid);
+            return -1;
+        }
+        int added = 0;
+        for (int i = 0; i < n && n_paused < MAX_PAUSED; i++) {
+            if (already_paused(tids[i]))
+                continue;
+            if (ptrace(PTRACE_SEIZE, tids[i], NULL, NULL) != 0) {
+                if (errno == ESRCH)
+                    continue;
+                if (errno == EPERM) {
+                    error_set(err, PYSCOPE_ERR_PERMISSION,
+                              "cannot pause thread %d of process %d: %s (is a debugger attached?)",
+                              (int)tids[i], (int)pid, strerror(errno));
+                    process_resume();
+                    return -1;
+                }
+                continue;
+            }
+            paused[n_paused++] = tids[i];
+            if (ptrace(PTRACE_INTERRUPT, tids[i], NULL, NULL) == 0)
+                wait_for_stop(tids[i]);
+            added++;
+        }
+        if (added == 0)
+            return 0;
+    }
+    return 0;
+}

@@ -1,0 +1,357 @@
+/* The live-process target. Memory comes from process_vm_readv, with
+ * /proc/PID/mem as the fallback for kernels without cross-memory attach;
+ * thread facts come from /proc. Nothing is ever written to the target. */
+#include "target/process.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+struct process_target {
+    struct target base;
+    int mem_fd;              /* /proc/PID/mem, opened lazily on ENOSYS */
+    bool use_mem_fd;
+};
+
+static int process_read_raw(struct target *t, uint64_t addr, void *buf, size_t len)
+{
+    struct process_target *p = (struct process_target *)t;
+    if (!p->use_mem_fd) {
+        struct iovec local = {buf, len};
+        struct iovec remote = {(void *)(uintptr_t)addr, len};
+        ssize_t n = process_vm_readv(t->pid, &local, 1, &remote, 1, 0);
+        if (n == (ssize_t)len)
+            return 0;
+        if (n >= 0 || errno != ENOSYS)
+            return -1;
+        p->use_mem_fd = true;
+    }
+    if (p->mem_fd < 0) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/mem", (int)t->pid);
+        p->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (p->mem_fd < 0)
+            return -1;
+    }
+    ssize_t n = pread(p->mem_fd, buf, len, (off_t)addr);
+    return n == (ssize_t)len ? 0 : -1;
+}
+
+static void process_close(struct target *t)
+{
+    struct process_target *p = (struct process_target *)t;
+    if (p->mem_fd >= 0)
+        close(p->mem_fd);
+    free(p);
+}
+
+static const struct target_ops process_ops = {
+    .read_raw = process_read_raw,
+    .close = process_close,
+};
+
+static int read_small_file(const char *path, char *out, size_t outsize, size_t *len_out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t used = 0;
+    while (used + 1 < outsize) {
+        ssize_t n = read(fd, out + used, outsize - 1 - used);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            int saved = errno;
+            close(fd);
+            errno = saved;
+            return -1;
+        }
+        if (n == 0)
+            break;
+        used += (size_t)n;
+    }
+    close(fd);
+    out[used] = '\0';
+    if (len_out)
+        *len_out = used;
+    return 0;
+}
+
+bool process_alive(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
+        return false;
+    const char *close_paren = strrchr(buf, ')');
+    return close_paren && close_paren[1] == ' ' && close_paren[2] != 'Z' && close_paren[2] != 'X';
+}
+
+bool process_gone(pid_t pid)
+{
+    if (!process_alive(pid))
+        return true;
+    /* Between exit() and becoming a zombie the address space is already
+     * gone while /proc/PID/stat still says the process runs. */
+    char path[64], buf[64];
+    size_t len = 0;
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    return read_small_file(path, buf, sizeof buf, &len) == 0 && len == 0;
+}
+
+static int compare_maps(const void *a, const void *b)
+{
+    const struct target_map *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+int process_read_maps(struct target *t)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)t->pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    size_t cap = 0, n = 0;
+    struct target_map *maps = NULL;
+    char *line = NULL;
+    size_t linecap = 0;
+    int rc = 0;
+    while (getline(&line, &linecap, f) > 0) {
+        struct target_map m = {0};
+        char perms[8] = "";
+        unsigned long long start, end, offset, inode;
+        int consumed = 0;
+        if (sscanf(line, "%llx-%llx %7s %llx %*x:%*x %llu %n", &start, &end, perms, &offset,
+                   &inode, &consumed) < 5)
+            continue;
+        m.start = start;
+        m.end = end;
+        m.offset = offset;
+        m.inode = inode;
+        memcpy(m.perms, perms, 4);
+        m.perms[4] = '\0';
+        char *name = line + consumed;
+        name[strcspn(name, "\n")] = '\0';
+        if (name[0] == '/') {
+            /* A deleted file still names its old path; keep the path and let
+             * the ELF reader try it. */
+            char *deleted = strstr(name, " (deleted)");
+            if (deleted)
+                *deleted = '\0';
+            m.path = strdup(name);
+            if (!m.path) {
+                rc = -1;
+                break;
+            }
+        }
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 256;
+            struct target_map *grown = realloc(maps, ncap * sizeof *grown);
+            if (!grown) {
+                free(m.path);
+                rc = -1;
+                break;
+            }
+            maps = grown;
+            cap = ncap;
+        }
+        maps[n++] = m;
+    }
+    free(line);
+    fclose(f);
+    if (rc != 0 || n == 0) {
+        for (size_t i = 0; i < n; i++)
+            free(maps[i].path);
+        free(maps);
+        /* An exiting process has already dropped its address space. */
+        if (n == 0 && rc == 0)
+            errno = ESRCH;
+        return -1;
+    }
+    qsort(maps, n, sizeof *maps, compare_maps);
+    for (size_t i = 0; i < t->nmaps; i++)
+        free(t->maps[i].path);
+    free(t->maps);
+    t->maps = maps;
+    t->nmaps = n;
+    return 0;
+}
+
+static void set_permission_error(pid_t pid, struct pyscope_error *err)
+{
+    error_set(err, PYSCOPE_ERR_PERMISSION, "permission denied reading the memory of process %d",
+              (int)pid);
+    char scope[16] = "";
+    const char *scope_note = "";
+    if (read_small_file("/proc/sys/kernel/yama/ptrace_scope", scope, sizeof scope, NULL) == 0) {
+        scope[strcspn(scope, "\n")] = '\0';
+        if (strcmp(scope, "0") != 0)
+            scope_note = " (it is now ";
+    }
+    error_hint(err,
+               "pyscope needs ptrace access to the target, the same access a debugger needs:\n"
+               "  - run pyscope as the target's user with kernel.yama.ptrace_scope=0%s%s%s, or\n"
+               "  - run it as root, or give it CAP_SYS_PTRACE: sudo setcap cap_sys_ptrace+ep $(command -v pyscope)\n"
+               "  - in a container, start it with --cap-add SYS_PTRACE (docker) or the\n"
+               "    SYS_PTRACE capability in the pod's securityContext (Kubernetes), and\n"
+               "    run pyscope in the same PID namespace as the target.",
+               scope_note, scope_note[0] ? scope : "", scope_note[0] ? ")" : "");
+}
+
+struct target *process_open(pid_t pid, struct pyscope_error *err)
+{
+    if (pid <= 0) {
+        error_set(err, PYSCOPE_ERR_USAGE, "invalid process id %d", (int)pid);
+        return NULL;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d", (int)pid);
+    struct stat st;
+    if (stat(path, &st) != 0 || !process_alive(pid)) {
+        error_set(err, PYSCOPE_ERR_NO_PROCESS, "no such process %d", (int)pid);
+        return NULL;
+    }
+    struct process_target *p = calloc(1, sizeof *p);
+    if (!p) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        return NULL;
+    }
+    p->base.ops = &process_ops;
+    p->base.pid = pid;
+    p->mem_fd = -1;
+    snprintf(p->base.root, sizeof p->base.root, "/proc/%d/root", (int)pid);
+    process_thread_comm(pid, pid, p->base.comm, sizeof p->base.comm);
+
+    /* The maps file and a one-word read both need ptrace access: check now
+     * so the user gets the permission explanation, not "not Python". */
+    if (process_read_maps(&p->base) != 0) {
+        int saved = errno;
+        process_close(&p->base);
+        if (saved == EACCES || saved == EPERM)
+            set_permission_error(pid, err);
+        else if (saved == ESRCH || !process_alive(pid))
+            error_set(err, PYSCOPE_ERR_EXITED, "process %d exited during the dump", (int)pid);
+        else
+            error_set(err, PYSCOPE_ERR_OTHER, "cannot read /proc/%d/maps: %s", (int)pid,
+                      strerror(saved));
+        return NULL;
+    }
+    unsigned char probe[8];
+    uint64_t probe_addr = p->base.maps[0].start;
+    if (process_read_raw(&p->base, probe_addr, probe, sizeof probe) != 0 &&
+        (errno == EPERM || errno == EACCES)) {
+        target_close(&p->base);
+        set_permission_error(pid, err);
+        return NULL;
+    }
+    return &p->base;
+}
+
+int process_list_tids(pid_t pid, pid_t *tids, int max)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < max) {
+        if (!isdigit((unsigned char)e->d_name[0]))
+            continue;
+        tids[n++] = (pid_t)atoi(e->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out)
+{
+    char path[96], buf[512];
+    memset(out, 0, sizeof *out);
+    out->syscall_nr = -1;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
+        return -1;
+    /* The comm field may contain spaces and parentheses: the state follows
+     * the last ')'. */
+    const char *close_paren = strrchr(buf, ')');
+    if (close_paren && close_paren[1] == ' ')
+        out->run_state = close_paren[2];
+
+    snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
+        return out->run_state ? 0 : -1;
+    if (strncmp(buf, "running", 7) == 0) {
+        out->on_cpu = true;
+        return 0;
+    }
+    char *end;
+    long nr = strtol(buf, &end, 10);
+    if (end == buf)
+        return 0;
+    if (nr < 0) {
+        /* Stopped outside a syscall (e.g. by --pause while on CPU). */
+        out->on_cpu = true;
+        return 0;
+    }
+    out->syscall_nr = nr;
+    const char *cursor = end;
+    for (int i = 0; i < 6; i++) {
+        unsigned long long v = strtoull(cursor, &end, 16);
+        if (end == cursor)
+            break;
+        out->syscall_args[i] = v;
+        cursor = end;
+    }
+    return 0;
+}
+
+int process_thread_comm(pid_t pid, pid_t tid, char *out, size_t outsize)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+    if (read_small_file(path, out, outsize, NULL) != 0)
+        return -1;
+    out[strcspn(out, "\n")] = '\0';
+    return 0;
+}
+
+int process_cmdline(pid_t pid, char *out, size_t outsize)
+{
+    char path[64];
+    size_t len = 0;
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    if (read_small_file(path, out, outsize, &len) != 0)
+        return -1;
+    while (len > 0 && out[len - 1] == '\0')
+        len--;
+    for (size_t i = 0; i < len; i++)
+        if (out[i] == '\0')
+            out[i] = ' ';
+    out[len] = '\0';
+    return 0;
+}
+
+int process_exe(pid_t pid, char *out, size_t outsize)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(path, out, outsize - 1);
+    if (n < 0)
+        return -1;
+    out[n] = '\0';
+    char *deleted = strstr(out, " (deleted)");
+    if (deleted)
+        *deleted = '\0';
+    return 0;
+}

@@ -1,0 +1,43 @@
+/* A live process as a target: memory through process_vm_readv (falling back to
+ * /proc/PID/mem), and the per-thread facts only /proc knows. */
+#ifndef PYSCOPE_TARGET_PROCESS_H
+#define PYSCOPE_TARGET_PROCESS_H
+
+#include <stdbool.h>
+#include "target/target.h"
+#include "util/error.h"
+
+/* Opens pid for reading; on failure fills err (no such process, permission
+ * denied with the ptrace_scope/CAP_SYS_PTRACE explanation, ...). */
+struct target *process_open(pid_t pid, struct pyscope_error *err);
+
+/* Re-reads /proc/PID/maps into t->maps. */
+int process_read_maps(struct target *t);
+
+/* Is the process still there (and not a zombie)? */
+bool process_alive(pid_t pid);
+
+/* Has the process exited, or is it exiting with its memory already gone? */
+bool process_gone(pid_t pid);
+
+/* The kernel thread ids of the process, at most max; returns the count or -1. */
+int process_list_tids(pid_t pid, pid_t *tids, int max);
+
+/* What a thread is doing right now, from /proc/PID/task/TID/{stat,syscall}. */
+struct thread_activity {
+    char run_state;          /* the stat state letter: R, S, D, t, ...; 0 if unknown */
+    bool on_cpu;             /* the syscall file says "running" or the thread is outside a syscall */
+    long syscall_nr;         /* -1 when not blocked in a syscall */
+    uint64_t syscall_args[6];
+};
+int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out);
+
+/* Reads /proc/PID/task/TID/comm (without the newline). */
+int process_thread_comm(pid_t pid, pid_t tid, char *out, size_t outsize);
+
+/* The command line, arguments separated by spaces. */
+int process_cmdline(pid_t pid, char *out, size_t outsize);
+/* The target's executable path as the target sees it. */
+int process_exe(pid_t pid, char *out, size_t outsize);
+
+#endif

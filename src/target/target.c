@@ -1,0 +1,141 @@
+/* The target-independent half of target access: the page cache every read
+ * goes through, typed reads, and map look-ups. Live processes and core files
+ * supply only read_raw. */
+#include "target/target.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int target_cache_enable(struct target *t)
+{
+    if (t->cache)
+        return 0;
+    t->cache = malloc(sizeof(struct target_page) * TARGET_CACHE_SLOTS);
+    if (!t->cache)
+        return -1;
+    for (size_t i = 0; i < TARGET_CACHE_SLOTS; i++)
+        t->cache[i].page = UINT64_MAX;
+    t->epoch = 1;
+    return 0;
+}
+
+void target_cache_invalidate(struct target *t)
+{
+    /* Bumping the epoch empties every slot without touching 2 MiB of memory. */
+    t->epoch++;
+}
+
+static int read_raw_counted(struct target *t, uint64_t addr, void *buf, size_t len)
+{
+    t->stats.reads++;
+    t->stats.bytes += len;
+    int rc = t->ops->read_raw(t, addr, buf, len);
+    if (rc != 0)
+        t->stats.failures++;
+    return rc;
+}
+
+static const unsigned char *cached_page(struct target *t, uint64_t page)
+{
+    struct target_page *slot = &t->cache[(page / TARGET_PAGE_SIZE) % TARGET_CACHE_SLOTS];
+    if (slot->page == page && slot->epoch == t->epoch)
+        return slot->data;
+    if (read_raw_counted(t, page, slot->data, TARGET_PAGE_SIZE) != 0) {
+        slot->page = UINT64_MAX;
+        return NULL;
+    }
+    slot->page = page;
+    slot->epoch = t->epoch;
+    return slot->data;
+}
+
+int target_read(struct target *t, uint64_t addr, void *buf, size_t len)
+{
+    if (len == 0)
+        return 0;
+    if (addr + len < addr)
+        return -1;
+    /* Large reads (whole stack chunks) go straight through: caching them
+     * would evict the small objects that are read again and again. */
+    if (!t->cache || len > 2 * TARGET_PAGE_SIZE)
+        return read_raw_counted(t, addr, buf, len);
+    unsigned char *out = buf;
+    while (len > 0) {
+        uint64_t page = addr & ~(uint64_t)(TARGET_PAGE_SIZE - 1);
+        size_t in_page = (size_t)(addr - page);
+        size_t n = TARGET_PAGE_SIZE - in_page;
+        if (n > len)
+            n = len;
+        const unsigned char *data = cached_page(t, page);
+        if (!data)
+            return read_raw_counted(t, addr, out, len);
+        memcpy(out, data + in_page, n);
+        out += n;
+        addr += n;
+        len -= n;
+    }
+    return 0;
+}
+
+int target_read_u64(struct target *t, uint64_t addr, uint64_t *out)
+{
+    return target_read(t, addr, out, sizeof *out);
+}
+
+int target_read_i32(struct target *t, uint64_t addr, int32_t *out)
+{
+    return target_read(t, addr, out, sizeof *out);
+}
+
+int target_read_u8(struct target *t, uint64_t addr, uint8_t *out)
+{
+    return target_read(t, addr, out, sizeof *out);
+}
+
+const struct target_map *target_find_map(const struct target *t, uint64_t addr)
+{
+    size_t lo = 0, hi = t->nmaps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct target_map *m = &t->maps[mid];
+        if (addr < m->start)
+            hi = mid;
+        else if (addr >= m->end)
+            lo = mid + 1;
+        else
+            return m;
+    }
+    return NULL;
+}
+
+int target_open_file(const struct target *t, const char *path)
+{
+    char full[4096];
+    if (t->root[0]) {
+        if ((size_t)snprintf(full, sizeof full, "%s%s", t->root, path) >= sizeof full) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(full, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0)
+            return fd;
+    }
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+void target_close(struct target *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->nmaps; i++)
+        free(t->maps[i].path);
+    free(t->maps);
+    free(t->cache);
+    if (t->ops && t->ops->close)
+        t->ops->close(t);
+    else
+        free(t);
+}

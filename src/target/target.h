@@ -1,0 +1,76 @@
+/* The one interface through which pyscope sees a target: memory, threads and
+ * mappings of a live process or (later) a core file. Nothing here writes to
+ * the target. */
+#ifndef PYSCOPE_TARGET_TARGET_H
+#define PYSCOPE_TARGET_TARGET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct target_map {
+    uint64_t start, end, offset;
+    char perms[5];          /* "r-xp" */
+    uint64_t inode;
+    char *path;             /* NULL for anonymous maps */
+};
+
+struct target;
+
+struct target_ops {
+    /* Copies len bytes at addr straight from the target, bypassing the page
+     * cache; returns 0, or -1 if any byte is unreadable. */
+    int (*read_raw)(struct target *t, uint64_t addr, void *buf, size_t len);
+    void (*close)(struct target *t);
+};
+
+/* A small direct-mapped cache of target pages. It makes one dump or one
+ * sample cost a few page reads instead of one read per field; it is emptied
+ * between samples because the target keeps running. */
+#define TARGET_PAGE_SIZE 4096u
+#define TARGET_CACHE_SLOTS 512u
+
+struct target_page {
+    uint64_t page;          /* page-aligned address, or UINT64_MAX when empty */
+    uint64_t epoch;
+    unsigned char data[TARGET_PAGE_SIZE];
+};
+
+struct target_stats {
+    uint64_t reads;         /* raw reads issued to the target */
+    uint64_t bytes;
+    uint64_t failures;
+};
+
+struct target {
+    const struct target_ops *ops;
+    pid_t pid;
+    struct target_map *maps;
+    size_t nmaps;
+    char root[64];          /* "/proc/PID/root": mapped files are opened below it */
+    char comm[64];          /* the process name, for messages */
+    struct target_page *cache;   /* NULL: no caching */
+    uint64_t epoch;
+    struct target_stats stats;
+};
+
+/* Reads through the page cache; returns 0, or -1 if any byte is unreadable. */
+int target_read(struct target *t, uint64_t addr, void *buf, size_t len);
+int target_read_u64(struct target *t, uint64_t addr, uint64_t *out);
+int target_read_i32(struct target *t, uint64_t addr, int32_t *out);
+int target_read_u8(struct target *t, uint64_t addr, uint8_t *out);
+
+/* Forgets every cached page: call between samples. */
+void target_cache_invalidate(struct target *t);
+/* Turns the page cache on; returns -1 when out of memory (reads still work). */
+int target_cache_enable(struct target *t);
+
+/* The map containing addr, or NULL. */
+const struct target_map *target_find_map(const struct target *t, uint64_t addr);
+
+/* Opens path (a path inside the target's mount namespace) for reading. */
+int target_open_file(const struct target *t, const char *path);
+
+void target_close(struct target *t);
+
+#endif

@@ -1,0 +1,130 @@
+/* The in-memory struct target used by unit tests: a list of byte regions
+ * behind the same all-or-nothing read_raw contract a live process has. */
+#include "fake_target.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct fake_region {
+    uint64_t start;
+    size_t len;
+    unsigned char *bytes;
+};
+
+struct fake_target {
+    struct target base; /* first, so a struct target * converts back */
+    struct fake_region *regions;
+    size_t nregions;
+};
+
+static struct fake_target *as_fake(struct target *t)
+{
+    return (struct fake_target *)t;
+}
+
+static const struct fake_region *region_containing(const struct fake_target *f, uint64_t addr)
+{
+    for (size_t i = 0; i < f->nregions; i++) {
+        const struct fake_region *r = &f->regions[i];
+        if (addr >= r->start && addr - r->start < r->len)
+            return r;
+    }
+    return NULL;
+}
+
+/* Copies the contiguous readable prefix of [addr, addr+len), walking across
+ * touching regions the way a read crosses adjacent mappings. */
+static size_t copy_readable(const struct fake_target *f, uint64_t addr, void *buf, size_t len)
+{
+    unsigned char *out = buf;
+    size_t done = 0;
+    while (done < len) {
+        uint64_t at = addr + done;
+        if (at < addr)
+            break; /* the address space wrapped */
+        const struct fake_region *r = region_containing(f, at);
+        if (r == NULL)
+            break;
+        size_t off = (size_t)(at - r->start);
+        size_t n = r->len - off;
+        if (n > len - done)
+            n = len - done;
+        memcpy(out + done, r->bytes + off, n);
+        done += n;
+    }
+    return done;
+}
+
+static int fake_read_raw(struct target *t, uint64_t addr, void *buf, size_t len)
+{
+    return copy_readable(as_fake(t), addr, buf, len) == len ? 0 : -1;
+}
+
+/* target_close has already freed maps and the page cache. */
+static void fake_close(struct target *t)
+{
+    struct fake_target *f = as_fake(t);
+    for (size_t i = 0; i < f->nregions; i++)
+        free(f->regions[i].bytes);
+    free(f->regions);
+    free(f);
+}
+
+static const struct target_ops fake_ops = {
+    .read_raw = fake_read_raw,
+    .close = fake_close,
+};
+
+struct target *fake_target_new(void)
+{
+    struct fake_target *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return NULL;
+    f->base.ops = &fake_ops;
+    f->base.pid = 0; /* root stays "": files are opened at their own paths */
+    return &f->base;
+}
+
+int fake_target_map(struct target *t, uint64_t addr, const void *bytes, size_t len)
+{
+    struct fake_target *f = as_fake(t);
+    if (len == 0 || addr + len < addr)
+        return -1;
+    for (size_t i = 0; i < f->nregions; i++) {
+        const struct fake_region *r = &f->regions[i];
+        if (addr < r->start + r->len && r->start < addr + len)
+            return -1;
+    }
+    struct fake_region *regions = realloc(f->regions, (f->nregions + 1) * sizeof(*regions));
+    if (regions == NULL)
+        return -1;
+    f->regions = regions;
+    struct target_map *maps = realloc(f->base.maps, (f->base.nmaps + 1) * sizeof(*maps));
+    if (maps == NULL)
+        return -1;
+    f->base.maps = maps;
+
+    unsigned char *copy = malloc(len);
+    if (copy == NULL)
+        return -1;
+    memcpy(copy, bytes, len);
+    f->regions[f->nregions++] = (struct fake_region){ .start = addr, .len = len, .bytes = copy };
+
+    /* Kept sorted by start, as a real /proc/PID/maps listing is. */
+    size_t at = f->base.nmaps;
+    while (at > 0 && f->base.maps[at - 1].start > addr)
+        at--;
+    memmove(&f->base.maps[at + 1], &f->base.maps[at], (f->base.nmaps - at) * sizeof(*maps));
+    f->base.nmaps++;
+    struct target_map *m = &f->base.maps[at];
+    memset(m, 0, sizeof(*m));
+    m->start = addr;
+    m->end = addr + len;
+    memcpy(m->perms, "rw-p", 5);
+    return 0;
+}
+
+void fake_target_free(struct target *t)
+{
+    target_close(t);
+}

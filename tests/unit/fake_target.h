@@ -1,0 +1,25 @@
+/* An in-memory stand-in for a live process: tests place byte images at
+ * chosen addresses and hand the result to code that reads through
+ * struct target, so decoders can be tested without a real process. */
+#ifndef PYSCOPE_TESTS_FAKE_TARGET_H
+#define PYSCOPE_TESTS_FAKE_TARGET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "target/target.h"
+
+/* A target with no memory and no page cache (target_cache_enable turns it
+ * on); raw reads are counted in t->stats as for a live target. Reads go
+ * through src/target/target.c, so tests link it. */
+struct target *fake_target_new(void);
+
+/* Copies len bytes so they appear at [addr, addr+len). Regions may touch but
+ * must not overlap. Also records a "rw-p" anonymous entry in t->maps so code
+ * that looks at mappings sees the region. Returns 0, or -1 on overlap/OOM. */
+int fake_target_map(struct target *t, uint64_t addr, const void *bytes, size_t len);
+
+/* Same as target_close. */
+void fake_target_free(struct target *t);
+
+#endif

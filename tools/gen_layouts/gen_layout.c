@@ -1,0 +1,370 @@
+/* Prints one py_layout_entry initializer for the CPython whose headers this
+ * file is compiled against (-I<inc> -I<inc>/internal -DPy_BUILD_CORE), using
+ * offsetof()/sizeof() so no offset is ever typed by hand except where noted. */
+#include <Python.h>
+#include <frameobject.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <stddef.h>
+
+#if PY_MAJOR_VERSION != 3 || PY_MINOR_VERSION < 8 || PY_MINOR_VERSION > 15
+#error "gen_layout supports CPython 3.8 to 3.15 headers only"
+#endif
+
+#define MINOR PY_MINOR_VERSION
+
+/* Internal headers: where each version keeps the structs we measure. */
+#if MINOR == 8
+#include "pycore_pystate.h"      /* _PyRuntimeState, PyInterpreterState */
+#else
+#include "pycore_runtime.h"
+#include "pycore_interp.h"
+#endif
+#include "pycore_gil.h"
+#if MINOR >= 9
+#include "pycore_gc.h"
+#endif
+#if MINOR >= 10
+#include "pycore_moduleobject.h"
+#endif
+#if MINOR >= 11
+#include "pycore_frame.h"
+#include "pycore_code.h"
+#endif
+#if MINOR >= 12
+#include "pycore_long.h"
+#endif
+#if MINOR >= 14
+#include "pycore_interpframe_structs.h"
+#include "pycore_runtime_structs.h"
+#include "pycore_interp_structs.h"
+#endif
+
+/* Printing helpers: one designated initializer per line, so the driver can
+ * compare two versions' bodies with plain line tools. */
+static void emit(const char *field, long value)
+{
+    printf("        .%s = %ld,\n", field, value);
+}
+
+static void emit_none(const char *field)
+{
+    printf("        .%s = PY_OFF_NONE,\n", field);
+}
+
+static void emit_int(const char *field, int value)
+{
+    printf("        .%s = %d,\n", field, value);
+}
+
+#define OFF(type, member) ((long)offsetof(type, member))
+#define SIZE(type) ((long)sizeof(type))
+
+static unsigned parse_hex(const char *text)
+{
+    return (unsigned)strtoul(text, NULL, 16);
+}
+
+static void emit_runtime_and_interpreter(void)
+{
+    emit("runtime_size", SIZE(_PyRuntimeState));
+    emit("runtime_interpreters_head", OFF(_PyRuntimeState, interpreters.head));
+#if MINOR <= 11
+    emit("runtime_tstate_current", OFF(_PyRuntimeState, gilstate.tstate_current));
+    emit("runtime_gil", OFF(_PyRuntimeState, ceval.gil));
+#else
+    /* 3.12 moved the current thread state to TLS and the GIL into each
+     * interpreter. */
+    emit_none("runtime_tstate_current");
+    emit_none("runtime_gil");
+#endif
+#if MINOR == 8
+    emit("runtime_gc", OFF(_PyRuntimeState, gc));
+#else
+    emit_none("runtime_gc");
+#endif
+
+    emit("interp_size", SIZE(PyInterpreterState));
+    emit("interp_next", OFF(PyInterpreterState, next));
+#if MINOR <= 10
+    emit("interp_threads_head", OFF(PyInterpreterState, tstate_head));
+#else
+    emit("interp_threads_head", OFF(PyInterpreterState, threads.head));
+#endif
+#if MINOR >= 13
+    emit("interp_threads_main", OFF(PyInterpreterState, threads.main));
+#else
+    emit_none("interp_threads_main");
+#endif
+    emit("interp_id", OFF(PyInterpreterState, id));
+#if MINOR <= 11
+    emit("interp_modules", OFF(PyInterpreterState, modules));
+#else
+    emit("interp_modules", OFF(PyInterpreterState, imports.modules));
+#endif
+    emit("interp_sysdict", OFF(PyInterpreterState, sysdict));
+    emit("interp_builtins", OFF(PyInterpreterState, builtins));
+#if MINOR >= 12
+    emit("interp_gil_ptr", OFF(PyInterpreterState, ceval.gil));
+#else
+    emit_none("interp_gil_ptr");
+#endif
+#if MINOR >= 9
+    emit("interp_gc", OFF(PyInterpreterState, gc));
+#else
+    emit_none("interp_gc");
+#endif
+
+    emit("gc_size", SIZE(struct _gc_runtime_state));
+    emit("gc_collecting", OFF(struct _gc_runtime_state, collecting));
+
+    emit("gil_size", SIZE(struct _gil_runtime_state));
+    emit("gil_last_holder", OFF(struct _gil_runtime_state, last_holder));
+    emit("gil_locked", OFF(struct _gil_runtime_state, locked));
+    emit("gil_switch_number", OFF(struct _gil_runtime_state, switch_number));
+}
+
+static void emit_thread_state(void)
+{
+    emit("tstate_size", SIZE(PyThreadState));
+    emit("tstate_prev", OFF(PyThreadState, prev));
+    emit("tstate_next", OFF(PyThreadState, next));
+    emit("tstate_interp", OFF(PyThreadState, interp));
+#if MINOR <= 10
+    emit("tstate_frame", OFF(PyThreadState, frame));
+#else
+    emit_none("tstate_frame");
+#endif
+#if MINOR == 11 || MINOR == 12
+    emit("tstate_cframe", OFF(PyThreadState, cframe));
+    emit("cframe_current_frame", OFF(_PyCFrame, current_frame));
+#else
+    /* 3.10 has a cframe too, but its frames still hang off tstate->frame. */
+    emit_none("tstate_cframe");
+    emit_none("cframe_current_frame");
+#endif
+#if MINOR >= 13
+    emit("tstate_current_frame", OFF(PyThreadState, current_frame));
+#else
+    emit_none("tstate_current_frame");
+#endif
+    emit("tstate_thread_id", OFF(PyThreadState, thread_id));
+#if MINOR >= 11
+    emit("tstate_native_thread_id", OFF(PyThreadState, native_thread_id));
+    emit("tstate_datastack_chunk", OFF(PyThreadState, datastack_chunk));
+    emit("tstate_datastack_top", OFF(PyThreadState, datastack_top));
+    emit("tstate_datastack_limit", OFF(PyThreadState, datastack_limit));
+#else
+    emit_none("tstate_native_thread_id");
+    emit_none("tstate_datastack_chunk");
+    emit_none("tstate_datastack_top");
+    emit_none("tstate_datastack_limit");
+#endif
+}
+
+static void emit_frames(void)
+{
+#if MINOR <= 10
+    emit("frame_size", SIZE(PyFrameObject));
+    emit("frame_back", OFF(PyFrameObject, f_back));
+    emit("frame_code", OFF(PyFrameObject, f_code));
+    emit("frame_lasti", OFF(PyFrameObject, f_lasti));
+    emit("frame_lineno", OFF(PyFrameObject, f_lineno));
+    emit("frame_localsplus", OFF(PyFrameObject, f_localsplus));
+#else
+    emit_none("frame_size");
+    emit_none("frame_back");
+    emit_none("frame_code");
+    emit_none("frame_lasti");
+    emit_none("frame_lineno");
+    emit_none("frame_localsplus");
+#endif
+
+#if MINOR >= 11
+    emit("iframe_size", SIZE(_PyInterpreterFrame));
+#if MINOR <= 12
+    emit("iframe_executable", OFF(_PyInterpreterFrame, f_code));
+#else
+    emit("iframe_executable", OFF(_PyInterpreterFrame, f_executable));
+#endif
+    emit("iframe_previous", OFF(_PyInterpreterFrame, previous));
+#if MINOR <= 12
+    emit("iframe_instr_ptr", OFF(_PyInterpreterFrame, prev_instr));
+#else
+    emit("iframe_instr_ptr", OFF(_PyInterpreterFrame, instr_ptr));
+#endif
+#if MINOR <= 13
+    emit("iframe_stackpointer", OFF(_PyInterpreterFrame, stacktop));
+#else
+    emit("iframe_stackpointer", OFF(_PyInterpreterFrame, stackpointer));
+#endif
+    emit("iframe_owner", OFF(_PyInterpreterFrame, owner));
+#if MINOR == 11
+    emit("iframe_is_entry", OFF(_PyInterpreterFrame, is_entry));
+#else
+    emit_none("iframe_is_entry");
+#endif
+    emit("iframe_localsplus", OFF(_PyInterpreterFrame, localsplus));
+    /* The enum constants themselves, so a renumbering cannot slip past. */
+    emit_int("owner_thread", FRAME_OWNED_BY_THREAD);
+    emit_int("owner_generator", FRAME_OWNED_BY_GENERATOR);
+    emit_int("owner_frame_object", FRAME_OWNED_BY_FRAME_OBJECT);
+#if MINOR >= 12 && MINOR <= 14
+    emit_int("owner_cstack", FRAME_OWNED_BY_CSTACK);
+#else
+    /* 3.11 marks C entry with is_entry; 3.15 dropped C-stack frames. */
+    emit_int("owner_cstack", -1);
+#endif
+#if MINOR >= 14
+    emit_int("owner_interpreter", FRAME_OWNED_BY_INTERPRETER);
+#else
+    emit_int("owner_interpreter", -1);
+#endif
+#else
+    emit_none("iframe_size");
+    emit_none("iframe_executable");
+    emit_none("iframe_previous");
+    emit_none("iframe_instr_ptr");
+    emit_none("iframe_stackpointer");
+    emit_none("iframe_owner");
+    emit_none("iframe_is_entry");
+    emit_none("iframe_localsplus");
+    emit_int("owner_thread", -1);
+    emit_int("owner_generator", -1);
+    emit_int("owner_frame_object", -1);
+    emit_int("owner_cstack", -1);
+    emit_int("owner_interpreter", -1);
+#endif
+    /* 3.14 made f_executable and the locals _PyStackRef words with tag bits. */
+    emit_int("stackref_tagged", MINOR >= 14 ? 1 : 0);
+
+#if MINOR >= 11
+    emit("chunk_previous", OFF(_PyStackChunk, previous));
+    emit("chunk_size", OFF(_PyStackChunk, size));
+    emit("chunk_top", OFF(_PyStackChunk, top));
+    emit("chunk_data", OFF(_PyStackChunk, data));
+#else
+    emit_none("chunk_previous");
+    emit_none("chunk_size");
+    emit_none("chunk_top");
+    emit_none("chunk_data");
+#endif
+}
+
+static void emit_code(void)
+{
+    emit("code_size", SIZE(PyCodeObject));
+    emit("code_argcount", OFF(PyCodeObject, co_argcount));
+    emit("code_nlocals", OFF(PyCodeObject, co_nlocals));
+    emit("code_flags", OFF(PyCodeObject, co_flags));
+    emit("code_firstlineno", OFF(PyCodeObject, co_firstlineno));
+    emit("code_filename", OFF(PyCodeObject, co_filename));
+    emit("code_name", OFF(PyCodeObject, co_name));
+#if MINOR >= 11
+    emit("code_qualname", OFF(PyCodeObject, co_qualname));
+#else
+    emit_none("code_qualname");
+#endif
+#if MINOR <= 9
+    emit("code_linetable", OFF(PyCodeObject, co_lnotab));
+#else
+    emit("code_linetable", OFF(PyCodeObject, co_linetable));
+#endif
+#if MINOR <= 10
+    emit("code_varnames", OFF(PyCodeObject, co_varnames));
+    emit_none("code_localsplusnames");
+    emit_none("code_localspluskinds");
+    emit("code_code", OFF(PyCodeObject, co_code));
+    emit_none("code_code_adaptive");
+#else
+    emit_none("code_varnames");
+    emit("code_localsplusnames", OFF(PyCodeObject, co_localsplusnames));
+    emit("code_localspluskinds", OFF(PyCodeObject, co_localspluskinds));
+    emit_none("code_code");
+    emit("code_code_adaptive", OFF(PyCodeObject, co_code_adaptive));
+#endif
+}
+
+static void emit_objects(void)
+{
+    emit("ob_type", OFF(PyObject, ob_type));
+    emit("ob_size", OFF(PyVarObject, ob_size));
+    emit("type_name", OFF(PyTypeObject, tp_name));
+    emit("type_basicsize", OFF(PyTypeObject, tp_basicsize));
+    emit("type_dictoffset", OFF(PyTypeObject, tp_dictoffset));
+    emit("type_flags", OFF(PyTypeObject, tp_flags));
+    /* Present in every supported version; only 3.11+ readers need it. */
+    emit("heaptype_cached_keys", OFF(PyHeapTypeObject, ht_cached_keys));
+
+    /* `state` is a struct of bitfields, but offsetof() on the enclosing
+     * member is well defined; the bit positions are the reader's business. */
+    emit("unicode_length", OFF(PyASCIIObject, length));
+    emit("unicode_state", OFF(PyASCIIObject, state));
+    emit("unicode_ascii_size", SIZE(PyASCIIObject));
+    emit("unicode_compact_size", SIZE(PyCompactUnicodeObject));
+    emit("unicode_data_any", OFF(PyUnicodeObject, data));
+
+    emit("bytes_sval", OFF(PyBytesObject, ob_sval));
+    emit("tuple_items", OFF(PyTupleObject, ob_item));
+    emit("list_items", OFF(PyListObject, ob_item));
+    emit("dict_used", OFF(PyDictObject, ma_used));
+    emit("dict_keys", OFF(PyDictObject, ma_keys));
+    emit("dict_values", OFF(PyDictObject, ma_values));
+#if MINOR <= 11
+    emit("long_digits", OFF(PyLongObject, ob_digit));
+    emit_none("long_tag");
+#else
+    emit("long_digits", OFF(PyLongObject, long_value.ob_digit));
+    emit("long_tag", OFF(PyLongObject, long_value.lv_tag));
+#endif
+    emit("float_value", OFF(PyFloatObject, ob_fval));
+#if MINOR >= 10
+    emit("module_dict", OFF(PyModuleObject, md_dict));
+#else
+    /* 3.8/3.9 define PyModuleObject privately in Objects/moduleobject.c with
+     * md_dict right after PyObject_HEAD; checked live (docs/layouts.md). */
+    emit("module_dict", SIZE(PyObject));
+#endif
+
+#if MINOR <= 10
+    emit("gen_frame", OFF(PyGenObject, gi_frame));
+    emit_none("gen_iframe");
+#else
+    emit_none("gen_frame");
+    emit("gen_iframe", OFF(PyGenObject, gi_iframe));
+#endif
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2 && argc != 4) {
+        fprintf(stderr, "usage: %s SOURCE-LABEL [VERSION-MIN-HEX VERSION-MAX-HEX]\n", argv[0]);
+        return 2;
+    }
+    /* By default an entry covers the whole minor from its first final. */
+    unsigned minor_base = (PY_MAJOR_VERSION << 24) | (PY_MINOR_VERSION << 16);
+    unsigned version_min = minor_base | 0xf0u;
+    unsigned version_max = minor_base | 0xffffu;
+    if (argc == 4) {
+        version_min = parse_hex(argv[2]);
+        version_max = parse_hex(argv[3]);
+    }
+    const char *linetable = MINOR <= 9 ? "PY_LINETABLE_LNOTAB"
+                          : MINOR == 10 ? "PY_LINETABLE_310"
+                          : "PY_LINETABLE_LOCATIONS";
+    const char *frames = MINOR <= 10 ? "PY_FRAMES_OBJECTS" : "PY_FRAMES_INTERPRETER";
+
+    printf("    { .version_min = 0x%08x, .version_max = 0x%08x, .layout = {\n",
+           version_min, version_max);
+    printf("        .version_hex = 0x%08lx,\n", (unsigned long)PY_VERSION_HEX);
+    printf("        .source = \"%s\",\n", argv[1]);
+    printf("        .linetable = %s,\n", linetable);
+    printf("        .frames = %s,\n", frames);
+    emit_runtime_and_interpreter();
+    emit_thread_state();
+    emit_frames();
+    emit_code();
+    emit_objects();
+    printf("    } },\n");
+    return 0;
+}
