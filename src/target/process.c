@@ -274,11 +274,9 @@ int process_list_tids(pid_t pid, pid_t *tids, int max)
     return n;
 }
 
-int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out)
+static int process_thread_run_state(pid_t pid, pid_t tid, struct thread_activity *out)
 {
     char path[96], buf[512];
-    memset(out, 0, sizeof *out);
-    out->syscall_nr = -1;
     snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
     if (read_small_file(path, buf, sizeof buf, NULL) != 0)
         return -1;
@@ -287,12 +285,23 @@ int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out)
     const char *close_paren = strrchr(buf, ')');
     if (close_paren && close_paren[1] == ' ')
         out->run_state = close_paren[2];
+    out->on_cpu = out->run_state == 'R';
+    return out->run_state ? 0 : -1;
+}
 
+int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out)
+{
+    char path[96], buf[512];
+    memset(out, 0, sizeof *out);
+    out->syscall_nr = -1;
+    /* The syscall file alone answers almost every time; stat is read only
+     * when it cannot (one open per thread matters with hundreds of them). */
     snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
     if (read_small_file(path, buf, sizeof buf, NULL) != 0)
-        return out->run_state ? 0 : -1;
+        return process_thread_run_state(pid, tid, out);
     if (strncmp(buf, "running", 7) == 0) {
         out->on_cpu = true;
+        out->run_state = 'R';
         return 0;
     }
     char *end;
@@ -305,6 +314,7 @@ int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out)
         return 0;
     }
     out->syscall_nr = nr;
+    out->run_state = 'S';
     const char *cursor = end;
     for (int i = 0; i < 6; i++) {
         unsigned long long v = strtoull(cursor, &end, 16);

@@ -25,7 +25,9 @@ int process_list_tids(pid_t pid, pid_t *tids, int max);
 
 /* What a thread is doing right now, from /proc/PID/task/TID/{stat,syscall}. */
 struct thread_activity {
-    char run_state;          /* the stat state letter: R, S, D, t, ...; 0 if unknown */
+    char run_state;          /* R: on CPU or runnable; S: blocked in a syscall (D not told
+                              * apart); else the stat letter when the syscall file
+                              * could not be read; 0 if unknown */
     bool on_cpu;             /* the syscall file says "running" or the thread is outside a syscall */
     long syscall_nr;         /* -1 when not blocked in a syscall */
     uint64_t syscall_args[6];

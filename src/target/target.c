@@ -5,19 +5,30 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 int target_cache_enable(struct target *t)
 {
     if (t->cache)
         return 0;
-    t->cache = malloc(sizeof(struct target_page) * TARGET_CACHE_SLOTS);
+    /* Epoch 0 never matches, so every zeroed slot starts empty. */
+    t->cache = calloc(1, sizeof *t->cache);
     if (!t->cache)
         return -1;
-    for (size_t i = 0; i < TARGET_CACHE_SLOTS; i++)
-        t->cache[i].page = UINT64_MAX;
+    /* Populated up front: faulting the pages in one by one, as reads first
+     * land in them, costs more than the reads themselves. */
+    void *data = mmap(NULL, (size_t)TARGET_CACHE_SLOTS * TARGET_PAGE_SIZE, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    t->cache->data = data == MAP_FAILED ? NULL : data;
+    if (!t->cache->data) {
+        free(t->cache);
+        t->cache = NULL;
+        return -1;
+    }
     t->epoch = 1;
     return 0;
 }
@@ -38,18 +49,29 @@ static int read_raw_counted(struct target *t, uint64_t addr, void *buf, size_t l
     return rc;
 }
 
+static size_t slot_of(uint64_t page)
+{
+    return (size_t)((page / TARGET_PAGE_SIZE) % TARGET_CACHE_SLOTS);
+}
+
+static bool slot_holds(const struct target *t, size_t slot, uint64_t page)
+{
+    return t->cache->page[slot] == page && t->cache->epoch[slot] == t->epoch;
+}
+
 static const unsigned char *cached_page(struct target *t, uint64_t page)
 {
-    struct target_page *slot = &t->cache[(page / TARGET_PAGE_SIZE) % TARGET_CACHE_SLOTS];
-    if (slot->page == page && slot->epoch == t->epoch)
-        return slot->data;
-    if (read_raw_counted(t, page, slot->data, TARGET_PAGE_SIZE) != 0) {
-        slot->page = UINT64_MAX;
+    struct target_page_cache *c = t->cache;
+    size_t slot = slot_of(page);
+    if (slot_holds(t, slot, page))
+        return c->data[slot];
+    if (read_raw_counted(t, page, c->data[slot], TARGET_PAGE_SIZE) != 0) {
+        c->epoch[slot] = 0;
         return NULL;
     }
-    slot->page = page;
-    slot->epoch = t->epoch;
-    return slot->data;
+    c->page[slot] = page;
+    c->epoch[slot] = t->epoch;
+    return c->data[slot];
 }
 
 int target_read(struct target *t, uint64_t addr, void *buf, size_t len)
@@ -133,6 +155,8 @@ void target_close(struct target *t)
     for (size_t i = 0; i < t->nmaps; i++)
         free(t->maps[i].path);
     free(t->maps);
+    if (t->cache)
+        munmap(t->cache->data, (size_t)TARGET_CACHE_SLOTS * TARGET_PAGE_SIZE);
     free(t->cache);
     if (t->ops && t->ops->close)
         t->ops->close(t);

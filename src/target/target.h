@@ -30,10 +30,12 @@ struct target_ops {
 #define TARGET_PAGE_SIZE 4096u
 #define TARGET_CACHE_SLOTS 512u
 
-struct target_page {
-    uint64_t page;          /* page-aligned address, or UINT64_MAX when empty */
-    uint64_t epoch;
-    unsigned char data[TARGET_PAGE_SIZE];
+/* Tags live apart from the page data so that enabling the cache touches
+ * only a few kilobytes: untouched data pages are never faulted in. */
+struct target_page_cache {
+    uint64_t page[TARGET_CACHE_SLOTS];   /* page-aligned address */
+    uint64_t epoch[TARGET_CACHE_SLOTS];  /* valid only when equal to the target's epoch */
+    unsigned char (*data)[TARGET_PAGE_SIZE];
 };
 
 struct target_stats {
@@ -49,7 +51,7 @@ struct target {
     size_t nmaps;
     char root[64];          /* "/proc/PID/root": mapped files are opened below it */
     char comm[64];          /* the process name, for messages */
-    struct target_page *cache;   /* NULL: no caching */
+    struct target_page_cache *cache;   /* NULL: no caching */
     uint64_t epoch;
     struct target_stats stats;
 };
