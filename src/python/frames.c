@@ -3,6 +3,7 @@
  * ends the walk as invalid instead of being printed. */
 #include "python/frames.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const char *py_walk_status_text(enum py_walk_status status)
@@ -63,6 +64,51 @@ static enum py_walk_status walk_frame_objects(struct py_walker *w, uint64_t fram
     return PY_WALK_OK;
 }
 
+void py_stack_copy_read(struct py_reader *r, uint64_t chunk, uint64_t top,
+                        struct py_stack_copy *copy)
+{
+    const struct py_layout *L = r->L;
+    copy->len = 0;
+    if (!chunk || L->chunk_data == PY_OFF_NONE)
+        return;
+    uint64_t base = chunk + (uint64_t)L->chunk_data;
+    if (top <= base || top - base > PY_STACK_COPY_MAX)
+        return;
+    size_t len = (size_t)(top - base);
+    if (len > copy->cap) {
+        unsigned char *grown = realloc(copy->buf, len);
+        if (!grown)
+            return;
+        copy->buf = grown;
+        copy->cap = len;
+    }
+    /* Straight from the target, not the page cache: this is the one read
+     * of the thread's stack, and it must not evict the code objects. */
+    if (r->t->ops->read_raw(r->t, base, copy->buf, len) != 0)
+        return;
+    r->t->stats.reads++;
+    r->t->stats.bytes += len;
+    copy->base = base;
+    copy->len = len;
+}
+
+void py_stack_copy_free(struct py_stack_copy *copy)
+{
+    free(copy->buf);
+    memset(copy, 0, sizeof *copy);
+}
+
+static int read_frame_bytes(struct py_walker *w, uint64_t frame, unsigned char *buf, size_t need)
+{
+    const struct py_stack_copy *copy = w->stack;
+    if (copy && copy->len && frame >= copy->base && frame - copy->base <= copy->len &&
+        need <= copy->len - (size_t)(frame - copy->base)) {
+        memcpy(buf, copy->buf + (frame - copy->base), need);
+        return 0;
+    }
+    return target_read(w->reader->t, frame, buf, need);
+}
+
 static enum py_walk_status walk_interpreter_frames(struct py_walker *w, uint64_t frame,
                                                    struct py_frame *out, size_t max,
                                                    size_t *count)
@@ -78,7 +124,7 @@ static enum py_walk_status walk_interpreter_frames(struct py_walker *w, uint64_t
     while (frame) {
         if (*count >= max || ++visited > PY_MAX_FRAMES * 2)
             return PY_WALK_TOO_DEEP;
-        if (target_read(r->t, frame, buf, need) != 0)
+        if (read_frame_bytes(w, frame, buf, need) != 0)
             return PY_WALK_UNREADABLE;
         uint64_t previous = field_u64(buf, L->iframe_previous);
         int owner = buf[L->iframe_owner];

@@ -138,13 +138,14 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
     pid_t *tids = malloc(sizeof *tids * MAX_TIDS);
     char (*names)[64] = NULL;
     struct thread_activity *activities = NULL;
+    struct py_stack_copy stack_copy = {0};
     struct py_snapshot snap = {0};
     int rc = -1;
     if (!codes || !frames || !tids) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         goto out;
     }
-    struct py_walker walker = {&reader, codes};
+    struct py_walker walker = {&reader, codes, &stack_copy};
 
     int n_tids = process_list_tids(t->pid, tids, MAX_TIDS);
     if (n_tids < 0)
@@ -201,12 +202,15 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
             th->syscall = syscall_name(activity.syscall_nr);
 
         uint64_t top = pt->top_frame;
+        py_stack_copy_read(&reader, pt->datastack_chunk, pt->datastack_top, &stack_copy);
         size_t count = 0;
         enum py_walk_status status = PY_WALK_OK;
         int attempts = opts->paused ? 1 : 1 + opts->max_retries;
         for (int attempt = 0; attempt < attempts; attempt++) {
             if (attempt > 0) {
+                /* The thread moved on: forget everything read of it. */
                 target_cache_invalidate(t);
+                stack_copy.len = 0;
                 top = reread_top_frame(&reader, pt->tstate);
             }
             status = py_walk_frames(&walker, top, frames, PY_MAX_FRAMES, &count);
@@ -228,6 +232,7 @@ out:
         py_code_cache_clear(codes);
         free(codes);
     }
+    py_stack_copy_free(&stack_copy);
     free(frames);
     free(tids);
     free(names);

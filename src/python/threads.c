@@ -178,6 +178,10 @@ int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct 
                 th->tid = native > 0 && native < (1 << 30) ? (pid_t)native : 0;
             }
             th->top_frame = top_frame_of(r, ts);
+            if (L->tstate_datastack_chunk != PY_OFF_NONE && L->tstate_datastack_top != PY_OFF_NONE) {
+                th->datastack_chunk = u64_at(ts, L->tstate_datastack_chunk);
+                th->datastack_top = u64_at(ts, L->tstate_datastack_top);
+            }
             th->holds_gil = pi->gil_holder == tstate;
             tstate = u64_at(ts, L->tstate_next);
         }

@@ -26,6 +26,8 @@ struct py_thread {
     uint64_t thread_id;       /* pthread_t, what threading.get_ident() returns */
     pid_t tid;                /* kernel tid, 0 when unknown */
     uint64_t top_frame;
+    uint64_t datastack_chunk; /* 3.11+: the chunk holding the newest frames */
+    uint64_t datastack_top;   /* 3.11+: end of the live part of that chunk */
     bool holds_gil;
 };
 
