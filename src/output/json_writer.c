@@ -34,9 +34,14 @@ static void newline_and_indent(struct json_writer *w, int depth)
 {
     if (w->indent == 0)
         return;
-    fputc('\n', w->out);
-    for (int i = 0; i < depth * w->indent; i++)
-        fputc(' ', w->out);
+    static const char spaces[] = "                                                                ";
+    fputc_unlocked('\n', w->out);
+    int n = depth * w->indent;
+    while (n > 0) {
+        int chunk = n < (int)sizeof spaces - 1 ? n : (int)sizeof spaces - 1;
+        fwrite_unlocked(spaces, 1, (size_t)chunk, w->out);
+        n -= chunk;
+    }
 }
 
 /* Emits whatever must precede the next member of the innermost container
@@ -45,7 +50,7 @@ static void start_member(struct json_writer *w)
 {
     unsigned char *top = &w->open[w->depth - 1];
     if (*top & OPEN_HAS_MEMBERS)
-        fputc(',', w->out);
+        fputc_unlocked(',', w->out);
     *top |= OPEN_HAS_MEMBERS;
     newline_and_indent(w, w->depth);
 }
@@ -57,7 +62,7 @@ static int before_value(struct json_writer *w)
         return -1;
     if (w->depth == 0) {
         if (w->wrote_top_level)
-            fputc('\n', w->out);
+            fputc_unlocked('\n', w->out);
         return 0;
     }
     if ((w->open[w->depth - 1] & OPEN_KIND_MASK) == OPEN_OBJECT) {
@@ -83,7 +88,7 @@ static int begin(struct json_writer *w, unsigned char kind, char bracket)
     if (w->depth == JSON_MAX_DEPTH)
         return fail(w);
     w->open[w->depth++] = kind;
-    fputc(bracket, w->out);
+    fputc_unlocked(bracket, w->out);
     return 0;
 }
 
@@ -97,7 +102,7 @@ static int end(struct json_writer *w, unsigned char kind, char bracket)
     w->depth--;
     if (had_members)
         newline_and_indent(w, w->depth);
-    fputc(bracket, w->out);
+    fputc_unlocked(bracket, w->out);
     after_value(w);
     return 0;
 }
@@ -164,7 +169,7 @@ static size_t utf8_sequence(const unsigned char *p, size_t avail, size_t *bad)
 static void write_escaped(FILE *out, const unsigned char *s, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
-    fputc('"', out);
+    fputc_unlocked('"', out);
     size_t i = 0;
     while (i < len) {
         unsigned char c = s[i];
@@ -178,6 +183,16 @@ static void write_escaped(FILE *out, const unsigned char *s, size_t len)
                 fputs("\xEF\xBF\xBD", out);
                 i += bad;
             }
+            continue;
+        }
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            /* Plain ASCII runs are the bulk of any dump: copy them whole. */
+            size_t run = 1;
+            while (i + run < len && s[i + run] >= 0x20 && s[i + run] < 0x80 &&
+                   s[i + run] != '"' && s[i + run] != '\\')
+                run++;
+            fwrite_unlocked(s + i, 1, run, out);
+            i += run;
             continue;
         }
         switch (c) {
@@ -205,15 +220,15 @@ static void write_escaped(FILE *out, const unsigned char *s, size_t len)
         default:
             if (c < 0x20) {
                 fputs("\\u00", out);
-                fputc(hex[c >> 4], out);
-                fputc(hex[c & 15], out);
+                fputc_unlocked(hex[c >> 4], out);
+                fputc_unlocked(hex[c & 15], out);
             } else {
-                fputc(c, out);
+                fputc_unlocked(c, out);
             }
         }
         i++;
     }
-    fputc('"', out);
+    fputc_unlocked('"', out);
 }
 
 int json_key(struct json_writer *w, const char *key)
@@ -327,7 +342,7 @@ int json_finish(struct json_writer *w)
     if (w->out == NULL)
         return -1;
     if (!w->failed && w->indent && w->depth == 0 && w->wrote_top_level)
-        fputc('\n', w->out);
+        fputc_unlocked('\n', w->out);
     int io_error = fflush(w->out) != 0 || ferror(w->out);
     if (w->failed || w->depth != 0 || w->key_pending || io_error)
         return -1;
