@@ -129,6 +129,12 @@ int elf_image_symbol(struct elf_image *img, const char *name, uint64_t *value, u
     return symbol_in_table(img, SHT_SYMTAB, name, value, size);
 }
 
+int elf_image_dynamic_symbol(struct elf_image *img, const char *name, uint64_t *value,
+                             uint64_t *size)
+{
+    return symbol_in_table(img, SHT_DYNSYM, name, value, size);
+}
+
 int elf_image_section(struct elf_image *img, const char *name, uint64_t *addr, uint64_t *size)
 {
     size_t shstrndx;

@@ -16,6 +16,10 @@ void elf_image_close(struct elf_image *img);
 /* Looks a symbol up in .dynsym, then .symtab. Returns 0 and its unrelocated
  * value (and size, if wanted) or -1. */
 int elf_image_symbol(struct elf_image *img, const char *name, uint64_t *value, uint64_t *size);
+/* Looks a symbol up in .dynsym only: for exported API such as Py_Version,
+ * where scanning a large .symtab would only cost time. */
+int elf_image_dynamic_symbol(struct elf_image *img, const char *name, uint64_t *value,
+                             uint64_t *size);
 /* A section's unrelocated address and size. */
 int elf_image_section(struct elf_image *img, const char *name, uint64_t *addr, uint64_t *size);
 /* Copies up to len bytes of the file contents at unrelocated address addr

@@ -77,8 +77,10 @@ static unsigned version_from_rodata(struct elf_image *img, unsigned major, unsig
     unsigned found = 0;
     bool found_standalone = false;
     for (size_t i = 0; i + (size_t)plen < got && !found_standalone; i++) {
-        if (memcmp(data + i, prefix, (size_t)plen) != 0)
-            continue;
+        const char *hit = memmem(data + i, got - i, prefix, (size_t)plen);
+        if (!hit)
+            break;
+        i = (size_t)(hit - data);
         char before = i > 0 ? data[i - 1] : '\0';
         if (isdigit((unsigned char)before) || before == '.')
             continue;
@@ -149,7 +151,7 @@ static void inspect_candidate(struct target *t, const char *path, struct candida
     }
     uint64_t pyver_addr;
     uint32_t pyver = 0;
-    if (elf_image_symbol(img, "Py_Version", &pyver_addr, NULL) == 0 &&
+    if (elf_image_dynamic_symbol(img, "Py_Version", &pyver_addr, NULL) == 0 &&
         elf_image_read_vaddr(img, pyver_addr, &pyver, sizeof pyver) == sizeof pyver)
         res->version_hex = pyver;
     if (!res->version_hex && res->major)
