@@ -14,6 +14,7 @@
 #include "python/stacks.h"
 #include "target/pause.h"
 #include "target/process.h"
+#include "util/clock.h"
 
 static void dump_usage(FILE *out)
 {
@@ -25,6 +26,7 @@ static void dump_usage(FILE *out)
             "\n"
             "  -j, --json       machine-readable output (schema: docs/json.md)\n"
             "  -p, --pause      stop all threads while reading, for an exact snapshot\n"
+            "  -v, --verbose    say how the interpreter was found, and what the dump cost\n"
             "      --color=WHEN always, never or auto (default: auto, on a terminal)\n"
             "  -h, --help       this help\n");
 }
@@ -45,18 +47,20 @@ int cmd_dump(int argc, char **argv)
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},
         {"pause", no_argument, NULL, 'p'},
+        {"verbose", no_argument, NULL, 'v'},
         {"color", required_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false, pause = false;
+    bool json = false, pause = false, verbose = false;
     int color = -1;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "jph", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "jpvh", longopts, NULL)) != -1) {
         switch (c) {
         case 'j': json = true; break;
         case 'p': pause = true; break;
+        case 'v': verbose = true; break;
         case 'C':
             if (strcmp(optarg, "always") == 0)
                 color = 1;
@@ -83,6 +87,7 @@ int cmd_dump(int argc, char **argv)
     if (color < 0)
         color = !json && isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL;
 
+    double started = monotonic_ms();
     struct pyscope_error err = {0};
     struct target *t = process_open(pid, &err);
     if (!t)
@@ -94,6 +99,10 @@ int cmd_dump(int argc, char **argv)
     int status = 0;
     if (py_runtime_find(t, &rt, &err) != 0)
         goto fail;
+    double found = monotonic_ms();
+    if (verbose)
+        fprintf(stderr, "pyscope: CPython %s, _PyRuntime at 0x%llx in %s; layout from %s\n",
+                rt.version, (unsigned long long)rt.runtime_addr, rt.binary, rt.layout.source);
     if (pause && process_pause(pid, &err) != 0)
         goto fail;
 
@@ -113,11 +122,19 @@ int cmd_dump(int argc, char **argv)
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the dump", (int)pid);
         goto fail;
     }
+    double collected = monotonic_ms();
     if (json)
         stack_report_write_json(stdout, &report);
     else
         stack_report_write_text(stdout, &report, color);
     fflush(stdout);
+    if (verbose)
+        fprintf(stderr,
+                "pyscope: %zu threads; %.2f ms to find the interpreter, %.2f ms to read the "
+                "stacks (%llu reads, %llu bytes, %llu failed), %.2f ms to print\n",
+                report.n_threads, found - started, collected - found,
+                (unsigned long long)t->stats.reads, (unsigned long long)t->stats.bytes,
+                (unsigned long long)t->stats.failures, monotonic_ms() - collected);
     stack_report_free(&report);
     target_close(t);
     return 0;
