@@ -28,10 +28,12 @@ DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev python3-pytest patchelf
 all: pyscope
 
 pyscope: build/release/src/main.o $(OBJ)
-	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
+	@echo "  LINK    $@"
+	@$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
 
 build/asan/pyscope: build/asan/src/main.o $(SAN_OBJ)
-	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
+	@echo "  LINK    $@"
+	@$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 
 asan: build/asan/pyscope
 
@@ -47,11 +49,13 @@ build/asan/%.o: %.c
 
 build/release/unit/%: tests/unit/%.c $(UNIT_HELPERS) $(OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_HELPERS) $(OBJ) $(LIBS)
+	@echo "  LINK    $@"
+	@$(CC) $(CFLAGS_COMMON) $(CFLAGS) -Itests/unit -o $@ $< $(UNIT_HELPERS) $(OBJ) $(LIBS)
 
 build/asan/unit/%: tests/unit/%.c $(UNIT_HELPERS) $(SAN_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_COMMON) $(SAN_FLAGS) -Itests/unit -o $@ $< $(UNIT_HELPERS) $(SAN_OBJ) $(LIBS)
+	@echo "  LINK    $@"
+	@$(CC) $(CFLAGS_COMMON) $(SAN_FLAGS) -Itests/unit -o $@ $< $(UNIT_HELPERS) $(SAN_OBJ) $(LIBS)
 
 # Installs missing Debian packages when run as root; otherwise prints the line to run.
 deps:

@@ -191,20 +191,24 @@ static void set_permission_error(pid_t pid, struct pyscope_error *err)
     error_set(err, PYSCOPE_ERR_PERMISSION, "permission denied reading the memory of process %d",
               (int)pid);
     char scope[16] = "";
-    const char *scope_note = "";
+    char scope_line[160] = "";
     if (read_small_file("/proc/sys/kernel/yama/ptrace_scope", scope, sizeof scope, NULL) == 0) {
         scope[strcspn(scope, "\n")] = '\0';
-        if (strcmp(scope, "0") != 0)
-            scope_note = " (it is now ";
+        snprintf(scope_line, sizeof scope_line,
+                 "    (kernel.yama.ptrace_scope is %s here%s)\n", scope,
+                 strcmp(scope, "0") == 0 ? ""
+                                         : "; lower it with: sudo sysctl kernel.yama.ptrace_scope=0");
     }
     error_hint(err,
-               "pyscope needs ptrace access to the target, the same access a debugger needs:\n"
-               "  - run pyscope as the target's user with kernel.yama.ptrace_scope=0%s%s%s, or\n"
-               "  - run it as root, or give it CAP_SYS_PTRACE: sudo setcap cap_sys_ptrace+ep $(command -v pyscope)\n"
-               "  - in a container, start it with --cap-add SYS_PTRACE (docker) or the\n"
-               "    SYS_PTRACE capability in the pod's securityContext (Kubernetes), and\n"
-               "    run pyscope in the same PID namespace as the target.",
-               scope_note, scope_note[0] ? scope : "", scope_note[0] ? ")" : "");
+               "pyscope needs the access a debugger needs (ptrace) to the target:\n"
+               "  - as the target's own user, kernel.yama.ptrace_scope must be 0\n"
+               "%s"
+               "  - or run pyscope as root, or give it CAP_SYS_PTRACE:\n"
+               "      sudo setcap cap_sys_ptrace+ep $(command -v pyscope)\n"
+               "  - in a container, add the capability (docker run --cap-add SYS_PTRACE, or\n"
+               "    capabilities: add: [SYS_PTRACE] in a Kubernetes securityContext) and run\n"
+               "    pyscope in the target's PID namespace.",
+               scope_line);
 }
 
 struct target *process_open(pid_t pid, struct pyscope_error *err)
