@@ -1,0 +1,137 @@
+/* A recorded profile: interned frames and stacks, per-thread sample counts by
+ * GIL state, the GIL-hog table, and a timeline of per-thread segments kept in
+ * a temporary file so that memory stays bounded however long the recording.
+ * The sampler fills it; every output format reads it. */
+#ifndef PYSCOPE_PROFILE_PROFILE_H
+#define PYSCOPE_PROFILE_PROFILE_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+enum profile_state {
+    PROFILE_HOLDING_GIL = 0,
+    PROFILE_WAITING_GIL,
+    PROFILE_RUNNING,          /* on CPU without the GIL (native code) */
+    PROFILE_IDLE,             /* blocked in a syscall */
+    PROFILE_UNKNOWN,
+    PROFILE_STATE_COUNT
+};
+
+const char *profile_state_name(enum profile_state state);  /* "holding_gil", ... */
+
+struct profile_frame {
+    char *function;           /* qualified name on 3.11+ */
+    char *file;
+    int line;                 /* -1 when unknown */
+    bool synthetic;           /* a pseudo-frame pyscope adds, e.g. "<GC>" */
+};
+
+struct profile_stack {
+    uint32_t *frames;         /* frame ids, OUTERMOST first */
+    uint32_t depth;
+};
+
+struct profile_thread {
+    pid_t pid;
+    pid_t tid;
+    char name[64];            /* threading name, else the OS thread name */
+    uint64_t samples;
+    uint64_t state_samples[PROFILE_STATE_COUNT];
+    uint64_t gc_samples;      /* samples in which this thread ran the GC */
+    uint64_t first_ns, last_ns;   /* when it was first and last seen, since start */
+};
+
+/* Samples of one (thread, stack, state) combination. */
+struct profile_count {
+    uint32_t thread;
+    uint32_t stack;
+    uint8_t state;            /* enum profile_state */
+    uint64_t samples;
+};
+
+/* A stack that held the GIL while at least one other thread waited for it. */
+struct profile_hog {
+    uint32_t stack;
+    uint64_t samples;         /* held with waiters */
+    uint64_t native_samples;  /* of those, inside a call that did not let go of the
+                               * GIL for longer than the switch interval */
+};
+
+/* One stretch of a thread's timeline during which its stack and state did not
+ * change. Times are nanoseconds since the start of the recording. */
+struct profile_segment {
+    uint32_t thread;
+    uint32_t stack;
+    uint8_t state;
+    uint8_t gc;
+    uint16_t syscall;         /* for PROFILE_IDLE: the syscall number, else 0xffff */
+    uint64_t start_ns;
+    uint64_t end_ns;
+};
+
+struct profile_meta {
+    pid_t pid;
+    char command[1024];
+    char python_version[32];
+    uint64_t start_unix_ns;   /* wall-clock time the recording started */
+    uint64_t duration_ns;
+    double rate_hz;           /* requested; 0 means as fast as possible */
+    uint64_t passes;          /* sampling passes over all threads */
+    uint64_t passes_failed;   /* passes in which some stack could not be read whole */
+    uint64_t stacks_sampled;  /* thread stacks read */
+    uint64_t stacks_torn;     /* of those, torn or unreadable */
+    uint64_t gil_busy_passes; /* passes in which some thread held the GIL */
+    uint64_t gc_passes;       /* passes during which a collection ran */
+    uint64_t gc_collections;  /* collections seen starting */
+};
+
+struct profile {
+    struct profile_meta meta;
+    struct profile_frame *frames;
+    size_t n_frames, cap_frames;
+    struct profile_stack *stacks;
+    size_t n_stacks, cap_stacks;
+    struct profile_thread *threads;
+    size_t n_threads, cap_threads;
+    struct profile_count *counts;
+    size_t n_counts, cap_counts;
+    struct profile_hog *hogs;
+    size_t n_hogs, cap_hogs;
+    /* private: hash indexes and the timeline */
+    struct profile_index *index;
+    FILE *timeline;
+    uint64_t n_segments;
+};
+
+int profile_init(struct profile *p);
+void profile_free(struct profile *p);
+
+/* Interning. Each returns an id, or UINT32_MAX when out of memory. */
+uint32_t profile_frame_id(struct profile *p, const char *function, const char *file, int line,
+                          bool synthetic);
+/* frames: outermost first. */
+uint32_t profile_stack_id(struct profile *p, const uint32_t *frames, uint32_t depth);
+uint32_t profile_thread_id(struct profile *p, pid_t pid, pid_t tid);
+
+/* Counts one sample of thread in state with stack at time now_ns. */
+int profile_add_sample(struct profile *p, uint32_t thread, uint32_t stack,
+                       enum profile_state state, bool gc, uint64_t now_ns);
+int profile_add_hog(struct profile *p, uint32_t stack, bool native);
+
+/* Appends one timeline segment (the sampler calls this when a thread's stack
+ * or state changes, and once per thread at the end). */
+int profile_add_segment(struct profile *p, const struct profile_segment *segment);
+/* Calls fn for every segment in the order they were added; stops early when
+ * fn returns non-zero, which it then returns. */
+int profile_foreach_segment(const struct profile *p,
+                            int (*fn)(void *ctx, const struct profile_segment *segment),
+                            void *ctx);
+
+/* Sorting helpers for writers: indexes of counts by descending samples. */
+size_t *profile_counts_by_samples(const struct profile *p);
+
+#endif
