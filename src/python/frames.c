@@ -3,6 +3,7 @@
  * ends the walk as invalid instead of being printed. */
 #include "python/frames.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,82 +32,198 @@ static int32_t field_i32(const unsigned char *buf, long off)
     return v;
 }
 
+size_t py_frame_read_size(const struct py_layout *L)
+{
+    if (L->frames == PY_FRAMES_OBJECTS)
+        return (size_t)L->frame_lasti + 4;
+    return (size_t)L->iframe_localsplus;
+}
+
+static int ensure_extra(struct py_stack_copy *copy, size_t n, size_t frame_bytes)
+{
+    if (n <= copy->cap_extra && frame_bytes == copy->frame_bytes)
+        return 0;
+    size_t cap = n > copy->cap_extra ? n : copy->cap_extra;
+    uint64_t *addr = realloc(copy->extra_addr, cap * sizeof *addr);
+    if (addr)
+        copy->extra_addr = addr;
+    bool *ok = realloc(copy->extra_ok, cap * sizeof *ok);
+    if (ok)
+        copy->extra_ok = ok;
+    unsigned char *buf = realloc(copy->extra_buf, cap * frame_bytes);
+    if (buf)
+        copy->extra_buf = buf;
+    if (!addr || !ok || !buf)
+        return -1;
+    copy->cap_extra = cap;
+    copy->frame_bytes = frame_bytes;
+    return 0;
+}
+
+size_t py_stack_copy_plan(struct py_reader *r, struct py_stack_copy *copy, uint64_t chunk,
+                          uint64_t top, struct target_span *spans, size_t max)
+{
+    const struct py_layout *L = r->L;
+    size_t n = 0;
+    copy->len = 0;
+    copy->base = 0;
+    copy->n_extra = 0;
+    copy->extra_cursor = 0;
+    if (chunk && L->chunk_data != PY_OFF_NONE && n < max) {
+        uint64_t base = chunk + (uint64_t)L->chunk_data;
+        size_t len = top > base && top - base <= PY_STACK_COPY_MAX ? (size_t)(top - base) : 0;
+        if (len > copy->cap) {
+            unsigned char *grown = realloc(copy->buf, len);
+            if (grown) {
+                copy->buf = grown;
+                copy->cap = len;
+            }
+        }
+        if (len && len <= copy->cap) {
+            copy->base = base;
+            spans[n++] = (struct target_span){base, copy->buf, len, false};
+        }
+    }
+    size_t frame_bytes = py_frame_read_size(L);
+    if (copy->n_visited && frame_bytes && ensure_extra(copy, copy->n_visited, frame_bytes) == 0) {
+        for (size_t i = 0; i < copy->n_visited && n < max; i++) {
+            copy->extra_addr[copy->n_extra] = copy->visited[i];
+            copy->extra_ok[copy->n_extra] = false;
+            spans[n++] = (struct target_span){copy->visited[i],
+                                              copy->extra_buf + copy->n_extra * frame_bytes,
+                                              frame_bytes, false};
+            copy->n_extra++;
+        }
+    }
+    copy->n_visited = 0;
+    return n;
+}
+
+void py_stack_copy_commit(struct py_stack_copy *copy, const struct target_span *spans, size_t n)
+{
+    size_t i = 0;
+    if (copy->base && n > 0 && spans[0].buf == copy->buf) {
+        copy->len = spans[0].ok ? spans[0].len : 0;
+        i = 1;
+    }
+    for (size_t k = 0; k < copy->n_extra && i < n; k++, i++)
+        copy->extra_ok[k] = spans[i].ok;
+}
+
+void py_stack_copy_read(struct py_reader *r, uint64_t chunk, uint64_t top,
+                        struct py_stack_copy *copy)
+{
+    struct target_span span;
+    copy->n_visited = 0; /* a one-off walk: nothing to prefetch */
+    size_t n = py_stack_copy_plan(r, copy, chunk, top, &span, 1);
+    target_read_spans(r->t, &span, n);
+    py_stack_copy_commit(copy, &span, n);
+}
+
+void py_stack_copy_free(struct py_stack_copy *copy)
+{
+    free(copy->buf);
+    free(copy->extra_addr);
+    free(copy->extra_ok);
+    free(copy->extra_buf);
+    free(copy->visited);
+    memset(copy, 0, sizeof *copy);
+}
+
+static void remember_visit(struct py_stack_copy *copy, uint64_t frame)
+{
+    if (copy->n_visited >= PY_STACK_EXTRA_MAX)
+        return;
+    if (copy->n_visited == copy->cap_visited) {
+        size_t cap = copy->cap_visited ? copy->cap_visited * 2 : 16;
+        uint64_t *grown = realloc(copy->visited, cap * sizeof *grown);
+        if (!grown)
+            return;
+        copy->visited = grown;
+        copy->cap_visited = cap;
+    }
+    copy->visited[copy->n_visited++] = frame;
+}
+
+/* Frames come in the same order as on the previous walk, so the search
+ * starts where the last hit was. */
+static const unsigned char *prefetched(struct py_stack_copy *copy, uint64_t frame, size_t need)
+{
+    if (need > copy->frame_bytes)
+        return NULL;
+    for (size_t k = 0; k < copy->n_extra; k++) {
+        size_t i = (copy->extra_cursor + k) % copy->n_extra;
+        if (copy->extra_addr[i] == frame && copy->extra_ok[i]) {
+            copy->extra_cursor = i + 1;
+            return copy->extra_buf + i * copy->frame_bytes;
+        }
+    }
+    return NULL;
+}
+
+static int read_frame_bytes(struct py_walker *w, uint64_t frame, unsigned char *buf, size_t need)
+{
+    struct py_stack_copy *copy = w->stack;
+    if (!copy)
+        return target_read(w->reader->t, frame, buf, need);
+    if (copy->len && frame >= copy->base && frame - copy->base <= copy->len &&
+        need <= copy->len - (size_t)(frame - copy->base)) {
+        memcpy(buf, copy->buf + (frame - copy->base), need);
+        return 0;
+    }
+    remember_visit(copy, frame);
+    const unsigned char *hit = prefetched(copy, frame, need);
+    if (hit) {
+        memcpy(buf, hit, need);
+        return 0;
+    }
+    return target_read(w->reader->t, frame, buf, need);
+}
+
+/* Frame objects are recognised by their type, checked on the type pointer
+ * already in hand: reading it again would cost a read per frame. */
+static bool is_frame_type(struct py_walker *w, uint64_t type)
+{
+    const char *name;
+    return type && py_type_name(w->reader, type, &name) == 0 && strcmp(name, "frame") == 0;
+}
+
+static void set_line(struct py_walker *w, const struct py_code *code, struct py_frame *f)
+{
+    f->line = w->skip_lines ? -2 : py_code_line(code, w->reader->L, f->instr_offset);
+}
+
 static enum py_walk_status walk_frame_objects(struct py_walker *w, uint64_t frame,
                                               struct py_frame *out, size_t max, size_t *count)
 {
     struct py_reader *r = w->reader;
     const struct py_layout *L = r->L;
     unsigned char buf[512];
-    size_t need = (size_t)L->frame_lasti + 4;
-    if (need > sizeof buf)
+    size_t need = py_frame_read_size(L);
+    if (need > sizeof buf || L->ob_type + 8 > (long)need)
         return PY_WALK_INVALID;
     while (frame) {
         if (*count >= max)
             return PY_WALK_TOO_DEEP;
-        if (target_read(r->t, frame, buf, need) != 0)
+        if (read_frame_bytes(w, frame, buf, need) != 0)
             return PY_WALK_UNREADABLE;
-        if (!py_is_type(r, frame, "frame"))
+        if (!is_frame_type(w, field_u64(buf, L->ob_type)))
             return PY_WALK_INVALID;
         uint64_t code_addr = field_u64(buf, L->frame_code);
         const struct py_code *code = py_code_get(w->codes, r, code_addr);
         if (!code)
             return PY_WALK_INVALID;
         long lasti = field_i32(buf, L->frame_lasti);
-        /* 3.10 counts f_lasti in 2-byte code units, 3.8/3.9 in bytes. */
-        long offset = L->linetable == PY_LINETABLE_310 ? lasti * 2 : lasti;
         struct py_frame *f = &out[(*count)++];
         f->frame_addr = frame;
         f->code_addr = code_addr;
-        f->line = py_code_line(code, L, offset);
+        /* 3.10 counts f_lasti in 2-byte code units, 3.8/3.9 in bytes. */
+        f->instr_offset = L->linetable == PY_LINETABLE_310 ? lasti * 2 : lasti;
+        set_line(w, code, f);
         f->is_entry = true;
         frame = field_u64(buf, L->frame_back);
     }
     return PY_WALK_OK;
-}
-
-void py_stack_copy_read(struct py_reader *r, uint64_t chunk, uint64_t top,
-                        struct py_stack_copy *copy)
-{
-    const struct py_layout *L = r->L;
-    copy->len = 0;
-    if (!chunk || L->chunk_data == PY_OFF_NONE)
-        return;
-    uint64_t base = chunk + (uint64_t)L->chunk_data;
-    if (top <= base || top - base > PY_STACK_COPY_MAX)
-        return;
-    size_t len = (size_t)(top - base);
-    if (len > copy->cap) {
-        unsigned char *grown = realloc(copy->buf, len);
-        if (!grown)
-            return;
-        copy->buf = grown;
-        copy->cap = len;
-    }
-    /* Straight from the target, not the page cache: this is the one read
-     * of the thread's stack, and it must not evict the code objects. */
-    if (r->t->ops->read_raw(r->t, base, copy->buf, len) != 0)
-        return;
-    r->t->stats.reads++;
-    r->t->stats.bytes += len;
-    copy->base = base;
-    copy->len = len;
-}
-
-void py_stack_copy_free(struct py_stack_copy *copy)
-{
-    free(copy->buf);
-    memset(copy, 0, sizeof *copy);
-}
-
-static int read_frame_bytes(struct py_walker *w, uint64_t frame, unsigned char *buf, size_t need)
-{
-    const struct py_stack_copy *copy = w->stack;
-    if (copy && copy->len && frame >= copy->base && frame - copy->base <= copy->len &&
-        need <= copy->len - (size_t)(frame - copy->base)) {
-        memcpy(buf, copy->buf + (frame - copy->base), need);
-        return 0;
-    }
-    return target_read(w->reader->t, frame, buf, need);
 }
 
 static enum py_walk_status walk_interpreter_frames(struct py_walker *w, uint64_t frame,
@@ -116,7 +233,7 @@ static enum py_walk_status walk_interpreter_frames(struct py_walker *w, uint64_t
     struct py_reader *r = w->reader;
     const struct py_layout *L = r->L;
     unsigned char buf[256];
-    size_t need = (size_t)L->iframe_localsplus;
+    size_t need = py_frame_read_size(L);
     if (need > sizeof buf || need < 16)
         return PY_WALK_INVALID;
     uint64_t tag_mask = L->stackref_tagged ? ~(uint64_t)7 : ~(uint64_t)0;
@@ -151,11 +268,11 @@ static enum py_walk_status walk_interpreter_frames(struct py_walker *w, uint64_t
             return PY_WALK_INVALID;
         }
         uint64_t instr = field_u64(buf, L->iframe_instr_ptr);
-        long offset = (long)(instr - (code_addr + (uint64_t)L->code_code_adaptive));
         struct py_frame *f = &out[(*count)++];
         f->frame_addr = frame;
         f->code_addr = code_addr;
-        f->line = py_code_line(code, L, offset);
+        f->instr_offset = (long)(instr - (code_addr + (uint64_t)L->code_code_adaptive));
+        set_line(w, code, f);
         if (L->iframe_is_entry != PY_OFF_NONE)
             f->is_entry = buf[L->iframe_is_entry] != 0;
         else

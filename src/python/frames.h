@@ -12,6 +12,7 @@
 struct py_frame {
     uint64_t frame_addr;
     uint64_t code_addr;
+    long instr_offset;     /* bytes into the bytecode; negative before the first instruction */
     int line;              /* -1 when the line table gives none */
     bool is_entry;         /* the first Python frame of a C->Python call (3.11+) */
 };
@@ -23,27 +24,50 @@ enum py_walk_status {
     PY_WALK_INVALID,       /* a frame did not look like a frame (torn by a running thread) */
 };
 
-/* A local copy of the live part of a thread's newest data-stack chunk
- * (3.11+), where nearly all its frames are: one read instead of one per
- * frame. Frames outside it (older chunks, shim frames on the C stack,
- * generator frames) are read one by one. */
+/* What one walk may read without a system call of its own: a copy of the
+ * live part of the thread's newest data-stack chunk (3.11+), where nearly all
+ * its frames are, and copies of the frames that lay elsewhere on the previous
+ * walk (heap frame objects before 3.11; shim frames on the C stack and
+ * generator frames after). Samplers read all of it for all threads in one
+ * scattered read per pass; frames not found here are read one by one and
+ * remembered for the next pass. */
 struct py_stack_copy {
     uint64_t base;           /* target address of buf[0] */
     size_t len;              /* bytes valid in buf; 0 when there is no copy */
     unsigned char *buf;
     size_t cap;
+    /* frames outside the chunk, prefetched */
+    size_t frame_bytes;      /* bytes kept per frame */
+    uint64_t *extra_addr;
+    bool *extra_ok;
+    unsigned char *extra_buf;
+    size_t n_extra, cap_extra, extra_cursor;
+    /* frames outside the chunk that this walk visited */
+    uint64_t *visited;
+    size_t n_visited, cap_visited;
 };
 
 #define PY_STACK_COPY_MAX (1u << 20)
+#define PY_STACK_EXTRA_MAX 4096u
 
 struct py_walker {
     struct py_reader *reader;
     struct py_code_cache *codes;
     struct py_stack_copy *stack;   /* optional */
+    bool skip_lines;               /* leave py_frame.line to the caller (-2) */
 };
 
-/* Copies [chunk + data offset, top) of a thread's data stack into copy;
- * on failure copy->len is 0 and walks fall back to per-frame reads. */
+/* The bytes of a frame a walk needs, per frame model. */
+size_t py_frame_read_size(const struct py_layout *L);
+
+/* Prepares copy for a pass and appends the spans to read (the chunk part
+ * [chunk + data offset, top), then the frames visited last time); returns
+ * how many spans were added, at most max. */
+size_t py_stack_copy_plan(struct py_reader *r, struct py_stack_copy *copy, uint64_t chunk,
+                          uint64_t top, struct target_span *spans, size_t max);
+/* Takes the results of the read of those spans. */
+void py_stack_copy_commit(struct py_stack_copy *copy, const struct target_span *spans, size_t n);
+/* Plan, read and commit for a single thread (dump). */
 void py_stack_copy_read(struct py_reader *r, uint64_t chunk, uint64_t top,
                         struct py_stack_copy *copy);
 void py_stack_copy_free(struct py_stack_copy *copy);

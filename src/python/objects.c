@@ -25,15 +25,8 @@ void py_reader_init(struct py_reader *r, struct py_runtime *rt)
     r->L = &rt->layout;
 }
 
-int py_type_of(struct py_reader *r, uint64_t obj, uint64_t *type, const char **name)
+int py_type_name(struct py_reader *r, uint64_t tp, const char **name)
 {
-    uint64_t tp;
-    if (obj == 0 || target_read_u64(r->t, obj + (uint64_t)r->L->ob_type, &tp) != 0 || tp == 0)
-        return -1;
-    if (type)
-        *type = tp;
-    if (!name)
-        return 0;
     size_t slot = (size_t)((tp >> 4) % PY_TYPE_CACHE_SLOTS);
     if (r->types.type[slot] != tp) {
         uint64_t name_ptr;
@@ -54,6 +47,16 @@ int py_type_of(struct py_reader *r, uint64_t obj, uint64_t *type, const char **n
     }
     *name = r->types.name[slot];
     return 0;
+}
+
+int py_type_of(struct py_reader *r, uint64_t obj, uint64_t *type, const char **name)
+{
+    uint64_t tp;
+    if (obj == 0 || target_read_u64(r->t, obj + (uint64_t)r->L->ob_type, &tp) != 0 || tp == 0)
+        return -1;
+    if (type)
+        *type = tp;
+    return name ? py_type_name(r, tp, name) : 0;
 }
 
 bool py_is_type(struct py_reader *r, uint64_t obj, const char *name)

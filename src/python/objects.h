@@ -26,6 +26,8 @@ void py_reader_init(struct py_reader *r, struct py_runtime *rt);
 
 /* The object's type address and tp_name; -1 when unreadable. */
 int py_type_of(struct py_reader *r, uint64_t obj, uint64_t *type, const char **name);
+/* The tp_name of the type object at type (cached by address). */
+int py_type_name(struct py_reader *r, uint64_t type, const char **name);
 /* Is obj an instance of exactly the type named name (e.g. "code", "frame")? */
 bool py_is_type(struct py_reader *r, uint64_t obj, const char *name);
 

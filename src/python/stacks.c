@@ -145,7 +145,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         goto out;
     }
-    struct py_walker walker = {&reader, codes, &stack_copy};
+    struct py_walker walker = {&reader, codes, &stack_copy, false};
 
     int n_tids = process_list_tids(t->pid, tids, MAX_TIDS);
     if (n_tids < 0)

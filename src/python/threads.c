@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TSTATE_READ_MAX 4096
 /* glibc 2.28-2.36 on x86-64 keep the tid here; other offsets are searched. */
 #define GLIBC_PTHREAD_TID_OFFSET 720
 #define PTHREAD_SEARCH_BYTES 1536
@@ -34,16 +33,33 @@ int py_interp_read_gil(struct py_reader *r, struct py_interp *interp)
         return -1;
     if (r->t->ops->read_raw(r->t, interp->gil, gil, need) != 0)
         return -1;
-    int32_t locked;
-    memcpy(&locked, gil + L->gil_locked, sizeof locked);
-    if (locked)
-        interp->gil_holder = u64_at(gil, L->gil_last_holder);
-    if (L->gil_switch_number != PY_OFF_NONE && L->gil_switch_number + 8 <= (long)need)
-        interp->gil_switches = u64_at(gil, L->gil_switch_number);
+    py_gil_decode(L, gil, interp);
     return 0;
 }
 
-static void read_interp(struct py_reader *r, uint64_t addr, struct py_interp *out)
+void py_gil_decode(const struct py_layout *L, const unsigned char *gil, struct py_interp *interp)
+{
+    int32_t locked;
+    memcpy(&locked, gil + L->gil_locked, sizeof locked);
+    interp->gil_holder = locked ? u64_at(gil, L->gil_last_holder) : 0;
+    interp->gil_switches = 0;
+    if (L->gil_switch_number != PY_OFF_NONE && L->gil_switch_number + 8 <= L->gil_size)
+        interp->gil_switches = u64_at(gil, L->gil_switch_number);
+}
+
+uint64_t py_interp_gc_flag(struct py_reader *r, uint64_t interp)
+{
+    const struct py_layout *L = r->L;
+    if (L->gc_collecting == PY_OFF_NONE)
+        return 0;
+    if (L->interp_gc != PY_OFF_NONE)
+        return interp + (uint64_t)L->interp_gc + (uint64_t)L->gc_collecting;
+    if (L->runtime_gc != PY_OFF_NONE)
+        return r->rt->runtime_addr + (uint64_t)L->runtime_gc + (uint64_t)L->gc_collecting;
+    return 0;
+}
+
+void py_interp_read(struct py_reader *r, uint64_t addr, struct py_interp *out)
 {
     const struct py_layout *L = r->L;
     memset(out, 0, sizeof *out);
@@ -55,14 +71,9 @@ static void read_interp(struct py_reader *r, uint64_t addr, struct py_interp *ou
         out->gil = r->rt->runtime_addr + (uint64_t)L->runtime_gil;
     }
     py_interp_read_gil(r, out);
-    uint64_t gc = 0;
-    if (L->interp_gc != PY_OFF_NONE)
-        gc = addr + (uint64_t)L->interp_gc;
-    else if (L->runtime_gc != PY_OFF_NONE)
-        gc = r->rt->runtime_addr + (uint64_t)L->runtime_gc;
+    uint64_t flag = py_interp_gc_flag(r, addr);
     int32_t collecting = 0;
-    if (gc && L->gc_collecting != PY_OFF_NONE &&
-        target_read_i32(r->t, gc + (uint64_t)L->gc_collecting, &collecting) == 0)
+    if (flag && target_read_i32(r->t, flag, &collecting) == 0)
         out->gc_collecting = collecting != 0;
 }
 
@@ -77,6 +88,25 @@ static uint64_t top_frame_of(struct py_reader *r, const unsigned char *ts)
     if (cframe && target_read_u64(r->t, cframe + (uint64_t)L->cframe_current_frame, &frame) != 0)
         frame = 0;
     return frame;
+}
+
+void py_thread_from_block(struct py_reader *r, uint64_t tstate, const unsigned char *ts,
+                          struct py_thread *th)
+{
+    const struct py_layout *L = r->L;
+    memset(th, 0, sizeof *th);
+    th->tstate = tstate;
+    th->thread_id = u64_at(ts, L->tstate_thread_id);
+    if (L->tstate_native_thread_id != PY_OFF_NONE) {
+        int64_t native;
+        memcpy(&native, ts + L->tstate_native_thread_id, sizeof native);
+        th->tid = native > 0 && native < (1 << 30) ? (pid_t)native : 0;
+    }
+    th->top_frame = top_frame_of(r, ts);
+    if (L->tstate_datastack_chunk != PY_OFF_NONE && L->tstate_datastack_top != PY_OFF_NONE) {
+        th->datastack_chunk = u64_at(ts, L->tstate_datastack_chunk);
+        th->datastack_top = u64_at(ts, L->tstate_datastack_top);
+    }
 }
 
 static bool tid_known(const pid_t *tids, int n_tids, int32_t tid)
@@ -152,7 +182,7 @@ int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct 
     while (interp && snap->n_interps < PY_MAX_INTERPRETERS) {
         int index = snap->n_interps++;
         struct py_interp *pi = &snap->interps[index];
-        read_interp(r, interp, pi);
+        py_interp_read(r, interp, pi);
         uint64_t tstate;
         if (target_read_u64(r->t, interp + (uint64_t)L->interp_threads_head, &tstate) != 0) {
             snap->truncated = true;
@@ -169,19 +199,8 @@ int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct 
                 break;
             }
             struct py_thread *th = &snap->threads[snap->n_threads++];
-            th->tstate = tstate;
+            py_thread_from_block(r, tstate, ts, th);
             th->interp_index = index;
-            th->thread_id = u64_at(ts, L->tstate_thread_id);
-            if (L->tstate_native_thread_id != PY_OFF_NONE) {
-                int64_t native;
-                memcpy(&native, ts + L->tstate_native_thread_id, sizeof native);
-                th->tid = native > 0 && native < (1 << 30) ? (pid_t)native : 0;
-            }
-            th->top_frame = top_frame_of(r, ts);
-            if (L->tstate_datastack_chunk != PY_OFF_NONE && L->tstate_datastack_top != PY_OFF_NONE) {
-                th->datastack_chunk = u64_at(ts, L->tstate_datastack_chunk);
-                th->datastack_top = u64_at(ts, L->tstate_datastack_top);
-            }
             th->holds_gil = pi->gil_holder == tstate;
             tstate = u64_at(ts, L->tstate_next);
         }

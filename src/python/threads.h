@@ -10,6 +10,7 @@
 
 #define PY_MAX_INTERPRETERS 64
 #define PY_MAX_THREADS 4096
+#define TSTATE_READ_MAX 4096   /* the most of a PyThreadState pyscope reads */
 
 struct py_interp {
     uint64_t addr;
@@ -17,6 +18,7 @@ struct py_interp {
     uint64_t gil;             /* address of the struct _gil_runtime_state in use */
     uint64_t gil_holder;      /* tstate holding it, 0 when it is free */
     uint64_t gil_switches;    /* switch_number: changes on every hand-off */
+    uint64_t gc_flag;         /* address of the GC's collecting flag, 0 if none */
     bool gc_collecting;
 };
 
@@ -44,8 +46,20 @@ struct py_snapshot {
 int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct py_snapshot *snap);
 void py_snapshot_free(struct py_snapshot *snap);
 
+/* Reads one interpreter: id, GIL address, holder and GC flag. */
+void py_interp_read(struct py_reader *r, uint64_t addr, struct py_interp *out);
+/* Fills th from a copy of a PyThreadState (TSTATE_READ_MAX bytes at most);
+ * interp_index and holds_gil are left to the caller. */
+void py_thread_from_block(struct py_reader *r, uint64_t tstate, const unsigned char *block,
+                          struct py_thread *th);
+
 /* Re-reads the GIL holder and switch count of interp; returns -1 if unreadable. */
 int py_interp_read_gil(struct py_reader *r, struct py_interp *interp);
+
+/* Fills holder and switch count from a copy of the GIL struct (gil_size bytes). */
+void py_gil_decode(const struct py_layout *L, const unsigned char *gil, struct py_interp *interp);
+/* The address of the GC's "collecting" flag of interp, or 0. */
+uint64_t py_interp_gc_flag(struct py_reader *r, uint64_t interp);
 
 /* threading.Thread names by thread_id; returns names found. Names are copied
  * into names[i] for threads[i] ("" when unknown). */

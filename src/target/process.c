@@ -45,6 +45,51 @@ static int process_read_raw(struct target *t, uint64_t addr, void *buf, size_t l
     return n == (ssize_t)len ? 0 : -1;
 }
 
+/* process_vm_readv stops at the first remote iovec it cannot read and
+ * reports the bytes before it; the rest are retried after skipping the
+ * failed span, so one bad address costs one extra call, not all of them. */
+static size_t process_read_spans(struct target *t, struct target_span *spans, size_t n)
+{
+    struct process_target *p = (struct process_target *)t;
+    enum { BATCH = 512 };
+    struct iovec local[BATCH], remote[BATCH];
+    size_t ok = 0, i = 0;
+    while (i < n) {
+        if (p->use_mem_fd) {
+            spans[i].ok = process_read_raw(t, spans[i].addr, spans[i].buf, spans[i].len) == 0;
+            ok += spans[i].ok;
+            i++;
+            continue;
+        }
+        size_t k = 0;
+        for (; k < BATCH && i + k < n; k++) {
+            local[k].iov_base = spans[i + k].buf;
+            local[k].iov_len = spans[i + k].len;
+            remote[k].iov_base = (void *)(uintptr_t)spans[i + k].addr;
+            remote[k].iov_len = spans[i + k].len;
+        }
+        ssize_t got = process_vm_readv(t->pid, local, k, remote, k, 0);
+        if (got < 0) {
+            if (errno == ENOSYS) {
+                p->use_mem_fd = true;
+                continue;
+            }
+            i++; /* the first span is unreadable */
+            continue;
+        }
+        size_t left = (size_t)got, done = 0;
+        while (done < k && left >= spans[i + done].len) {
+            spans[i + done].ok = true;
+            left -= spans[i + done].len;
+            done++;
+            ok++;
+        }
+        /* Span i+done was cut short or unreadable: skip it. */
+        i += done < k ? done + 1 : done;
+    }
+    return ok;
+}
+
 static void process_close(struct target *t)
 {
     struct process_target *p = (struct process_target *)t;
@@ -55,6 +100,7 @@ static void process_close(struct target *t)
 
 static const struct target_ops process_ops = {
     .read_raw = process_read_raw,
+    .read_spans = process_read_spans,
     .close = process_close,
 };
 
@@ -293,29 +339,23 @@ static int process_thread_run_state(pid_t pid, pid_t tid, struct thread_activity
     return out->run_state ? 0 : -1;
 }
 
-int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out)
+/* Parses the contents of /proc/PID/task/TID/syscall: "running", "-1 sp pc"
+ * when stopped outside a syscall, or "nr arg1 ... arg6 sp pc". */
+static void parse_syscall_file(const char *buf, struct thread_activity *out)
 {
-    char path[96], buf[512];
-    memset(out, 0, sizeof *out);
-    out->syscall_nr = -1;
-    /* The syscall file alone answers almost every time; stat is read only
-     * when it cannot (one open per thread matters with hundreds of them). */
-    snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
-        return process_thread_run_state(pid, tid, out);
     if (strncmp(buf, "running", 7) == 0) {
         out->on_cpu = true;
         out->run_state = 'R';
-        return 0;
+        return;
     }
     char *end;
     long nr = strtol(buf, &end, 10);
     if (end == buf)
-        return 0;
+        return;
     if (nr < 0) {
         /* Stopped outside a syscall (e.g. by --pause while on CPU). */
         out->on_cpu = true;
-        return 0;
+        return;
     }
     out->syscall_nr = nr;
     out->run_state = 'S';
@@ -327,6 +367,39 @@ int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out)
         out->syscall_args[i] = v;
         cursor = end;
     }
+}
+
+int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out)
+{
+    char path[96], buf[512];
+    memset(out, 0, sizeof *out);
+    out->syscall_nr = -1;
+    /* The syscall file alone answers almost every time; stat is read only
+     * when it cannot (one open per thread matters with hundreds of them). */
+    snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
+        return process_thread_run_state(pid, tid, out);
+    parse_syscall_file(buf, out);
+    return 0;
+}
+
+int process_thread_syscall_fd(pid_t pid, pid_t tid)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+int process_thread_activity_fd(int fd, struct thread_activity *out)
+{
+    char buf[256];
+    memset(out, 0, sizeof *out);
+    out->syscall_nr = -1;
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    parse_syscall_file(buf, out);
     return 0;
 }
 

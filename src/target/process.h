@@ -34,6 +34,11 @@ struct thread_activity {
 };
 int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out);
 
+/* For samplers: the thread's syscall file, kept open and re-read with
+ * pread (one system call per thread per sample instead of three). */
+int process_thread_syscall_fd(pid_t pid, pid_t tid);
+int process_thread_activity_fd(int fd, struct thread_activity *out);
+
 /* Reads /proc/PID/task/TID/comm (without the newline). */
 int process_thread_comm(pid_t pid, pid_t tid, char *out, size_t outsize);
 

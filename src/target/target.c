@@ -102,6 +102,26 @@ int target_read(struct target *t, uint64_t addr, void *buf, size_t len)
     return 0;
 }
 
+size_t target_read_spans(struct target *t, struct target_span *spans, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        spans[i].ok = false;
+    if (t->ops->read_spans) {
+        t->stats.reads++;
+        size_t ok = t->ops->read_spans(t, spans, n);
+        for (size_t i = 0; i < n; i++)
+            t->stats.bytes += spans[i].ok ? spans[i].len : 0;
+        t->stats.failures += n - ok;
+        return ok;
+    }
+    size_t ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        spans[i].ok = read_raw_counted(t, spans[i].addr, spans[i].buf, spans[i].len) == 0;
+        ok += spans[i].ok;
+    }
+    return ok;
+}
+
 int target_read_u64(struct target *t, uint64_t addr, uint64_t *out)
 {
     return target_read(t, addr, out, sizeof *out);

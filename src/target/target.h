@@ -4,6 +4,7 @@
 #ifndef PYSCOPE_TARGET_TARGET_H
 #define PYSCOPE_TARGET_TARGET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -17,10 +18,21 @@ struct target_map {
 
 struct target;
 
+/* One piece of a scattered read. */
+struct target_span {
+    uint64_t addr;
+    void *buf;
+    size_t len;
+    bool ok;                /* set by target_read_spans */
+};
+
 struct target_ops {
     /* Copies len bytes at addr straight from the target, bypassing the page
      * cache; returns 0, or -1 if any byte is unreadable. */
     int (*read_raw)(struct target *t, uint64_t addr, void *buf, size_t len);
+    /* Optional: reads many spans in as few system calls as possible, setting
+     * each span's ok; returns how many succeeded. */
+    size_t (*read_spans)(struct target *t, struct target_span *spans, size_t n);
     void (*close)(struct target *t);
 };
 
@@ -61,6 +73,10 @@ int target_read(struct target *t, uint64_t addr, void *buf, size_t len);
 int target_read_u64(struct target *t, uint64_t addr, uint64_t *out);
 int target_read_i32(struct target *t, uint64_t addr, int32_t *out);
 int target_read_u8(struct target *t, uint64_t addr, uint8_t *out);
+
+/* Reads every span straight from the target (no cache): one system call for
+ * all of them on a live process. Returns how many were read whole. */
+size_t target_read_spans(struct target *t, struct target_span *spans, size_t n);
 
 /* Forgets every cached page: call between samples. */
 void target_cache_invalidate(struct target *t);
