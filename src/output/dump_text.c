@@ -33,14 +33,28 @@ static const char *short_path(const char *path)
     return path;
 }
 
+/* Names come from the target: never let them drive the terminal. */
+static void put_sanitized(FILE *out, const char *text)
+{
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        if (*c < 0x20 || *c == 0x7f)
+            fprintf(out, "\\x%02x", *c);
+        else
+            fputc(*c, out);
+    }
+}
+
 static void thread_label(FILE *out, const struct report_thread *th, const struct palette *p)
 {
     if (th->tid)
         fprintf(out, "%sThread %d%s", p->bold, (int)th->tid, p->reset);
     else
         fprintf(out, "%sThread 0x%llx%s", p->bold, (unsigned long long)th->thread_id, p->reset);
-    if (th->name[0])
-        fprintf(out, " \"%s\"", th->name);
+    if (th->name[0]) {
+        fputs(" \"", out);
+        put_sanitized(out, th->name);
+        fputc('"', out);
+    }
 }
 
 static void thread_state_text(FILE *out, const struct report_thread *th, const struct palette *p)
@@ -73,8 +87,11 @@ static void thread_state_text(FILE *out, const struct report_thread *th, const s
 void stack_report_write_text(FILE *out, const struct stack_report *report, bool color)
 {
     const struct palette *p = color ? &colors : &plain;
-    fprintf(out, "%sProcess %d%s  %s  (CPython %s, %s)\n", p->bold, (int)report->pid, p->reset,
-            report->command, report->python_version, report->executable);
+    fprintf(out, "%sProcess %d%s  ", p->bold, (int)report->pid, p->reset);
+    put_sanitized(out, report->command);
+    fprintf(out, "  (CPython %s, ", report->python_version);
+    put_sanitized(out, report->executable);
+    fputs(")\n", out);
     const struct report_thread *holder = stack_report_gil_holder(report);
     if (holder) {
         fprintf(out, "GIL held by ");
@@ -102,12 +119,13 @@ void stack_report_write_text(FILE *out, const struct stack_report *report, bool 
         fputc('\n', out);
         for (size_t k = 0; k < th->n_frames; k++) {
             const struct report_frame *f = &th->frames[k];
+            fprintf(out, "    %s", p->bold);
+            put_sanitized(out, f->function);
+            fprintf(out, "%s (", p->reset);
+            put_sanitized(out, short_path(f->file));
             if (f->line >= 0)
-                fprintf(out, "    %s%s%s (%s:%d)\n", p->bold, f->function, p->reset,
-                        short_path(f->file), f->line);
-            else
-                fprintf(out, "    %s%s%s (%s)\n", p->bold, f->function, p->reset,
-                        short_path(f->file));
+                fprintf(out, ":%d", f->line);
+            fputs(")\n", out);
         }
         if (th->n_frames == 0 && th->complete)
             fprintf(out, "    %s(no Python frames)%s\n", p->dim, p->reset);

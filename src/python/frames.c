@@ -34,9 +34,27 @@ static int32_t field_i32(const unsigned char *buf, long off)
 
 size_t py_frame_read_size(const struct py_layout *L)
 {
-    if (L->frames == PY_FRAMES_OBJECTS)
-        return (size_t)L->frame_lasti + 4;
+    if (L->frames == PY_FRAMES_OBJECTS) {
+        long need = L->frame_lasti + 4;
+        if (L->frame_executing != PY_OFF_NONE && L->frame_executing + 1 > need)
+            need = L->frame_executing + 1;
+        if (L->frame_state != PY_OFF_NONE && L->frame_state + 1 > need)
+            need = L->frame_state + 1;
+        return (size_t)need;
+    }
     return (size_t)L->iframe_localsplus;
+}
+
+/* A frame object that is not executing any more (finished, or recycled from
+ * the free list) has nothing to do with the thread we are walking: its
+ * f_back leads into some other, older stack. */
+static bool frame_object_executing(const struct py_layout *L, const unsigned char *buf)
+{
+    if (L->frame_executing != PY_OFF_NONE)
+        return buf[L->frame_executing] == 1;
+    if (L->frame_state != PY_OFF_NONE)
+        return (signed char)buf[L->frame_state] == 0; /* FRAME_EXECUTING */
+    return true;
 }
 
 static int ensure_extra(struct py_stack_copy *copy, size_t n, size_t frame_bytes)
@@ -207,7 +225,7 @@ static enum py_walk_status walk_frame_objects(struct py_walker *w, uint64_t fram
             return PY_WALK_TOO_DEEP;
         if (read_frame_bytes(w, frame, buf, need) != 0)
             return PY_WALK_UNREADABLE;
-        if (!is_frame_type(w, field_u64(buf, L->ob_type)))
+        if (!is_frame_type(w, field_u64(buf, L->ob_type)) || !frame_object_executing(L, buf))
             return PY_WALK_INVALID;
         uint64_t code_addr = field_u64(buf, L->frame_code);
         const struct py_code *code = py_code_get(w->codes, r, code_addr);

@@ -77,6 +77,8 @@ struct py_layout {
     long frame_code;
     long frame_lasti;            /* int */
     long frame_lineno;           /* int */
+    long frame_executing;        /* char f_executing, 1 while running (3.8-3.9) */
+    long frame_state;            /* signed char f_state, 0 = FRAME_EXECUTING (3.10) */
     long frame_localsplus;
 
     /* _PyInterpreterFrame (3.11+) */

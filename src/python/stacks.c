@@ -150,8 +150,21 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
     int n_tids = process_list_tids(t->pid, tids, MAX_TIDS);
     if (n_tids < 0)
         n_tids = 0;
-    if (py_snapshot_read(&reader, tids, n_tids, &snap) != 0) {
-        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+    /* An interpreter that is starting up or shutting down has no thread
+     * list for a moment; give it that moment, then tell which it was. */
+    for (int attempt = 0; attempt < 30; attempt++) {
+        py_snapshot_free(&snap);
+        if (py_snapshot_read(&reader, tids, n_tids, &snap) != 0) {
+            error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+            goto out;
+        }
+        if (snap.n_interps > 0 || opts->paused || process_gone(t->pid))
+            break;
+        usleep(10000);
+        target_cache_invalidate(t);
+    }
+    if (snap.n_interps == 0 && process_gone(t->pid)) {
+        error_set(err, PYSCOPE_ERR_EXITED, "process %d exited during the dump", (int)t->pid);
         goto out;
     }
     if (snap.n_interps == 0) {

@@ -312,6 +312,26 @@ class Target:
                 pytest.fail("threads of %s not all asleep: %r" % (self.program, states))
             time.sleep(0.02)
 
+    def wait_in_syscall(self, tid, numbers, timeout=20.0):
+        """Wait until thread tid is blocked in one of the x86-64 syscall
+        numbers given. A thread that has written its report may still need
+        the GIL to reach its blocking call, which takes a while when other
+        threads keep the GIL and the CPUs busy."""
+        path = "/proc/%d/task/%d/syscall" % (self.pid, tid)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with open(path) as f:
+                    first = f.read().split()[0]
+            except (OSError, IndexError):
+                first = ""
+            if first.isdigit() and int(first) in numbers:
+                return
+            if time.monotonic() > deadline:
+                pytest.fail("thread %d of %s never blocked in %s (last: %r)"
+                            % (tid, self.program, sorted(numbers), first))
+            time.sleep(0.01)
+
     def kill(self):
         if self.proc.poll() is None:
             try:

@@ -294,6 +294,9 @@ def test_cpu_two(interp, start_program, pyscope, pause):
     worker holds it and the other waits."""
     target = start_program(interp, "cpu_two.py")
     report = target.report
+    # select, nanosleep, clock_nanosleep, pselect6: time.sleep on 3.8-3.15
+    main_tid = next(t["native_id"] for t in report["threads"] if t["name"] == "MainThread")
+    target.wait_in_syscall(main_tid, {23, 35, 230, 270})
     extra = report["extra"]
     workers = set(extra["cpu_threads"])
     good = 0

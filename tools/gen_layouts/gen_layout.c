@@ -170,6 +170,13 @@ static void emit_frames(void)
     emit("frame_code", OFF(PyFrameObject, f_code));
     emit("frame_lasti", OFF(PyFrameObject, f_lasti));
     emit("frame_lineno", OFF(PyFrameObject, f_lineno));
+#if MINOR <= 9
+    emit("frame_executing", OFF(PyFrameObject, f_executing));
+    emit_none("frame_state");
+#else
+    emit_none("frame_executing");
+    emit("frame_state", OFF(PyFrameObject, f_state));
+#endif
     emit("frame_localsplus", OFF(PyFrameObject, f_localsplus));
 #else
     emit_none("frame_size");
@@ -177,6 +184,8 @@ static void emit_frames(void)
     emit_none("frame_code");
     emit_none("frame_lasti");
     emit_none("frame_lineno");
+    emit_none("frame_executing");
+    emit_none("frame_state");
     emit_none("frame_localsplus");
 #endif
 
