@@ -71,32 +71,55 @@ static bool in_gil_futex(const struct thread_activity *a, const struct py_interp
 
 /* A thread waiting for the GIL wakes every few milliseconds (its timed wait
  * expires, or it was signalled but another thread got in first) and is on
- * CPU for a moment before it blocks again. A thread seen on CPU without the
- * GIL is therefore looked at a few more times: if it is seen back in the
- * GIL's futex while the holder stayed the same, it was waiting, not running
- * native code. A thread really running native code is never seen there. */
-static void recheck_running_threads(const struct py_snapshot *snap, pid_t pid, uint64_t gil_size,
+ * CPU for a moment before it blocks again, longer when CPUs are scarce. A
+ * thread seen on CPU without the GIL is therefore watched for up to one
+ * switch interval: if it goes back into the GIL's futex, or takes the GIL,
+ * it was inside take_gil at the snapshot, i.e. waiting. A thread running
+ * native code does neither. */
+#define RECHECK_ROUNDS 60
+#define RECHECK_PAUSE_US 100
+
+static void recheck_running_threads(struct py_reader *r, const struct py_snapshot *snap, pid_t pid,
                                     struct thread_activity *activities)
 {
-    for (int round = 0; round < 20; round++) {
-        bool pending = false;
-        for (int i = 0; i < snap->n_threads; i++) {
-            const struct py_thread *pt = &snap->threads[i];
-            const struct py_interp *pi = &snap->interps[pt->interp_index];
-            if (!pt->tid || pi->gil_holder == pt->tstate || pi->gil_holder == 0 ||
-                activities[i].syscall_nr >= 0 || !activities[i].on_cpu)
-                continue;
-            struct thread_activity again;
-            if (process_thread_activity(pid, pt->tid, &again) == 0 &&
-                in_gil_futex(&again, pi, gil_size))
-                activities[i] = again;
-            else
-                pending = true;
-        }
-        if (!pending)
-            return;
-        usleep(100);
+    uint64_t gil_size = (uint64_t)r->L->gil_size;
+    bool *pending = calloc((size_t)(snap->n_threads ? snap->n_threads : 1), sizeof *pending);
+    if (!pending)
+        return;
+    int n_pending = 0;
+    for (int i = 0; i < snap->n_threads; i++) {
+        const struct py_thread *pt = &snap->threads[i];
+        const struct py_interp *pi = &snap->interps[pt->interp_index];
+        pending[i] = pt->tid && pi->gil && pi->gil_holder != pt->tstate &&
+                     activities[i].syscall_nr < 0 && activities[i].on_cpu;
+        n_pending += pending[i];
     }
+    for (int round = 0; round < RECHECK_ROUNDS && n_pending > 0; round++) {
+        usleep(RECHECK_PAUSE_US);
+        for (int i = 0; i < snap->n_threads; i++) {
+            if (!pending[i])
+                continue;
+            const struct py_thread *pt = &snap->threads[i];
+            struct py_interp now = snap->interps[pt->interp_index];
+            struct thread_activity again;
+            if (process_thread_activity(pid, pt->tid, &again) != 0)
+                continue;
+            bool waiting = in_gil_futex(&again, &now, gil_size);
+            bool took_it = !waiting && py_interp_read_gil(r, &now) == 0 && now.gil_holder == pt->tstate;
+            if (waiting || took_it || again.syscall_nr >= 0) {
+                if (waiting || took_it) {
+                    /* Record it as the GIL wait it was. */
+                    activities[i] = again;
+                    activities[i].syscall_nr = 202;
+                    activities[i].syscall_args[0] = now.gil;
+                    activities[i].on_cpu = false;
+                }
+                pending[i] = false;
+                n_pending--;
+            }
+        }
+    }
+    free(pending);
 }
 
 /* The GIL changes hands every few milliseconds, while reading /proc for 100
@@ -119,12 +142,12 @@ static void read_coherent_activity(struct py_reader *r, struct py_snapshot *snap
             if (snap->threads[i].tid)
                 process_thread_activity(pid, snap->threads[i].tid, &activities[i]);
         }
-        recheck_running_threads(snap, pid, (uint64_t)r->L->gil_size, activities);
         for (int k = 0; k < snap->n_interps; k++)
             py_interp_read_gil(r, &snap->interps[k]);
         if (gil_unchanged(snap, holders, switches))
-            return;
+            break;
     }
+    recheck_running_threads(r, snap, pid, activities);
 }
 
 int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
