@@ -1,0 +1,276 @@
+/* Checks the profile writers on small profiles built through the profile
+ * API: exact collapsed, summary, JSON and speedscope text, the state and
+ * thread options, B/E nesting of the chrome timeline, and the pprof protobuf
+ * byte for byte after gunzipping it. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "output/profile_writers.h"
+#include "profile/profile.h"
+#include "unit.h"
+
+typedef int (*writer_fn)(FILE *, const struct profile *, const struct profile_write_options *);
+
+/* Runs a writer into memory; the caller frees the text. */
+static char *capture(writer_fn writer, const struct profile *p, const struct profile_write_options *o,
+                     size_t *len_out)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    int rc = writer(f, p, o);
+    fclose(f);
+    CHECK_EQ_INT(rc, 0);
+    if (len_out)
+        *len_out = len;
+    return text;
+}
+
+static int summary_writer(FILE *f, const struct profile *p, const struct profile_write_options *o)
+{
+    (void)o;
+    return profile_write_summary(f, p);
+}
+
+#define CHECK_WRITES(writer, p, o, expected)                    \
+    do {                                                        \
+        char *text_ = capture(writer, p, o, NULL);              \
+        CHECK_EQ_STR(text_, expected);                          \
+        free(text_);                                            \
+    } while (0)
+
+/* Frames, stacks and threads of the shared fixture. */
+struct fixture {
+    struct profile p;
+    uint32_t f_main, f_work, f_work21, f_wait, f_gc, f_bad;
+    uint32_t s_work, s_wait, s_gc, s_empty, s_bad, s_work21;
+    uint32_t t_main, t_worker;
+};
+
+static uint32_t stack2(struct profile *p, uint32_t a, uint32_t b)
+{
+    uint32_t frames[] = {a, b};
+    return profile_stack_id(p, frames, 2);
+}
+
+static void add_samples(struct profile *p, uint32_t thread, uint32_t stack, enum profile_state state,
+                        bool gc, int n)
+{
+    for (int i = 0; i < n; i++)
+        CHECK_EQ_INT(profile_add_sample(p, thread, stack, state, gc, 1000u * (unsigned)i), 0);
+}
+
+/* A main thread idle in a wait, a worker (whose name has a ';') holding,
+ * waiting, collecting and running native code. */
+static void fixture_init(struct fixture *x)
+{
+    struct profile *p = &x->p;
+    CHECK_EQ_INT(profile_init(p), 0);
+    x->f_main = profile_frame_id(p, "main", "app.py", 10, false);
+    x->f_work = profile_frame_id(p, "work", "app.py", 20, false);
+    x->f_wait = profile_frame_id(p, "wait", "lib.py", -1, false);
+    x->f_gc = profile_frame_id(p, "<GC>", "", -1, true);
+    x->f_bad = profile_frame_id(p, "bad;name\nx", "a;b.py", 3, false);
+    x->f_work21 = profile_frame_id(p, "work", "app.py", 21, false);
+
+    x->s_work = stack2(p, x->f_main, x->f_work);
+    x->s_wait = stack2(p, x->f_main, x->f_wait);
+    uint32_t gc_frames[] = {x->f_main, x->f_work, x->f_gc};
+    x->s_gc = profile_stack_id(p, gc_frames, 3);
+    x->s_empty = profile_stack_id(p, NULL, 0);
+    x->s_bad = stack2(p, x->f_main, x->f_bad);
+    x->s_work21 = stack2(p, x->f_main, x->f_work21);
+
+    x->t_main = profile_thread_id(p, 100, 100);
+    x->t_worker = profile_thread_id(p, 100, 101);
+    snprintf(p->threads[x->t_main].name, sizeof p->threads[x->t_main].name, "MainThread");
+    snprintf(p->threads[x->t_worker].name, sizeof p->threads[x->t_worker].name, "worker;1");
+
+    add_samples(p, x->t_main, x->s_wait, PROFILE_IDLE, false, 3);
+    add_samples(p, x->t_worker, x->s_work, PROFILE_HOLDING_GIL, false, 4);
+    add_samples(p, x->t_worker, x->s_work, PROFILE_WAITING_GIL, false, 2);
+    add_samples(p, x->t_worker, x->s_gc, PROFILE_HOLDING_GIL, true, 1);
+    add_samples(p, x->t_worker, x->s_empty, PROFILE_RUNNING, false, 1);
+    add_samples(p, x->t_worker, x->s_bad, PROFILE_RUNNING, false, 1);
+
+    for (int i = 0; i < 3; i++)
+        profile_add_hog(p, x->s_work, false);
+    profile_add_hog(p, x->s_gc, true);
+    profile_add_hog(p, x->s_bad, true);
+    profile_add_hog(p, x->s_bad, true);
+    profile_add_hog(p, x->s_bad, false);
+
+    p->meta.pid = 100;
+    snprintf(p->meta.command, sizeof p->meta.command, "python3 app.py");
+    snprintf(p->meta.python_version, sizeof p->meta.python_version, "3.12.1");
+    p->meta.start_unix_ns = 1700000000000000000ull;
+    p->meta.duration_ns = 100000000;
+    p->meta.rate_hz = 100;
+    p->meta.passes = 10;
+    p->meta.passes_failed = 0;
+    p->meta.stacks_sampled = 20;
+    p->meta.stacks_torn = 1;
+    p->meta.gil_busy_passes = 7;
+    p->meta.gc_passes = 1;
+    p->meta.gc_collections = 1;
+}
+
+static void test_collapsed(void)
+{
+    struct fixture x;
+    fixture_init(&x);
+    /* Default: idle samples dropped, states and threads folded together,
+     * heaviest first; ';' and newlines never reach a frame's text. */
+    CHECK_WRITES(profile_write_collapsed, &x.p, NULL,
+                 "main (app.py:10);work (app.py:20) 6\n"
+                 "main (app.py:10);work (app.py:20);<GC> 1\n"
+                 "<no Python frames> 1\n"
+                 "main (app.py:10);bad,name x (a,b.py:3) 1\n");
+
+    struct profile_write_options idle = {.include_idle = true};
+    CHECK_WRITES(profile_write_collapsed, &x.p, &idle,
+                 "main (app.py:10);work (app.py:20) 6\n"
+                 "main (app.py:10);wait (lib.py) 3\n"
+                 "main (app.py:10);work (app.py:20);<GC> 1\n"
+                 "<no Python frames> 1\n"
+                 "main (app.py:10);bad,name x (a,b.py:3) 1\n");
+
+    /* --gil keeps only samples holding the GIL, even with --idle. */
+    struct profile_write_options gil = {.gil_only = true, .include_idle = true};
+    CHECK_WRITES(profile_write_collapsed, &x.p, &gil,
+                 "main (app.py:10);work (app.py:20) 4\n"
+                 "main (app.py:10);work (app.py:20);<GC> 1\n");
+
+    struct profile_write_options roots = {.thread_roots = true, .include_idle = true};
+    CHECK_WRITES(profile_write_collapsed, &x.p, &roots,
+                 "thread 101 \"worker,1\";main (app.py:10);work (app.py:20) 6\n"
+                 "thread 100 \"MainThread\";main (app.py:10);wait (lib.py) 3\n"
+                 "thread 101 \"worker,1\";main (app.py:10);work (app.py:20);<GC> 1\n"
+                 "thread 101 \"worker,1\" 1\n"
+                 "thread 101 \"worker,1\";main (app.py:10);bad,name x (a,b.py:3) 1\n");
+
+    /* With several processes each thread sits under its process; the same
+     * stack in two threads stays two lines. */
+    uint32_t other = profile_thread_id(&x.p, 200, 201);
+    add_samples(&x.p, other, x.s_work, PROFILE_RUNNING, false, 2);
+    struct profile_write_options gil_roots = {.thread_roots = true, .gil_only = true};
+    CHECK_WRITES(profile_write_collapsed, &x.p, &gil_roots,
+                 "process 100;thread 101 \"worker,1\";main (app.py:10);work (app.py:20) 4\n"
+                 "process 100;thread 101 \"worker,1\";main (app.py:10);work (app.py:20);<GC> 1\n");
+    CHECK_WRITES(profile_write_collapsed, &x.p, &roots,
+                 "process 100;thread 101 \"worker,1\";main (app.py:10);work (app.py:20) 6\n"
+                 "process 100;thread 100 \"MainThread\";main (app.py:10);wait (lib.py) 3\n"
+                 "process 200;thread 201;main (app.py:10);work (app.py:20) 2\n"
+                 "process 100;thread 101 \"worker,1\";main (app.py:10);work (app.py:20);<GC> 1\n"
+                 "process 100;thread 101 \"worker,1\" 1\n"
+                 "process 100;thread 101 \"worker,1\";main (app.py:10);bad,name x (a,b.py:3) 1\n");
+    profile_free(&x.p);
+
+    /* An empty profile writes nothing at all. */
+    struct profile empty;
+    CHECK_EQ_INT(profile_init(&empty), 0);
+    CHECK_WRITES(profile_write_collapsed, &empty, NULL, "");
+    profile_free(&empty);
+}
+
+static void test_summary(void)
+{
+    struct fixture x;
+    fixture_init(&x);
+    /* Percentages of each thread's own samples; hogs ranked by samples, ties
+     * by stack; the marker when native samples are the majority. */
+    CHECK_WRITES(summary_writer, &x.p, NULL,
+                 "Recorded process 100 for 0.10 s: python3 app.py (CPython 3.12.1)\n"
+                 "Sampling: 10 passes at 100.0 Hz (requested 100 Hz), 20 stacks read, "
+                 "1 torn (5.0%), 0 incomplete passes (0.0%)\n"
+                 "\n"
+                 "Thread                    Samples   Holding   Waiting   Running      Idle        GC\n"
+                 "thread 100 \"MainThread\"         3      0.0%      0.0%      0.0%    100.0%      0.0%\n"
+                 "thread 101 \"worker;1\"           9     55.6%     22.2%     22.2%      0.0%     11.1%\n"
+                 "\n"
+                 "GIL utilisation: 70.0% of passes had a thread holding the GIL\n"
+                 "GC: collecting in 10.0% of passes, 1 collection seen\n"
+                 "\n"
+                 "GIL hogs (stacks that held the GIL while other threads waited for it):\n"
+                 "  1. 3 samples (30.0% of passes)\n"
+                 "       work (app.py:20)\n"
+                 "       main (app.py:10)\n"
+                 "  2. 3 samples (30.0% of passes)  [native call keeps the GIL]\n"
+                 "       bad;name?x (a;b.py:3)\n"
+                 "       main (app.py:10)\n"
+                 "  3. 1 sample (10.0% of passes)  [native call keeps the GIL]\n"
+                 "       <GC>\n"
+                 "       work (app.py:20)\n"
+                 "       main (app.py:10)\n");
+
+    /* Only the top ten hogs are listed, innermost three frames each; an
+     * unknown state gets its column; the rate comes from passes/duration. */
+    uint32_t deep[5];
+    for (int i = 0; i < 5; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "d%d", i);
+        deep[i] = profile_frame_id(&x.p, name, "deep.py", i + 1, false);
+    }
+    for (uint32_t depth = 1; depth <= 5; depth++) {
+        uint32_t stack = profile_stack_id(&x.p, deep, depth);
+        for (uint32_t k = 0; k < 10 + depth; k++)
+            profile_add_hog(&x.p, stack, false);
+    }
+    for (int i = 0; i < 5; i++) {
+        uint32_t stack = profile_stack_id(&x.p, &deep[i], 1);
+        if (i > 0)
+            profile_add_hog(&x.p, stack, i % 2);
+    }
+    add_samples(&x.p, x.t_main, x.s_wait, PROFILE_UNKNOWN, false, 1);
+    x.p.meta.rate_hz = 0;
+    x.p.meta.passes = 100;
+    x.p.meta.passes_failed = 1;
+    x.p.meta.duration_ns = 250000000;
+    x.p.meta.gc_collections = 0;
+    char *text = capture(summary_writer, &x.p, NULL, NULL);
+    CHECK(strstr(text, "Sampling: 100 passes at 400.0 Hz (as fast as possible), 20 stacks read, "
+                       "1 torn (5.0%), 1 incomplete pass (1.0%)\n") != NULL);
+    CHECK(strstr(text, "     Idle        GC   Unknown\n") != NULL);
+    CHECK(strstr(text, "     75.0%      0.0%     25.0%\n") != NULL);
+    CHECK(strstr(text, "0 collections seen") != NULL);
+    CHECK(strstr(text, "  1. 15 samples (15.0% of passes)\n"
+                       "       d4 (deep.py:5)\n"
+                       "       d3 (deep.py:4)\n"
+                       "       d2 (deep.py:3)\n"
+                       "       ... 2 outer frames\n"
+                       "  2. 14 samples") != NULL);
+    CHECK(strstr(text, "       ... 1 outer frame\n") != NULL);
+    CHECK(strstr(text, "  9. 1 sample (1.0% of passes)  [native call keeps the GIL]\n"
+                       "       d1 (deep.py:2)\n"
+                       " 10. 1 sample (1.0% of passes)\n"
+                       "       d2 (deep.py:3)\n"
+                       "     (2 more stacks)\n") != NULL);
+    free(text);
+    profile_free(&x.p);
+
+    /* Nothing recorded: no division by zero, and it says so. */
+    struct profile empty;
+    CHECK_EQ_INT(profile_init(&empty), 0);
+    CHECK_WRITES(summary_writer, &empty, NULL,
+                 "Recorded process 0 for 0.00 s\n"
+                 "Sampling: 0 passes at 0.0 Hz (as fast as possible), 0 stacks read, "
+                 "0 torn (0.0%), 0 incomplete passes (0.0%)\n"
+                 "\n"
+                 "Thread   Samples   Holding   Waiting   Running      Idle        GC\n"
+                 "(no thread was sampled)\n"
+                 "\n"
+                 "GIL utilisation: 0.0% of passes had a thread holding the GIL\n"
+                 "GC: collecting in 0.0% of passes, 0 collections seen\n"
+                 "\n"
+                 "GIL hogs: none (no thread held the GIL while another waited for it)\n");
+    profile_free(&empty);
+}
+
+int main(void)
+{
+    test_collapsed();
+    test_summary();
+    return unit_report("test_profile_writers");
+}
