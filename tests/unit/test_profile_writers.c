@@ -117,6 +117,30 @@ static void fixture_init(struct fixture *x)
     p->meta.gc_collections = 1;
 }
 
+static void add_segment(struct profile *p, uint32_t thread, uint32_t stack, enum profile_state state,
+                        bool gc, uint16_t syscall, uint64_t start_us, uint64_t end_us)
+{
+    struct profile_segment seg = {thread, stack, (uint8_t)state, gc, syscall, start_us * 1000,
+                                  end_us * 1000};
+    CHECK_EQ_INT(profile_add_segment(p, &seg), 0);
+}
+
+#define NO_SYSCALL 0xffff
+#define SYS_FUTEX 202
+
+/* The worker's stack moves to another line of work(), collects, blocks in
+ * futex, vanishes for 1 ms, then waits for the GIL; main blocks throughout. */
+static void fixture_timeline(struct fixture *x)
+{
+    struct profile *p = &x->p;
+    add_segment(p, x->t_main, x->s_wait, PROFILE_IDLE, false, SYS_FUTEX, 0, 6000);
+    add_segment(p, x->t_worker, x->s_work, PROFILE_HOLDING_GIL, false, NO_SYSCALL, 0, 1000);
+    add_segment(p, x->t_worker, x->s_work21, PROFILE_HOLDING_GIL, false, NO_SYSCALL, 1000, 2000);
+    add_segment(p, x->t_worker, x->s_gc, PROFILE_HOLDING_GIL, true, NO_SYSCALL, 2000, 3000);
+    add_segment(p, x->t_worker, x->s_wait, PROFILE_IDLE, false, SYS_FUTEX, 3000, 4000);
+    add_segment(p, x->t_worker, x->s_work, PROFILE_WAITING_GIL, false, NO_SYSCALL, 5000, 6000);
+}
+
 static void test_collapsed(void)
 {
     struct fixture x;
@@ -268,9 +292,79 @@ static void test_summary(void)
     profile_free(&empty);
 }
 
+/* Everything before "profiles", the same in every fixture file. */
+#define SPEEDSCOPE_HEAD                                                               \
+    "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","            \
+    "\"exporter\":\"pyscope@0.1.0\","                                                 \
+    "\"name\":\"pyscope record of process 100: python3 app.py\","                     \
+    "\"activeProfileIndex\":%d,\"shared\":{\"frames\":[{\"name\":\"main\","           \
+    "\"file\":\"app.py\",\"line\":10},{\"name\":\"work\","                            \
+    "\"file\":\"app.py\",\"line\":20},{\"name\":\"wait\","                            \
+    "\"file\":\"lib.py\"},{\"name\":\"<GC>\"},{\"name\":\"bad;name\\nx\","            \
+    "\"file\":\"a;b.py\",\"line\":3},{\"name\":\"work\","                             \
+    "\"file\":\"app.py\",\"line\":21}]},"
+
+static void check_speedscope(const struct profile *p, const struct profile_write_options *o,
+                             int active, const char *profiles)
+{
+    char expected[4096];
+    snprintf(expected, sizeof expected, SPEEDSCOPE_HEAD "%s\n", active, profiles);
+    CHECK_WRITES(profile_write_speedscope, p, o, expected);
+}
+
+static void test_speedscope(void)
+{
+    struct fixture x;
+    fixture_init(&x);
+    /* Without a timeline: the aggregated counts, weighted in samples, one
+     * stretch per stack; threads with nothing left are no profile. */
+    check_speedscope(&x.p, NULL, 0,
+                     "\"profiles\":[{\"type\":\"sampled\","
+                     "\"name\":\"thread 101 \\\"worker;1\\\"\",\"unit\":\"none\","
+                     "\"startValue\":0,\"endValue\":9,\"samples\":[[0,1],[0,1,3],[],[0,4]],"
+                     "\"weights\":[6,1,1,1]}]}");
+
+    /* From the timeline: time order, weights in seconds, the idle stretch and
+     * the gap left out of the weights but not of the profile's span. */
+    fixture_timeline(&x);
+    check_speedscope(&x.p, NULL, 0,
+                     "\"profiles\":[{\"type\":\"sampled\","
+                     "\"name\":\"thread 101 \\\"worker;1\\\"\",\"unit\":\"seconds\","
+                     "\"startValue\":0,\"endValue\":0.006,\"samples\":[[0,1],[0,5],[0,1,3],"
+                     "[0,1]],\"weights\":[0.001,0.001,0.001,0.001]}]}");
+
+    /* --idle brings the main thread back, and it has the most weight. */
+    struct profile_write_options idle = {.include_idle = true};
+    check_speedscope(&x.p, &idle, 0,
+                     "\"profiles\":[{\"type\":\"sampled\","
+                     "\"name\":\"thread 100 \\\"MainThread\\\"\",\"unit\":\"seconds\","
+                     "\"startValue\":0,\"endValue\":0.006,\"samples\":[[0,2]],"
+                     "\"weights\":[0.006]},{\"type\":\"sampled\","
+                     "\"name\":\"thread 101 \\\"worker;1\\\"\",\"unit\":\"seconds\","
+                     "\"startValue\":0,\"endValue\":0.006,\"samples\":[[0,1],[0,5],[0,1,3],"
+                     "[0,2],[0,1]],\"weights\":[0.001,0.001,0.001,0.001,0.001]}]}");
+
+    /* A busier second thread is the one speedscope opens on. */
+    uint32_t busy = profile_thread_id(&x.p, 100, 102);
+    add_segment(&x.p, busy, x.s_bad, PROFILE_RUNNING, false, NO_SYSCALL, 0, 7000);
+    struct profile_write_options gil = {.gil_only = true};
+    char *text = capture(profile_write_speedscope, &x.p, &gil, NULL);
+    CHECK(strstr(text, "\"activeProfileIndex\":0,") != NULL);
+    CHECK(strstr(text, "\"samples\":[[0,1],[0,5],[0,1,3]],\"weights\":[0.001,0.001,0.001]}]}\n") != NULL);
+    free(text);
+    text = capture(profile_write_speedscope, &x.p, NULL, NULL);
+    CHECK(strstr(text, "\"activeProfileIndex\":1,") != NULL);
+    CHECK(strstr(text, "{\"type\":\"sampled\",\"name\":\"thread 102\",\"unit\":\"seconds\","
+                       "\"startValue\":0,\"endValue\":0.007,\"samples\":[[0,4]],"
+                       "\"weights\":[0.007]}]}\n") != NULL);
+    free(text);
+    profile_free(&x.p);
+}
+
 int main(void)
 {
     test_collapsed();
     test_summary();
+    test_speedscope();
     return unit_report("test_profile_writers");
 }
