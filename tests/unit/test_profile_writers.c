@@ -361,10 +361,143 @@ static void test_speedscope(void)
     profile_free(&x.p);
 }
 
+/* Walks the events of a chrome trace written by pyscope (one compact line)
+ * and checks per track that B/E pairs balance, E never comes first and time
+ * never goes back. Returns the number of B events. */
+struct nesting_track {
+    long tid;
+    int depth;
+    double last_ts;
+};
+
+static int check_nesting(const char *text)
+{
+    struct nesting_track tracks[8];
+    int n_tracks = 0, begins = 0;
+    for (const char *e = strstr(text, "{\"ph\":\""); e; e = strstr(e + 1, "{\"ph\":\"")) {
+        char ph;
+        long pid, tid;
+        double ts;
+        if (sscanf(e, "{\"ph\":\"%c\",\"pid\":%ld,\"tid\":%ld,\"ts\":%lf", &ph, &pid, &tid, &ts) != 4)
+            continue;   /* metadata events carry no ts */
+        int t = 0;
+        while (t < n_tracks && tracks[t].tid != tid)
+            t++;
+        if (t == n_tracks) {
+            if (n_tracks == 8) {
+                CHECK(!"too many tracks for check_nesting");
+                return -1;
+            }
+            tracks[n_tracks++] = (struct nesting_track){tid, 0, ts};
+        }
+        CHECK(ts >= tracks[t].last_ts);
+        tracks[t].last_ts = ts;
+        if (ph == 'B') {
+            tracks[t].depth++;
+            begins++;
+        } else if (ph == 'E') {
+            CHECK(tracks[t].depth > 0);
+            tracks[t].depth--;
+        }
+    }
+    for (int t = 0; t < n_tracks; t++)
+        CHECK_EQ_INT(tracks[t].depth, 0);
+    return begins;
+}
+
+#define CHROME_M(tid, what, args) \
+    "{\"ph\":\"M\",\"pid\":100,\"tid\":" tid ",\"name\":\"" what "\",\"args\":{" args "}},"
+#define CHROME_B(ts, name, file, line)                                                   \
+    "{\"ph\":\"B\",\"pid\":100,\"tid\":101,\"ts\":" ts ",\"name\":\"" name "\","         \
+    "\"cat\":\"python\",\"args\":{\"file\":\"" file "\",\"line\":" line "}},"
+#define CHROME_E(ts) "{\"ph\":\"E\",\"pid\":100,\"tid\":101,\"ts\":" ts "},"
+#define CHROME_X(tid, ts, dur, name, args)                                                \
+    "{\"ph\":\"X\",\"pid\":100,\"tid\":" tid ",\"ts\":" ts ",\"dur\":" dur ",\"name\":\"" \
+    name "\",\"cat\":\"gil\",\"args\":{" args "}}"
+
+static void test_chrome(void)
+{
+    struct fixture x;
+    fixture_init(&x);
+    fixture_timeline(&x);
+    /* Shared outer frames stay open across segments, also when only the
+     * line of work() changes; an idle stretch (dropped by default) and a gap
+     * show no stack; consecutive segments in one GIL state are one slice;
+     * the GIL track of tid T is tid T + 2^30. */
+    char *text = capture(profile_write_chrome, &x.p, NULL, NULL);
+    const char *events =
+        "{\"traceEvents\":["
+        CHROME_M("0", "process_name", "\"name\":\"python3 app.py\"")
+        CHROME_M("100", "thread_name", "\"name\":\"MainThread\"")
+        CHROME_M("100", "thread_sort_index", "\"sort_index\":0")
+        CHROME_M("1073741924", "thread_name", "\"name\":\"MainThread GIL\"")
+        CHROME_M("1073741924", "thread_sort_index", "\"sort_index\":1")
+        CHROME_M("101", "thread_name", "\"name\":\"worker;1\"")
+        CHROME_M("101", "thread_sort_index", "\"sort_index\":2")
+        CHROME_M("1073741925", "thread_name", "\"name\":\"worker;1 GIL\"")
+        CHROME_M("1073741925", "thread_sort_index", "\"sort_index\":3")
+        CHROME_B("0", "main", "app.py", "10")
+        CHROME_B("0", "work", "app.py", "20")
+        CHROME_B("2000", "<GC>", "", "null")
+        CHROME_X("1073741925", "0", "2000", "holding_gil", "\"state\":\"holding_gil\",\"gc\":false") ","
+        CHROME_E("3000") CHROME_E("3000") CHROME_E("3000")
+        CHROME_X("1073741925", "2000", "1000", "GC", "\"state\":\"holding_gil\",\"gc\":true") ","
+        CHROME_B("5000", "main", "app.py", "10")
+        CHROME_B("5000", "work", "app.py", "20")
+        CHROME_X("1073741925", "3000", "1000", "idle (futex)",
+                 "\"state\":\"idle\",\"gc\":false,\"syscall\":\"futex\"") ","
+        CHROME_X("1073741924", "0", "6000", "idle (futex)",
+                 "\"state\":\"idle\",\"gc\":false,\"syscall\":\"futex\"") ","
+        CHROME_E("6000") CHROME_E("6000")
+        CHROME_X("1073741925", "5000", "1000", "waiting_gil", "\"state\":\"waiting_gil\",\"gc\":false")
+        "],\"displayTimeUnit\":\"ms\",\"viztracer_metadata\":{\"overflow\":false},"
+        "\"pyscope\":{\"meta\":{\"pyscope_version\":\"0.1.0\",\"pid\":100,";
+    CHECK(strncmp(text, events, strlen(events)) == 0);
+    CHECK(strstr(text, "\"summary\":{\"threads\":[{\"thread\":0,") != NULL);
+    CHECK(strstr(text, "\"name\":\"worker;1\",\"samples\":9,\"holding_gil_pct\":55.56,"
+                       "\"waiting_gil_pct\":22.22,\"running_pct\":22.22,\"idle_pct\":0,"
+                       "\"unknown_pct\":0,\"gc_pct\":11.11}],\"gil_utilisation_pct\":70,") != NULL);
+    CHECK(strstr(text, "\"gil_hogs\":[{\"stack\":0,\"samples\":3,\"native_samples\":0,"
+                       "\"native_call_keeps_gil\":false,\"passes_pct\":30,"
+                       "\"frames\":[\"work (app.py:20)\",\"main (app.py:10)\"]},") != NULL);
+    CHECK(strcmp(text + strlen(text) - 4, "}}}\n") == 0);
+    CHECK_EQ_INT(check_nesting(text), 5);
+    free(text);
+
+    /* --idle: main() stays open while work() gives way to wait(); the gap
+     * closes everything at its start. */
+    struct profile_write_options idle = {.include_idle = true};
+    text = capture(profile_write_chrome, &x.p, &idle, NULL);
+    CHECK(strstr(text, CHROME_E("3000") CHROME_E("3000") CHROME_B("3000", "wait", "lib.py", "null")
+                       CHROME_X("1073741925", "2000", "1000", "GC", "\"state\":\"holding_gil\","
+                                "\"gc\":true") ","
+                       CHROME_E("4000") CHROME_E("4000")
+                       CHROME_B("5000", "main", "app.py", "10")) != NULL);
+    CHECK_EQ_INT(check_nesting(text), 8);
+    free(text);
+
+    /* Overlapping segments start where the previous one ended; bad ids and
+     * reversed times are survived. */
+    uint32_t odd = profile_thread_id(&x.p, 100, 103);
+    add_segment(&x.p, odd, x.s_work, PROFILE_RUNNING, false, NO_SYSCALL, 0, 100);
+    add_segment(&x.p, odd, x.s_bad, PROFILE_RUNNING, false, NO_SYSCALL, 50, 150);
+    add_segment(&x.p, odd, 999, PROFILE_RUNNING, false, NO_SYSCALL, 150, 200);
+    add_segment(&x.p, 999, x.s_bad, PROFILE_RUNNING, false, NO_SYSCALL, 150, 200);
+    add_segment(&x.p, odd, x.s_gc, PROFILE_UNKNOWN, false, NO_SYSCALL, 150, 120);
+    text = capture(profile_write_chrome, &x.p, NULL, NULL);
+    CHECK(strstr(text, "{\"ph\":\"B\",\"pid\":100,\"tid\":103,\"ts\":100,\"name\":\"bad;name\\nx\"") != NULL);
+    CHECK(strstr(text, "{\"ph\":\"X\",\"pid\":100,\"tid\":1073741927,\"ts\":150,\"dur\":0,"
+                       "\"name\":\"unknown\"") != NULL);
+    CHECK_EQ_INT(check_nesting(text), 10);
+    free(text);
+    profile_free(&x.p);
+}
+
 int main(void)
 {
     test_collapsed();
     test_summary();
     test_speedscope();
+    test_chrome();
     return unit_report("test_profile_writers");
 }
