@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "output/profile_writers.h"
+#include "output/protobuf.h"
 #include "profile/profile.h"
 #include "unit.h"
 
@@ -493,11 +495,216 @@ static void test_chrome(void)
     profile_free(&x.p);
 }
 
+static bool bytes_equal(const uint8_t *actual, size_t actual_len, const uint8_t *expected,
+                        size_t expected_len)
+{
+    if (actual_len == expected_len && memcmp(actual, expected, expected_len) == 0)
+        return true;
+    fprintf(stderr, "    got %zu bytes:", actual_len);
+    for (size_t i = 0; i < actual_len; i++)
+        fprintf(stderr, " %02x", actual[i]);
+    fprintf(stderr, "\n    expected %zu bytes:", expected_len);
+    for (size_t i = 0; i < expected_len; i++)
+        fprintf(stderr, " %02x", expected[i]);
+    fputc('\n', stderr);
+    return false;
+}
+
+#define CHECK_BYTES(buf, ...)                                                     \
+    do {                                                                          \
+        static const uint8_t expected_[] = {__VA_ARGS__};                         \
+        CHECK(bytes_equal((buf)->data, (buf)->len, expected_, sizeof expected_)); \
+        pb_reset(buf);                                                            \
+    } while (0)
+
+static void test_protobuf(void)
+{
+    struct pb_buf b, inner;
+    pb_init(&b);
+    pb_init(&inner);
+    /* Zero is the proto3 default and is left out. */
+    pb_uint64(&b, 1, 0);
+    CHECK_EQ_INT(b.len, 0);
+    pb_uint64(&b, 1, 1);
+    CHECK_BYTES(&b, 0x08, 0x01);
+    pb_uint64(&b, 2, 127);
+    CHECK_BYTES(&b, 0x10, 0x7f);
+    pb_uint64(&b, 2, 128);
+    CHECK_BYTES(&b, 0x10, 0x80, 0x01);
+    pb_uint64(&b, 3, 300);
+    CHECK_BYTES(&b, 0x18, 0xac, 0x02);
+    pb_uint64(&b, 1, UINT64_MAX);
+    CHECK_BYTES(&b, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01);
+    /* Negative int64 is its 64-bit two's complement: always ten bytes. */
+    pb_int64(&b, 1, -1);
+    CHECK_BYTES(&b, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01);
+    /* Field numbers from 16 on take a two-byte tag. */
+    pb_uint64(&b, 16, 1);
+    CHECK_BYTES(&b, 0x80, 0x01, 0x01);
+    pb_string(&b, 6, "");
+    pb_string(&b, 6, "ab");
+    CHECK_BYTES(&b, 0x32, 0x00, 0x32, 0x02, 'a', 'b');
+    uint64_t ids[] = {1, 300, 0};
+    pb_packed_uint64(&b, 1, ids, 3);
+    pb_packed_uint64(&b, 1, ids, 0);
+    CHECK_BYTES(&b, 0x0a, 0x04, 0x01, 0xac, 0x02, 0x00);
+    int64_t values[] = {-1, 2};
+    pb_packed_int64(&b, 2, values, 2);
+    CHECK_BYTES(&b, 0x12, 0x0b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02);
+    pb_uint64(&inner, 1, 5);
+    pb_message(&b, 3, &inner);
+    CHECK_BYTES(&b, 0x1a, 0x02, 0x08, 0x05);
+    CHECK_EQ_INT(pb_varint_size(0), 1);
+    CHECK_EQ_INT(pb_varint_size(127), 1);
+    CHECK_EQ_INT(pb_varint_size(128), 2);
+    CHECK_EQ_INT(pb_varint_size(UINT64_MAX), 10);
+
+    /* A long string makes the buffer grow. */
+    char big[1000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    pb_string(&b, 1, big);
+    CHECK_EQ_INT(b.len, 1 + 2 + 999);
+    CHECK(b.data[1] == 0xe7 && b.data[2] == 0x07 && b.data[3] == 'x' && b.data[1001] == 'x');
+    CHECK(!b.failed);
+    pb_free(&b);
+    pb_free(&inner);
+}
+
+/* Gunzips data; the caller frees *out. */
+static int gunzip(const uint8_t *data, size_t len, uint8_t **out, size_t *out_len)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 15 + 16) != Z_OK)
+        return -1;
+    size_t cap = 4096;
+    *out = malloc(cap);
+    *out_len = 0;
+    z.next_in = (Bytef *)data;
+    z.avail_in = (uInt)len;
+    int rc;
+    do {
+        if (*out_len == cap) {
+            cap *= 2;
+            *out = realloc(*out, cap);
+        }
+        z.next_out = *out + *out_len;
+        z.avail_out = (uInt)(cap - *out_len);
+        rc = inflate(&z, Z_NO_FLUSH);
+        *out_len = cap - z.avail_out;
+    } while (rc == Z_OK);
+    inflateEnd(&z);
+    return rc == Z_STREAM_END && z.avail_in == 0 ? 0 : -1;
+}
+
+static void test_pprof(void)
+{
+    /* One thread, one frame, two samples: small enough to encode by hand. */
+    struct profile p;
+    CHECK_EQ_INT(profile_init(&p), 0);
+    uint32_t f = profile_frame_id(&p, "f", "a.py", 3, false);
+    uint32_t stack = profile_stack_id(&p, &f, 1);
+    uint32_t t = profile_thread_id(&p, 7, 7);
+    snprintf(p.threads[t].name, sizeof p.threads[t].name, "t");
+    add_samples(&p, t, stack, PROFILE_HOLDING_GIL, false, 2);
+    add_samples(&p, t, stack, PROFILE_IDLE, false, 1);   /* dropped by default */
+    p.meta.pid = 7;
+    p.meta.rate_hz = 100;
+
+    size_t gz_len;
+    uint8_t *gz = (uint8_t *)capture(profile_write_pprof, &p, NULL, &gz_len);
+    CHECK(gz_len > 10 && gz[0] == 0x1f && gz[1] == 0x8b);
+    uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    CHECK_EQ_INT(gunzip(gz, gz_len, &raw, &raw_len), 0);
+    static const uint8_t expected[] = {
+        /* sample_type (1): {type "samples", unit "count"}, {"wall", "nanoseconds"} */
+        0x0a, 0x04, 0x08, 0x01, 0x10, 0x02,
+        0x0a, 0x04, 0x08, 0x03, 0x10, 0x04,
+        /* sample (2): location_id [1] packed, value [2, 2 x 10^7] packed,
+         * labels thread="t", tid=7, state="holding_gil" */
+        0x12, 0x1c,
+        0x0a, 0x01, 0x01,
+        0x12, 0x05, 0x02, 0x80, 0xda, 0xc4, 0x09,
+        0x1a, 0x04, 0x08, 0x06, 0x10, 0x07,
+        0x1a, 0x04, 0x08, 0x08, 0x18, 0x07,
+        0x1a, 0x04, 0x08, 0x09, 0x10, 0x0a,
+        /* location (4): id 1, line {function_id 1, line 3} */
+        0x22, 0x08, 0x08, 0x01, 0x22, 0x04, 0x08, 0x01, 0x10, 0x03,
+        /* function (5): id 1, name "f", filename "a.py"; no system_name */
+        0x2a, 0x06, 0x08, 0x01, 0x10, 0x0b, 0x20, 0x0c,
+        /* string_table (6), index 0 must be "" */
+        0x32, 0x00,
+        0x32, 0x07, 's', 'a', 'm', 'p', 'l', 'e', 's',
+        0x32, 0x05, 'c', 'o', 'u', 'n', 't',
+        0x32, 0x04, 'w', 'a', 'l', 'l',
+        0x32, 0x0b, 'n', 'a', 'n', 'o', 's', 'e', 'c', 'o', 'n', 'd', 's',
+        0x32, 0x1b, 'p', 'y', 's', 'c', 'o', 'p', 'e', ' ', 'r', 'e', 'c', 'o', 'r', 'd', ' ',
+        'o', 'f', ' ', 'p', 'r', 'o', 'c', 'e', 's', 's', ' ', '7',
+        0x32, 0x06, 't', 'h', 'r', 'e', 'a', 'd',
+        0x32, 0x01, 't',
+        0x32, 0x03, 't', 'i', 'd',
+        0x32, 0x05, 's', 't', 'a', 't', 'e',
+        0x32, 0x0b, 'h', 'o', 'l', 'd', 'i', 'n', 'g', '_', 'g', 'i', 'l',
+        0x32, 0x01, 'f',
+        0x32, 0x04, 'a', '.', 'p', 'y',
+        /* time_nanos (9) and duration_nanos (10) are 0: left out.
+         * period_type (11) {"wall", "nanoseconds"}, period (12) 10^7 */
+        0x5a, 0x04, 0x08, 0x03, 0x10, 0x04,
+        0x60, 0x80, 0xad, 0xe2, 0x04,
+        /* comment (13): [5] packed */
+        0x6a, 0x01, 0x05,
+    };
+    CHECK(bytes_equal(raw, raw_len, expected, sizeof expected));
+    free(raw);
+    free(gz);
+
+    /* --threads --idle: the thread is the outermost location (id 2) of both
+     * samples, and a function of its own. */
+    struct profile_write_options roots = {.thread_roots = true, .include_idle = true};
+    gz = (uint8_t *)capture(profile_write_pprof, &p, &roots, &gz_len);
+    CHECK_EQ_INT(gunzip(gz, gz_len, &raw, &raw_len), 0);
+    static const uint8_t first_sample[] = {0x12, 0x1d, 0x0a, 0x02, 0x01, 0x02};
+    static const uint8_t second_sample[] = {0x12, 0x1d, 0x0a, 0x02, 0x01, 0x02, 0x12, 0x05,
+                                            0x01, 0x80, 0xad, 0xe2, 0x04};
+    static const uint8_t root_location[] = {0x22, 0x06, 0x08, 0x02, 0x22, 0x02, 0x08, 0x02};
+    CHECK(raw_len > 40 && memcmp(raw + 12, first_sample, sizeof first_sample) == 0);
+    CHECK(memmem(raw, raw_len, second_sample, sizeof second_sample) != NULL);
+    CHECK(memmem(raw, raw_len, root_location, sizeof root_location) != NULL);
+    CHECK(memmem(raw, raw_len, "\x32\x0f" "thread 7 \"t\"", 14) == NULL);
+    CHECK(memmem(raw, raw_len, "\x32\x0c" "thread 7 \"t\"", 14) != NULL);
+    free(raw);
+    free(gz);
+
+    /* With the rate "as fast as possible" the period is the mean interval. */
+    p.meta.rate_hz = 0;
+    p.meta.passes = 4;
+    p.meta.duration_ns = 1000;
+    gz = (uint8_t *)capture(profile_write_pprof, &p, NULL, &gz_len);
+    CHECK_EQ_INT(gunzip(gz, gz_len, &raw, &raw_len), 0);
+    static const uint8_t period[] = {0x50, 0xe8, 0x07, 0x5a, 0x04, 0x08, 0x03, 0x10, 0x04,
+                                     0x60, 0xfa, 0x01};
+    CHECK(memmem(raw, raw_len, period, sizeof period) != NULL);
+    free(raw);
+    free(gz);
+
+    /* An output that fails is reported. */
+    char tiny[8];
+    FILE *full = fmemopen(tiny, sizeof tiny, "w");
+    setvbuf(full, NULL, _IONBF, 0);
+    CHECK_EQ_INT(profile_write_pprof(full, &p, NULL), -1);
+    fclose(full);
+    profile_free(&p);
+}
+
 int main(void)
 {
     test_collapsed();
     test_summary();
     test_speedscope();
     test_chrome();
+    test_protobuf();
+    test_pprof();
     return unit_report("test_profile_writers");
 }
