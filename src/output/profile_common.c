@@ -75,3 +75,9 @@ double profile_period_ns(const struct profile *p)
         return (double)p->meta.duration_ns / (double)p->meta.passes;
     return 0;
 }
+
+double round_2dp(double v)
+{
+    double scaled = v * 100.0 + (v < 0 ? -0.5 : 0.5);
+    return (double)(int64_t)scaled / 100.0;
+}

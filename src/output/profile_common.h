@@ -35,4 +35,8 @@ char *frame_label(const struct profile_frame *f);
  * measured interval when the rate was "as fast as possible"; 0 when unknown. */
 double profile_period_ns(const struct profile *p);
 
+/* Rounds to two decimals, for percentages in JSON: the float noise past them
+ * only makes files harder to read and to compare. */
+double round_2dp(double v);
+
 #endif

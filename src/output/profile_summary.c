@@ -79,14 +79,6 @@ void profile_summary_free(struct profile_summary *s)
     memset(s, 0, sizeof *s);
 }
 
-/* Two decimals are all a percentage needs; the rest is float noise that
- * makes the JSON harder to read and to compare. */
-static double two_decimals(double v)
-{
-    double scaled = v * 100.0 + (v < 0 ? -0.5 : 0.5);
-    return (double)(int64_t)scaled / 100.0;
-}
-
 static void member_double(struct json_writer *w, const char *key, double v)
 {
     json_key(w, key);
@@ -95,7 +87,7 @@ static void member_double(struct json_writer *w, const char *key, double v)
 
 static void member_2dp(struct json_writer *w, const char *key, double v)
 {
-    member_double(w, key, two_decimals(v));
+    member_double(w, key, round_2dp(v));
 }
 
 void profile_meta_write_json(struct json_writer *w, const struct profile *p)

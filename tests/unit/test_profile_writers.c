@@ -698,6 +698,95 @@ static void test_pprof(void)
     profile_free(&p);
 }
 
+static void test_json(void)
+{
+    struct profile p;
+    CHECK_EQ_INT(profile_init(&p), 0);
+    uint32_t frames[2] = {profile_frame_id(&p, "main", "a.py", 1, false),
+                          profile_frame_id(&p, "<GC>", "", -1, true)};
+    uint32_t s_main = profile_stack_id(&p, frames, 1);
+    uint32_t s_gc = profile_stack_id(&p, frames, 2);
+    uint32_t t = profile_thread_id(&p, 7, 8);
+    snprintf(p.threads[t].name, sizeof p.threads[t].name, "w\"1");
+    add_samples(&p, t, s_main, PROFILE_HOLDING_GIL, false, 2);
+    add_samples(&p, t, s_gc, PROFILE_HOLDING_GIL, true, 1);
+    add_samples(&p, t, s_main, PROFILE_IDLE, false, 1);
+    profile_add_hog(&p, s_main, false);
+    add_segment(&p, t, s_main, PROFILE_HOLDING_GIL, false, NO_SYSCALL, 0, 20);
+    add_segment(&p, t, s_gc, PROFILE_HOLDING_GIL, true, NO_SYSCALL, 20, 30);
+    add_segment(&p, t, s_main, PROFILE_IDLE, false, SYS_FUTEX, 30, 40);
+    add_segment(&p, t, s_main, PROFILE_IDLE, false, 4000, 40, 50);
+    p.meta.pid = 7;
+    snprintf(p.meta.command, sizeof p.meta.command, "python3 -c 'x'");
+    snprintf(p.meta.python_version, sizeof p.meta.python_version, "3.11.7");
+    p.meta.start_unix_ns = 1700000000000000000ull;
+    p.meta.duration_ns = 50000;
+    p.meta.rate_hz = 0;
+    p.meta.passes = 5;
+    p.meta.stacks_sampled = 5;
+    p.meta.gil_busy_passes = 3;
+    p.meta.gc_passes = 1;
+    p.meta.gc_collections = 1;
+    /* Samples heaviest first and filtered; the timeline whole, with the
+     * syscall of idle stretches by name, or by number when unknown. */
+    CHECK_WRITES(profile_write_json, &p, NULL,
+                 "{\"format\":\"pyscope-record\",\"format_version\":1,"
+                 "\"meta\":{\"pyscope_version\":\"0.1.0\",\"pid\":7,\"command\":\"python3 -c 'x'\","
+                 "\"python_version\":\"3.11.7\",\"start_unix_ns\":1700000000000000000,"
+                 "\"duration_ns\":50000,\"rate_hz\":0,\"period_ns\":10000,\"passes\":5,"
+                 "\"passes_failed\":0,\"stacks_sampled\":5,\"stacks_torn\":0,\"gil_busy_passes\":3,"
+                 "\"gc_passes\":1,\"gc_collections\":1},"
+                 "\"filters\":{\"idle\":false,\"gil_only\":false},"
+                 "\"frames\":[{\"function\":\"main\",\"file\":\"a.py\",\"line\":1,\"synthetic\":false},"
+                 "{\"function\":\"<GC>\",\"file\":\"\",\"line\":null,\"synthetic\":true}],"
+                 "\"stacks\":[[0],[0,1]],"
+                 "\"threads\":[{\"pid\":7,\"tid\":8,\"name\":\"w\\\"1\",\"samples\":4,"
+                 "\"state_samples\":{\"holding_gil\":3,\"waiting_gil\":0,\"running\":0,\"idle\":1,"
+                 "\"unknown\":0},\"gc_samples\":1,"
+                 "\"state_pct\":{\"holding_gil\":75,\"waiting_gil\":0,\"running\":0,\"idle\":25,"
+                 "\"unknown\":0},\"first_ns\":0,\"last_ns\":0}],"
+                 "\"samples\":[[0,0,\"holding_gil\",2],[0,1,\"holding_gil\",1]],"
+                 "\"timeline\":[[0,0,\"holding_gil\",false,0,20000,null],"
+                 "[0,1,\"holding_gil\",true,20000,30000,null],"
+                 "[0,0,\"idle\",false,30000,40000,\"futex\"],[0,0,\"idle\",false,40000,50000,4000]],"
+                 "\"summary\":{\"threads\":[{\"thread\":0,\"pid\":7,\"tid\":8,\"name\":\"w\\\"1\","
+                 "\"samples\":4,\"holding_gil_pct\":75,\"waiting_gil_pct\":0,\"running_pct\":0,"
+                 "\"idle_pct\":25,\"unknown_pct\":0,\"gc_pct\":25}],\"gil_utilisation_pct\":60,"
+                 "\"gc\":{\"passes_pct\":20,\"collections\":1},"
+                 "\"sampling\":{\"passes\":5,\"duration_ns\":50000,\"rate_hz_requested\":0,"
+                 "\"rate_hz_achieved\":100000,\"mean_interval_ns\":10000,\"passes_failed\":0,"
+                 "\"stacks_sampled\":5,\"stacks_torn\":0},"
+                 "\"gil_hogs\":[{\"stack\":0,\"samples\":1,\"native_samples\":0,"
+                 "\"native_call_keeps_gil\":false,\"passes_pct\":20,\"frames\":[\"main (a.py:1)\"]}],"
+                 "\"gil_hog_stacks\":1}}\n");
+
+    struct profile_write_options idle = {.include_idle = true};
+    char *text = capture(profile_write_json, &p, &idle, NULL);
+    CHECK(strstr(text, "\"filters\":{\"idle\":true,\"gil_only\":false},") != NULL);
+    CHECK(strstr(text, "\"samples\":[[0,0,\"holding_gil\",2],[0,1,\"holding_gil\",1],"
+                       "[0,0,\"idle\",1]],") != NULL);
+    free(text);
+    struct profile_write_options gil = {.gil_only = true, .include_idle = true};
+    add_samples(&p, t, s_main, PROFILE_WAITING_GIL, false, 5);
+    text = capture(profile_write_json, &p, &gil, NULL);
+    CHECK(strstr(text, "\"samples\":[[0,0,\"holding_gil\",2],[0,1,\"holding_gil\",1]],") != NULL);
+    free(text);
+    text = capture(profile_write_json, &p, NULL, NULL);
+    CHECK(strstr(text, "\"samples\":[[0,0,\"waiting_gil\",5],[0,0,\"holding_gil\",2],"
+                       "[0,1,\"holding_gil\",1]],") != NULL);
+    free(text);
+    profile_free(&p);
+
+    /* An empty profile is still a complete document. */
+    struct profile empty;
+    CHECK_EQ_INT(profile_init(&empty), 0);
+    text = capture(profile_write_json, &empty, NULL, NULL);
+    CHECK(strstr(text, "\"frames\":[],\"stacks\":[],\"threads\":[],\"samples\":[],\"timeline\":[],"
+                       "\"summary\":{\"threads\":[],\"gil_utilisation_pct\":0,") != NULL);
+    free(text);
+    profile_free(&empty);
+}
+
 int main(void)
 {
     test_collapsed();
@@ -706,5 +795,6 @@ int main(void)
     test_chrome();
     test_protobuf();
     test_pprof();
+    test_json();
     return unit_report("test_profile_writers");
 }
