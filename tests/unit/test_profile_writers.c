@@ -235,7 +235,7 @@ static void test_summary(void)
      * unknown state gets its column; the rate comes from passes/duration. */
     uint32_t deep[5];
     for (int i = 0; i < 5; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "d%d", i);
         deep[i] = profile_frame_id(&x.p, name, "deep.py", i + 1, false);
     }
