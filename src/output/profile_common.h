@@ -1,0 +1,42 @@
+/* Helpers the profile writers share so that every format filters, labels and
+ * times a profile the same way. Internal to src/output/. */
+#ifndef PYSCOPE_OUTPUT_PROFILE_COMMON_H
+#define PYSCOPE_OUTPUT_PROFILE_COMMON_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "output/profile_writers.h"
+#include "profile/profile.h"
+
+/* Fits "process 4194304 thread 4194304 \"<63 bytes>\"". */
+#define THREAD_LABEL_MAX 128
+
+/* Whether samples in this state survive --idle / --gil (o may be NULL). */
+bool profile_state_kept(const struct profile_write_options *o, enum profile_state state);
+
+/* Whether the threads come from more than one process. */
+bool profile_several_pids(const struct profile *p);
+
+/* "thread 4250 \"worker-2\"", or "thread 4250" when the thread has no name. */
+void thread_label(char buf[THREAD_LABEL_MAX], const struct profile_thread *t);
+/* "process 17" */
+void process_label(char buf[THREAD_LABEL_MAX], pid_t pid);
+/* The name a per-thread view (a speedscope profile, a summary row) goes by:
+ * the thread label, after the process label when there are several pids. */
+void thread_view_name(char buf[THREAD_LABEL_MAX], const struct profile *p,
+                      const struct profile_thread *t);
+
+/* "function (file:line)" like py-spy's raw output; "(file)" when the line is
+ * unknown, the bare function for a synthetic frame or one without a file. NULL when out of memory. */
+char *frame_label(const struct profile_frame *f);
+
+/* Nanoseconds between sampling passes: from the requested rate, or the mean
+ * measured interval when the rate was "as fast as possible"; 0 when unknown. */
+double profile_period_ns(const struct profile *p);
+
+/* Rounds to two decimals, for percentages in JSON: the float noise past them
+ * only makes files harder to read and to compare. */
+double round_2dp(double v);
+
+#endif

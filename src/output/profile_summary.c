@@ -1,0 +1,192 @@
+/* Builds the summary of a recording (the per-thread GIL table, GIL and GC
+ * utilisation, sampling statistics, top GIL hogs) and writes it and the
+ * recording's metadata as JSON for the chrome and json formats. */
+#include "output/profile_summary.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/commands.h"
+#include "output/profile_common.h"
+
+static double pct(uint64_t part, uint64_t whole)
+{
+    return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+static int hog_order(const void *a, const void *b)
+{
+    const struct summary_hog *x = a, *y = b;
+    if (x->samples != y->samples)
+        return x->samples < y->samples ? 1 : -1;
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+int profile_summary_build(struct profile_summary *s, const struct profile *p)
+{
+    memset(s, 0, sizeof *s);
+    s->profile = p;
+    s->threads = calloc(p->n_threads ? p->n_threads : 1, sizeof *s->threads);
+    if (!s->threads)
+        return -1;
+    for (size_t i = 0; i < p->n_threads; i++) {
+        const struct profile_thread *t = &p->threads[i];
+        struct summary_thread *row = &s->threads[s->n_threads++];
+        row->thread = (uint32_t)i;
+        for (int st = 0; st < PROFILE_STATE_COUNT; st++)
+            row->state_pct[st] = pct(t->state_samples[st], t->samples);
+        row->gc_pct = pct(t->gc_samples, t->samples);
+    }
+
+    /* Only the top few are shown: keep a small sorted window rather than
+     * sorting every hog stack, of which a long recording may have many. */
+    for (size_t i = 0; i < p->n_hogs; i++) {
+        const struct profile_hog *h = &p->hogs[i];
+        if (h->samples == 0 || h->stack >= p->n_stacks)
+            continue;
+        s->n_hogs_total++;
+        struct summary_hog cand = {
+            .stack = h->stack,
+            .samples = h->samples,
+            .native_samples = h->native_samples,
+            .native_keeps_gil = h->native_samples * 2 > h->samples,
+            .passes_pct = pct(h->samples, p->meta.passes),
+        };
+        if (s->n_hogs == SUMMARY_MAX_HOGS) {
+            if (hog_order(&cand, &s->hogs[SUMMARY_MAX_HOGS - 1]) >= 0)
+                continue;
+            s->n_hogs--;
+        }
+        s->hogs[s->n_hogs++] = cand;
+        qsort(s->hogs, s->n_hogs, sizeof s->hogs[0], hog_order);
+    }
+
+    const struct profile_meta *m = &p->meta;
+    s->gil_utilisation_pct = pct(m->gil_busy_passes, m->passes);
+    s->gc_pct = pct(m->gc_passes, m->passes);
+    if (m->duration_ns)
+        s->rate_achieved_hz = (double)m->passes * 1e9 / (double)m->duration_ns;
+    if (m->passes)
+        s->mean_interval_ns = (double)m->duration_ns / (double)m->passes;
+    s->torn_pct = pct(m->stacks_torn, m->stacks_sampled);
+    s->failed_pct = pct(m->passes_failed, m->passes);
+    return 0;
+}
+
+void profile_summary_free(struct profile_summary *s)
+{
+    free(s->threads);
+    memset(s, 0, sizeof *s);
+}
+
+static void member_double(struct json_writer *w, const char *key, double v)
+{
+    json_key(w, key);
+    json_double(w, v);
+}
+
+static void member_2dp(struct json_writer *w, const char *key, double v)
+{
+    member_double(w, key, round_2dp(v));
+}
+
+void profile_meta_write_json(struct json_writer *w, const struct profile *p)
+{
+    const struct profile_meta *m = &p->meta;
+    json_begin_object(w);
+    json_member_string(w, "pyscope_version", PYSCOPE_VERSION);
+    json_member_int(w, "pid", m->pid);
+    json_key(w, "command");
+    json_string_n(w, m->command, strnlen(m->command, sizeof m->command));
+    json_key(w, "python_version");
+    json_string_n(w, m->python_version, strnlen(m->python_version, sizeof m->python_version));
+    json_member_uint(w, "start_unix_ns", m->start_unix_ns);
+    json_member_uint(w, "duration_ns", m->duration_ns);
+    member_double(w, "rate_hz", m->rate_hz);
+    member_double(w, "period_ns", profile_period_ns(p));
+    json_member_uint(w, "passes", m->passes);
+    json_member_uint(w, "passes_failed", m->passes_failed);
+    json_member_uint(w, "stacks_sampled", m->stacks_sampled);
+    json_member_uint(w, "stacks_torn", m->stacks_torn);
+    json_member_uint(w, "gil_busy_passes", m->gil_busy_passes);
+    json_member_uint(w, "gc_passes", m->gc_passes);
+    json_member_uint(w, "gc_collections", m->gc_collections);
+    json_end_object(w);
+}
+
+static void write_thread_row(struct json_writer *w, const struct profile *p,
+                             const struct summary_thread *row)
+{
+    const struct profile_thread *t = &p->threads[row->thread];
+    json_begin_object(w);
+    json_member_uint(w, "thread", row->thread);
+    json_member_int(w, "pid", t->pid);
+    json_member_int(w, "tid", t->tid);
+    json_key(w, "name");
+    json_string_n(w, t->name, strnlen(t->name, sizeof t->name));
+    json_member_uint(w, "samples", t->samples);
+    for (int st = 0; st < PROFILE_STATE_COUNT; st++) {
+        char key[32];
+        snprintf(key, sizeof key, "%s_pct", profile_state_name((enum profile_state)st));
+        member_2dp(w, key, row->state_pct[st]);
+    }
+    member_2dp(w, "gc_pct", row->gc_pct);
+    json_end_object(w);
+}
+
+static void write_hog(struct json_writer *w, const struct profile *p, const struct summary_hog *h)
+{
+    const struct profile_stack *stack = &p->stacks[h->stack];
+    json_begin_object(w);
+    json_member_uint(w, "stack", h->stack);
+    json_member_uint(w, "samples", h->samples);
+    json_member_uint(w, "native_samples", h->native_samples);
+    json_member_bool(w, "native_call_keeps_gil", h->native_keeps_gil);
+    member_2dp(w, "passes_pct", h->passes_pct);
+    json_key(w, "frames");
+    json_begin_array(w);
+    for (uint32_t k = stack->depth; k-- > 0;) {
+        uint32_t id = stack->frames[k];
+        char *label = id < p->n_frames ? frame_label(&p->frames[id]) : NULL;
+        json_string(w, label ? label : "?");
+        free(label);
+    }
+    json_end_array(w);
+    json_end_object(w);
+}
+
+void profile_summary_write_json(struct json_writer *w, const struct profile_summary *s)
+{
+    const struct profile *p = s->profile;
+    const struct profile_meta *m = &p->meta;
+    json_begin_object(w);
+    json_key(w, "threads");
+    json_begin_array(w);
+    for (size_t i = 0; i < s->n_threads; i++)
+        write_thread_row(w, p, &s->threads[i]);
+    json_end_array(w);
+    member_2dp(w, "gil_utilisation_pct", s->gil_utilisation_pct);
+    json_key(w, "gc");
+    json_begin_object(w);
+    member_2dp(w, "passes_pct", s->gc_pct);
+    json_member_uint(w, "collections", m->gc_collections);
+    json_end_object(w);
+    json_key(w, "sampling");
+    json_begin_object(w);
+    json_member_uint(w, "passes", m->passes);
+    json_member_uint(w, "duration_ns", m->duration_ns);
+    member_double(w, "rate_hz_requested", m->rate_hz);
+    member_2dp(w, "rate_hz_achieved", s->rate_achieved_hz);
+    member_2dp(w, "mean_interval_ns", s->mean_interval_ns);
+    json_member_uint(w, "passes_failed", m->passes_failed);
+    json_member_uint(w, "stacks_sampled", m->stacks_sampled);
+    json_member_uint(w, "stacks_torn", m->stacks_torn);
+    json_end_object(w);
+    json_key(w, "gil_hogs");
+    json_begin_array(w);
+    for (size_t i = 0; i < s->n_hogs; i++)
+        write_hog(w, p, &s->hogs[i]);
+    json_end_array(w);
+    json_member_uint(w, "gil_hog_stacks", s->n_hogs_total);
+    json_end_object(w);
+}

@@ -1,0 +1,159 @@
+/* The human-readable summary printed when a recording ends: what was
+ * recorded, the per-thread GIL table (like per4m's giltracer), GIL and GC
+ * utilisation, and the stacks that hogged the GIL while others waited. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "output/profile_common.h"
+#include "output/profile_summary.h"
+#include "output/profile_writers.h"
+
+#define HOG_FRAMES_SHOWN 3
+#define LABEL_WIDTH_MAX 40
+
+/* Names come from the target's memory: a stray escape sequence must not
+ * reach the user's terminal. */
+static void put_printable(FILE *out, const char *s, size_t len)
+{
+    for (size_t i = 0; i < len && s[i]; i++) {
+        unsigned char c = (unsigned char)s[i];
+        fputc(c < 0x20 || c == 0x7f ? '?' : c, out);
+    }
+}
+
+static const char *plural(uint64_t n)
+{
+    return n == 1 ? "" : "s";
+}
+
+static void put_padded(FILE *out, const char *s, int width)
+{
+    size_t len = strlen(s);
+    put_printable(out, s, len);
+    for (int pad = width - (int)len; pad > 0; pad--)
+        fputc(' ', out);
+}
+
+static void write_header(FILE *out, const struct profile *p, const struct profile_summary *s)
+{
+    const struct profile_meta *m = &p->meta;
+    fprintf(out, "Recorded process %d for %.2f s", (int)m->pid, (double)m->duration_ns / 1e9);
+    size_t command_len = strnlen(m->command, sizeof m->command);
+    if (command_len) {
+        fputs(": ", out);
+        put_printable(out, m->command, command_len);
+    }
+    size_t version_len = strnlen(m->python_version, sizeof m->python_version);
+    if (version_len) {
+        fputs(" (CPython ", out);
+        put_printable(out, m->python_version, version_len);
+        fputc(')', out);
+    }
+    fputc('\n', out);
+
+    fprintf(out, "Sampling: %llu pass%s at %.1f Hz (", (unsigned long long)m->passes,
+            m->passes == 1 ? "" : "es", s->rate_achieved_hz);
+    if (m->rate_hz > 0)
+        fprintf(out, "requested %g Hz", m->rate_hz);
+    else
+        fputs("as fast as possible", out);
+    fprintf(out, "), %llu stack%s read, %llu torn (%.1f%%), %llu incomplete pass%s (%.1f%%)\n",
+            (unsigned long long)m->stacks_sampled, plural(m->stacks_sampled),
+            (unsigned long long)m->stacks_torn, s->torn_pct,
+            (unsigned long long)m->passes_failed, m->passes_failed == 1 ? "" : "es", s->failed_pct);
+}
+
+static void write_thread_table(FILE *out, const struct profile *p, const struct profile_summary *s)
+{
+    bool any_unknown = false;
+    int width = (int)strlen("Thread");
+    for (size_t i = 0; i < s->n_threads; i++) {
+        const struct profile_thread *t = &p->threads[s->threads[i].thread];
+        char label[THREAD_LABEL_MAX];
+        thread_view_name(label, p, t);
+        int len = (int)strlen(label);
+        if (len > width)
+            width = len > LABEL_WIDTH_MAX ? LABEL_WIDTH_MAX : len;
+        any_unknown |= t->state_samples[PROFILE_UNKNOWN] > 0;
+    }
+
+    fputc('\n', out);
+    put_padded(out, "Thread", width);
+    fprintf(out, "  %8s  %8s  %8s  %8s  %8s  %8s", "Samples", "Holding", "Waiting", "Running",
+            "Idle", "GC");
+    if (any_unknown)
+        fprintf(out, "  %8s", "Unknown");
+    fputc('\n', out);
+    static const enum profile_state columns[] = {PROFILE_HOLDING_GIL, PROFILE_WAITING_GIL,
+                                                 PROFILE_RUNNING, PROFILE_IDLE};
+    for (size_t i = 0; i < s->n_threads; i++) {
+        const struct summary_thread *row = &s->threads[i];
+        const struct profile_thread *t = &p->threads[row->thread];
+        char label[THREAD_LABEL_MAX];
+        thread_view_name(label, p, t);
+        put_padded(out, label, width);
+        fprintf(out, "  %8llu", (unsigned long long)t->samples);
+        for (size_t c = 0; c < sizeof columns / sizeof columns[0]; c++)
+            fprintf(out, "  %7.1f%%", row->state_pct[columns[c]]);
+        fprintf(out, "  %7.1f%%", row->gc_pct);
+        if (any_unknown)
+            fprintf(out, "  %7.1f%%", row->state_pct[PROFILE_UNKNOWN]);
+        fputc('\n', out);
+    }
+    if (s->n_threads == 0)
+        fputs("(no thread was sampled)\n", out);
+}
+
+static void write_hogs(FILE *out, const struct profile *p, const struct profile_summary *s)
+{
+    if (s->n_hogs == 0) {
+        fputs("\nGIL hogs: none (no thread held the GIL while another waited for it)\n", out);
+        return;
+    }
+    fputs("\nGIL hogs (stacks that held the GIL while other threads waited for it):\n", out);
+    for (size_t i = 0; i < s->n_hogs; i++) {
+        const struct summary_hog *h = &s->hogs[i];
+        fprintf(out, "%3zu. %llu sample%s (%.1f%% of passes)", i + 1,
+                (unsigned long long)h->samples, plural(h->samples), h->passes_pct);
+        if (h->native_keeps_gil)
+            fputs("  [native call keeps the GIL]", out);
+        fputc('\n', out);
+        const struct profile_stack *stack = &p->stacks[h->stack];
+        uint32_t shown = 0;
+        for (uint32_t k = stack->depth; k-- > 0 && shown < HOG_FRAMES_SHOWN; shown++) {
+            uint32_t id = stack->frames[k];
+            char *label = id < p->n_frames ? frame_label(&p->frames[id]) : NULL;
+            fputs("       ", out);
+            if (label)
+                put_printable(out, label, strlen(label));
+            else
+                fputs("?", out);
+            fputc('\n', out);
+            free(label);
+        }
+        if (stack->depth > shown)
+            fprintf(out, "       ... %u outer frame%s\n", stack->depth - shown,
+                    plural(stack->depth - shown));
+        else if (stack->depth == 0)
+            fputs("       (no Python frames)\n", out);
+    }
+    if (s->n_hogs_total > s->n_hogs)
+        fprintf(out, "     (%zu more stack%s)\n", s->n_hogs_total - s->n_hogs,
+                plural(s->n_hogs_total - s->n_hogs));
+}
+
+int profile_write_summary(FILE *out, const struct profile *p)
+{
+    struct profile_summary s;
+    if (profile_summary_build(&s, p) != 0)
+        return -1;
+    write_header(out, p, &s);
+    write_thread_table(out, p, &s);
+    fprintf(out, "\nGIL utilisation: %.1f%% of passes had a thread holding the GIL\n",
+            s.gil_utilisation_pct);
+    fprintf(out, "GC: collecting in %.1f%% of passes, %llu collection%s seen\n", s.gc_pct,
+            (unsigned long long)p->meta.gc_collections, plural(p->meta.gc_collections));
+    write_hogs(out, p, &s);
+    profile_summary_free(&s);
+    return fflush(out) == 0 && !ferror(out) ? 0 : -1;
+}
