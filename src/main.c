@@ -14,6 +14,8 @@ struct command {
 
 static const struct command commands[] = {
     {"dump", cmd_dump, "print every thread's Python stack, GIL and GC state"},
+    {"record", cmd_record, "sample a process and write a profile with per-thread GIL states"},
+    {"top", cmd_top, "live view of where a process spends its time, with GIL columns"},
 };
 
 static void usage(FILE *out)

@@ -5,5 +5,7 @@
 #define PYSCOPE_VERSION "0.1.0"
 
 int cmd_dump(int argc, char **argv);
+int cmd_record(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 #endif

@@ -90,8 +90,20 @@ static uint64_t top_frame_of(struct py_reader *r, const unsigned char *ts)
     return frame;
 }
 
+uint64_t py_tstate_cframe(const struct py_layout *L, const unsigned char *ts)
+{
+    return L->tstate_cframe != PY_OFF_NONE ? u64_at(ts, L->tstate_cframe) : 0;
+}
+
 void py_thread_from_block(struct py_reader *r, uint64_t tstate, const unsigned char *ts,
                           struct py_thread *th)
+{
+    py_thread_from_block_no_frame(r, tstate, ts, th);
+    th->top_frame = top_frame_of(r, ts);
+}
+
+void py_thread_from_block_no_frame(struct py_reader *r, uint64_t tstate, const unsigned char *ts,
+                                   struct py_thread *th)
 {
     const struct py_layout *L = r->L;
     memset(th, 0, sizeof *th);
@@ -102,7 +114,6 @@ void py_thread_from_block(struct py_reader *r, uint64_t tstate, const unsigned c
         memcpy(&native, ts + L->tstate_native_thread_id, sizeof native);
         th->tid = native > 0 && native < (1 << 30) ? (pid_t)native : 0;
     }
-    th->top_frame = top_frame_of(r, ts);
     if (L->tstate_datastack_chunk != PY_OFF_NONE && L->tstate_datastack_top != PY_OFF_NONE) {
         th->datastack_chunk = u64_at(ts, L->tstate_datastack_chunk);
         th->datastack_top = u64_at(ts, L->tstate_datastack_top);

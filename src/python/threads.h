@@ -53,6 +53,13 @@ void py_interp_read(struct py_reader *r, uint64_t addr, struct py_interp *out);
 void py_thread_from_block(struct py_reader *r, uint64_t tstate, const unsigned char *block,
                           struct py_thread *th);
 
+/* The same without looking up the top frame (which on 3.11/3.12 costs a read). */
+void py_thread_from_block_no_frame(struct py_reader *r, uint64_t tstate, const unsigned char *block,
+                                   struct py_thread *th);
+/* 3.11/3.12: the _PyCFrame the thread state points to (its current_frame
+ * is the top frame), or 0 on other versions. */
+uint64_t py_tstate_cframe(const struct py_layout *L, const unsigned char *block);
+
 /* Re-reads the GIL holder and switch count of interp; returns -1 if unreadable. */
 int py_interp_read_gil(struct py_reader *r, struct py_interp *interp);
 

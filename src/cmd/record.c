@@ -1,0 +1,215 @@
+/* pyscope record: a sampling profiler for a running process (-p PID) or a
+ * program it starts (-- python app.py). Writes the profile in the chosen
+ * format and prints the per-thread GIL summary at the end. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd/commands.h"
+#include "output/profile_writers.h"
+#include "profile/profile.h"
+#include "sampling/session.h"
+
+static volatile int stop_requested;
+
+static void request_stop(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void record_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: pyscope record [options] -p PID\n"
+            "       pyscope record [options] -- COMMAND [ARGS...]\n"
+            "\n"
+            "Samples every thread's Python stack and GIL state without stopping the\n"
+            "process, until Ctrl-C, the end of --duration, or the process exits.\n"
+            "\n"
+            "  -p, --pid PID          sample this running process\n"
+            "  -o, --output FILE      where to write the profile (default: pyscope-PID.EXT; - for stdout)\n"
+            "  -f, --format FORMAT    flamegraph (collapsed stacks, default), speedscope, chrome,\n"
+            "                         pprof (gzipped profile.proto) or json\n"
+            "  -r, --rate HZ          samples per second (default 100), or 'max'\n"
+            "  -d, --duration SECS    stop after this many seconds\n"
+            "  -i, --idle             keep samples of idle threads (blocked in a syscall)\n"
+            "  -g, --gil              keep only samples of the thread holding the GIL\n"
+            "  -t, --threads          root each stack at its thread\n"
+            "  -s, --subprocesses     also sample Python child processes\n"
+            "  -q, --quiet            no progress line on stderr\n"
+            "  -h, --help             this help\n");
+}
+
+struct format {
+    const char *name;
+    const char *extension;
+    int (*write)(FILE *out, const struct profile *p, const struct profile_write_options *o);
+};
+
+static const struct format formats[] = {
+    {"flamegraph", "txt", profile_write_collapsed},
+    {"collapsed", "txt", profile_write_collapsed},
+    {"speedscope", "speedscope.json", profile_write_speedscope},
+    {"chrome", "trace.json", profile_write_chrome},
+    {"pprof", "pb.gz", profile_write_pprof},
+    {"json", "json", profile_write_json},
+};
+
+static const struct format *find_format(const char *name)
+{
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (strcmp(formats[i].name, name) == 0)
+            return &formats[i];
+    return NULL;
+}
+
+static void show_progress(struct session *s, void *ctx)
+{
+    (void)ctx;
+    const struct profile_meta *m = &s->profile->meta;
+    double elapsed = (double)(monotonic_ns() - s->start_ns) / 1e9;
+    fprintf(stderr, "\rpyscope: %.0f s, %llu samples (%.0f/s), %llu threads, %llu errors   ",
+            elapsed, (unsigned long long)m->passes, elapsed > 0 ? (double)m->passes / elapsed : 0.0,
+            (unsigned long long)s->profile->n_threads, (unsigned long long)m->passes_failed);
+    fflush(stderr);
+}
+
+int cmd_record(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"pid", required_argument, NULL, 'p'},
+        {"output", required_argument, NULL, 'o'},
+        {"format", required_argument, NULL, 'f'},
+        {"rate", required_argument, NULL, 'r'},
+        {"duration", required_argument, NULL, 'd'},
+        {"idle", no_argument, NULL, 'i'},
+        {"gil", no_argument, NULL, 'g'},
+        {"threads", no_argument, NULL, 't'},
+        {"subprocesses", no_argument, NULL, 's'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    pid_t pid = 0;
+    const char *output = NULL;
+    const struct format *format = find_format("flamegraph");
+    struct session_options opts = {.rate_hz = 100, .record_timeline = true};
+    struct profile_write_options wopts = {0};
+    bool quiet = false;
+    int c;
+    optind = 1;
+    /* '+' stops at the first non-option, so the command's own flags are its own. */
+    while ((c = getopt_long(argc, argv, "+p:o:f:r:d:igtsqh", longopts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'p':
+            pid = (pid_t)strtol(optarg, &end, 10);
+            if (*end || pid <= 0) {
+                fprintf(stderr, "pyscope: invalid process id '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'o': output = optarg; break;
+        case 'f':
+            format = find_format(optarg);
+            if (!format) {
+                fprintf(stderr, "pyscope: unknown format '%s' (flamegraph, speedscope, chrome, "
+                                "pprof, json)\n", optarg);
+                return 2;
+            }
+            break;
+        case 'r':
+            if (strcmp(optarg, "max") == 0) {
+                opts.rate_hz = 0;
+            } else {
+                opts.rate_hz = strtod(optarg, &end);
+                if (*end || opts.rate_hz <= 0 || opts.rate_hz > 1e6) {
+                    fprintf(stderr, "pyscope: --rate takes a number of samples per second or 'max'\n");
+                    return 2;
+                }
+            }
+            break;
+        case 'd':
+            opts.duration_s = strtod(optarg, &end);
+            if (*end || opts.duration_s <= 0) {
+                fprintf(stderr, "pyscope: --duration takes a positive number of seconds\n");
+                return 2;
+            }
+            break;
+        case 'i': wopts.include_idle = true; break;
+        case 'g': wopts.gil_only = true; break;
+        case 't': wopts.thread_roots = true; break;
+        case 's': opts.subprocesses = true; break;
+        case 'q': quiet = true; break;
+        case 'h': record_usage(stdout); return 0;
+        default: record_usage(stderr); return 2;
+        }
+    }
+    if (optind < argc)
+        opts.command = &argv[optind];
+    if ((pid == 0) == (opts.command == NULL)) {
+        fprintf(stderr, "pyscope: give either -p PID or -- COMMAND\n");
+        record_usage(stderr);
+        return 2;
+    }
+
+    struct profile profile;
+    if (profile_init(&profile) != 0) {
+        fprintf(stderr, "pyscope: out of memory\n");
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = request_stop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    struct session session;
+    struct pyscope_error err = {0};
+    if (session_start(&session, pid, &opts, &profile, &err) != 0) {
+        profile_free(&profile);
+        return error_report(&err);
+    }
+    bool progress = !quiet && isatty(STDERR_FILENO);
+    if (!quiet)
+        fprintf(stderr, "pyscope: sampling process %d (CPython %s) at %s; Ctrl-C to stop\n",
+                (int)session.root, profile.meta.python_version,
+                opts.rate_hz > 0 ? "the requested rate" : "the highest rate it can");
+    session_run(&session, &stop_requested, progress ? show_progress : NULL, NULL);
+    /* Ctrl-C reached a started command too; let it exit on its own. */
+    session_finish(&session, false);
+    if (progress)
+        fputc('\n', stderr);
+
+    char default_name[64];
+    if (!output) {
+        snprintf(default_name, sizeof default_name, "pyscope-%d.%s", (int)session.root,
+                 format->extension);
+        output = default_name;
+    }
+    FILE *out = strcmp(output, "-") == 0 ? stdout : fopen(output, "wb");
+    int status = 0;
+    if (!out) {
+        fprintf(stderr, "pyscope: cannot write %s: %s\n", output, strerror(errno));
+        status = 1;
+    } else {
+        if (format->write(out, &profile, &wopts) != 0 || (out != stdout && fclose(out) != 0)) {
+            fprintf(stderr, "pyscope: writing %s failed\n", output);
+            status = 1;
+        } else if (out == stdout) {
+            fflush(stdout);
+        }
+    }
+    profile_write_summary(stderr, &profile);
+    if (status == 0 && out != stdout)
+        fprintf(stderr, "pyscope: wrote %s (%s)\n", output, format->name);
+    profile_free(&profile);
+    if (status == 0)
+        status = session_exit_status(&session);
+    return status;
+}

@@ -1,0 +1,661 @@
+/* One sampling pass over a live CPython process: thread states read straight
+ * from the target, each thread's data-stack chunk copied in one read, code
+ * objects and (code, line) -> frame ids cached across passes, GIL state from
+ * the GIL itself plus one pread of the thread's /proc syscall file. */
+#include "sampling/sampler.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "python/thread_state.h"
+#include "python/threads.h"
+#include "target/process.h"
+
+#define MAX_TIDS 8192
+#define FRAME_KEY_SLOTS 8192u
+#define MAX_STACK_DEPTH 4096u
+/* Code objects can be freed and their address reused: everything cached by
+ * code address is forgotten this often, which bounds how long a stale name
+ * could be shown. */
+#define CODE_CACHE_LIFETIME_NS 2000000000ull
+#define NAMES_REFRESH_NS 1000000000ull
+/* CPython's default switch interval: a holder that keeps the GIL this long
+ * while others wait is not returning to the eval loop, i.e. it is inside a
+ * call that does not release the GIL. */
+#define GIL_SWITCH_INTERVAL_NS 5000000ull
+
+struct sampled_thread {
+    uint64_t tstate;
+    uint64_t thread_id;
+    pid_t tid;
+    int syscall_fd;
+    uint32_t profile_thread;
+    bool seen;
+    size_t first_span, n_spans;      /* this pass's stack reads */
+    /* The switch count when this thread was last seen blocked in the GIL's
+     * futex, or last seen holding the GIL; UINT64_MAX when neither. */
+    uint64_t waiting_since_switch;
+    uint64_t held_at_switch;
+    bool segment_open;
+    struct profile_segment segment;
+    struct py_stack_copy copy;
+};
+
+struct frame_key {
+    uint64_t code;
+    long offset;
+    uint32_t frame;
+};
+
+struct frame_key_cache {
+    struct frame_key slots[FRAME_KEY_SLOTS];
+};
+
+uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void flush_code_caches(struct sampler *s)
+{
+    py_code_cache_clear(s->codes);
+    memset(s->frame_keys, 0, sizeof *s->frame_keys);
+}
+
+int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t start_ns,
+                 struct pyscope_error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->pid = pid;
+    s->profile = profile;
+    s->start_ns = start_ns;
+    s->record_timeline = true;
+    s->target = process_open(pid, err);
+    if (!s->target)
+        return -1;
+    target_cache_enable(s->target);
+    if (py_runtime_find(s->target, &s->rt, err) != 0) {
+        target_close(s->target);
+        s->target = NULL;
+        return -1;
+    }
+    s->rt.target = s->target;
+    py_reader_init(&s->reader, &s->rt);
+    s->codes = calloc(1, sizeof *s->codes);
+    s->frame_keys = calloc(1, sizeof *s->frame_keys);
+    s->frames = malloc(sizeof *s->frames * PY_MAX_FRAMES);
+    s->stack_ids = malloc(sizeof *s->stack_ids * (MAX_STACK_DEPTH + 2));
+    s->gc_frame = profile_frame_id(profile, "<GC>", "<gc>", -1, true);
+    if (!s->codes || !s->frame_keys || !s->frames || !s->stack_ids || s->gc_frame == UINT32_MAX) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        sampler_close(s, start_ns);
+        return -1;
+    }
+    s->hold_switches = UINT64_MAX;
+    return 0;
+}
+
+static void close_segment(struct sampler *s, struct sampled_thread *th, uint64_t now_ns)
+{
+    if (!th->segment_open)
+        return;
+    th->segment.end_ns = now_ns;
+    if (s->record_timeline)
+        profile_add_segment(s->profile, &th->segment);
+    th->segment_open = false;
+}
+
+static void forget_thread(struct sampler *s, size_t index, uint64_t now_ns)
+{
+    struct sampled_thread *th = &s->threads[index];
+    close_segment(s, th, now_ns);
+    if (th->syscall_fd >= 0)
+        close(th->syscall_fd);
+    py_stack_copy_free(&th->copy);
+    s->threads[index] = s->threads[--s->n_threads];
+}
+
+void sampler_close(struct sampler *s, uint64_t now_ns)
+{
+    uint64_t rel = now_ns > s->start_ns ? now_ns - s->start_ns : 0;
+    while (s->n_threads > 0)
+        forget_thread(s, s->n_threads - 1, rel);
+    free(s->threads);
+    free(s->chain);
+    free(s->pass);
+    free(s->blocks);
+    free(s->spans);
+    if (s->codes) {
+        py_code_cache_clear(s->codes);
+        free(s->codes);
+    }
+    free(s->frame_keys);
+    free(s->frames);
+    free(s->stack_ids);
+    if (s->target)
+        target_close(s->target);
+    memset(s, 0, sizeof *s);
+}
+
+/* Thread names come from threading._active, which changes rarely; the OS
+ * thread name stands in for threads Python does not name. */
+static void refresh_names(struct sampler *s)
+{
+    struct py_snapshot snap = {0};
+    snap.threads = calloc(s->n_threads ? s->n_threads : 1, sizeof *snap.threads);
+    char (*names)[64] = calloc(s->n_threads ? s->n_threads : 1, sizeof *names);
+    if (snap.threads && names) {
+        snap.n_threads = (int)s->n_threads;
+        snap.interps[0].addr = py_runtime_first_interpreter(&s->rt);
+        snap.n_interps = snap.interps[0].addr != 0;
+        for (size_t i = 0; i < s->n_threads; i++)
+            snap.threads[i].thread_id = s->threads[i].thread_id;
+        py_thread_names(&s->reader, &snap, names);
+        for (size_t i = 0; i < s->n_threads; i++) {
+            struct profile_thread *pt = &s->profile->threads[s->threads[i].profile_thread];
+            if (names[i][0])
+                memcpy(pt->name, names[i], sizeof pt->name);
+            else if (!pt->name[0])
+                process_thread_comm(s->pid, s->threads[i].tid, pt->name, sizeof pt->name);
+        }
+    }
+    free(snap.threads);
+    free(names);
+}
+
+static struct sampled_thread *find_thread(struct sampler *s, uint64_t tstate, uint64_t thread_id)
+{
+    for (size_t i = 0; i < s->n_threads; i++)
+        if (s->threads[i].tstate == tstate && s->threads[i].thread_id == thread_id)
+            return &s->threads[i];
+    return NULL;
+}
+
+/* Before 3.11 a thread state does not know its kernel tid; the full snapshot
+ * works it out from glibc's struct pthread. Only done for new threads. */
+static pid_t tid_from_snapshot(struct sampler *s, uint64_t tstate)
+{
+    pid_t tids[MAX_TIDS];
+    int n = process_list_tids(s->pid, tids, MAX_TIDS);
+    struct py_snapshot snap;
+    pid_t tid = 0;
+    if (n > 0 && py_snapshot_read(&s->reader, tids, n, &snap) == 0) {
+        for (int i = 0; i < snap.n_threads; i++)
+            if (snap.threads[i].tstate == tstate)
+                tid = snap.threads[i].tid;
+        py_snapshot_free(&snap);
+    }
+    return tid;
+}
+
+static struct sampled_thread *add_thread(struct sampler *s, const struct py_thread *pt)
+{
+    if (s->n_threads == s->cap_threads) {
+        size_t cap = s->cap_threads ? s->cap_threads * 2 : 16;
+        struct sampled_thread *grown = realloc(s->threads, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        s->threads = grown;
+        s->cap_threads = cap;
+    }
+    pid_t tid = pt->tid ? pt->tid : tid_from_snapshot(s, pt->tstate);
+    /* A thread state not yet bound to its OS thread (Thread.start() in
+     * progress) has no stack yet; it is picked up once it runs. */
+    if (tid == 0)
+        return NULL;
+    uint32_t id = profile_thread_id(s->profile, s->pid, tid);
+    if (id == UINT32_MAX)
+        return NULL;
+    struct sampled_thread *th = &s->threads[s->n_threads++];
+    memset(th, 0, sizeof *th);
+    th->tstate = pt->tstate;
+    th->thread_id = pt->thread_id;
+    th->tid = tid;
+    th->syscall_fd = tid ? process_thread_syscall_fd(s->pid, tid) : -1;
+    th->profile_thread = id;
+    th->waiting_since_switch = UINT64_MAX;
+    th->held_at_switch = UINT64_MAX;
+    s->last_names_ns = 0; /* name it at the end of this pass */
+    return th;
+}
+
+/* (code object, instruction offset) -> frame id, so that a frame seen
+ * before costs neither a line-table decode nor a string hash. */
+static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, long offset)
+{
+    uint64_t h = (code_addr >> 4) * 0x9e3779b97f4a7c15ull ^ (uint64_t)offset * 0xff51afd7ed558ccdull;
+    struct frame_key *slot = &s->frame_keys->slots[(h >> 20) % FRAME_KEY_SLOTS];
+    if (slot->code == code_addr && slot->offset == offset && code_addr)
+        return slot->frame;
+    const struct py_code *code = py_code_get(s->codes, &s->reader, code_addr);
+    if (!code)
+        return profile_frame_id(s->profile, "<unreadable code>", "?", -1, true);
+    int line = py_code_line(code, &s->rt.layout, offset);
+    uint32_t id = profile_frame_id(s->profile, code->qualname, code->filename, line, false);
+    if (id != UINT32_MAX) {
+        slot->code = code_addr;
+        slot->offset = offset;
+        slot->frame = id;
+    }
+    return id;
+}
+
+/* A thread on CPU without the GIL may be running native code, or it may be
+ * a waiter between two futex waits inside take_gil (its timed wait expired,
+ * it was woken but another thread got in first, or it is finishing the
+ * hand-off in drop_gil), which takes longer when CPUs are scarce. Look again
+ * a few times, briefly: a waiter is soon back in the GIL's futex, a thread
+ * in native code never goes there. */
+#define RECHECK_POLLS 8
+#define RECHECK_PAUSE_US 50
+
+static bool seen_back_in_gil(struct sampler *s, const struct sampled_thread *th,
+                             const struct py_interp *pi, uint64_t gil_size)
+{
+    struct py_interp now = *pi;
+    for (int i = 0; i < RECHECK_POLLS; i++) {
+        usleep(RECHECK_PAUSE_US);
+        struct thread_activity a;
+        if (process_thread_activity_fd(th->syscall_fd, &a) != 0)
+            return false;
+        enum thread_run_state st = thread_classify(&a, false, pi->gil, gil_size);
+        if (st == THREAD_WAITING_GIL)
+            return true;
+        if (st == THREAD_IDLE)
+            return false;
+        /* Taking the GIL a moment later means it was on its way in. */
+        if (py_interp_read_gil(&s->reader, &now) == 0 && now.gil_holder == th->tstate)
+            return true;
+    }
+    return false;
+}
+
+static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
+                                   const struct py_interp *pi, uint64_t gil_size,
+                                   uint16_t *syscall_out)
+{
+    *syscall_out = 0xffff;
+    if (pi->gil_holder == th->tstate) {
+        th->waiting_since_switch = UINT64_MAX;
+        th->held_at_switch = pi->gil_switches;
+        return PROFILE_HOLDING_GIL;
+    }
+    uint64_t held_at = th->held_at_switch;
+    th->held_at_switch = UINT64_MAX;
+    struct thread_activity a;
+    if (th->syscall_fd < 0 || process_thread_activity_fd(th->syscall_fd, &a) != 0)
+        return PROFILE_UNKNOWN;
+    switch (thread_classify(&a, false, pi->gil, gil_size)) {
+    case THREAD_WAITING_GIL:
+        th->waiting_since_switch = pi->gil_switches;
+        return PROFILE_WAITING_GIL;
+    case THREAD_IDLE:
+        th->waiting_since_switch = UINT64_MAX;
+        *syscall_out = (uint16_t)(a.syscall_nr < 0xffff ? a.syscall_nr : 0xfffe);
+        return PROFILE_IDLE;
+    case THREAD_RUNNING:
+        /* Still inside take_gil: the GIL has not changed hands since it was
+         * seen waiting (leaving take_gil means taking it, which counts a
+         * switch). Or handing it over in drop_gil: it held the GIL one
+         * switch ago and another thread holds it now. */
+        if (th->waiting_since_switch == pi->gil_switches ||
+            (held_at != UINT64_MAX && pi->gil_holder != 0 && pi->gil_switches == held_at + 1))
+            return PROFILE_WAITING_GIL;
+        if (s->recheck_running && seen_back_in_gil(s, th, pi, gil_size)) {
+            th->waiting_since_switch = pi->gil_switches;
+            return PROFILE_WAITING_GIL;
+        }
+        th->waiting_since_switch = UINT64_MAX;
+        return PROFILE_RUNNING;
+    case THREAD_HOLDING_GIL:
+    case THREAD_UNKNOWN:
+        break;
+    }
+    return PROFILE_UNKNOWN;
+}
+
+/* Walks one thread (its stack copy already read) and interns the stack;
+ * returns the stack id, or UINT32_MAX. *torn is set when the walk could not
+ * finish. */
+static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
+                             const struct py_thread *pt, bool in_gc, bool *torn)
+{
+    struct py_walker walker = {&s->reader, s->codes, &th->copy, true};
+    size_t count = 0;
+    enum py_walk_status status = py_walk_frames(&walker, pt->top_frame, s->frames,
+                                                MAX_STACK_DEPTH, &count);
+    *torn = status != PY_WALK_OK && status != PY_WALK_TOO_DEEP;
+    uint32_t depth = 0;
+    /* The walk yields innermost first; profiles store outermost first. */
+    for (size_t i = count; i-- > 0;) {
+        uint32_t id = frame_id_for(s, s->frames[i].code_addr, s->frames[i].instr_offset);
+        if (id == UINT32_MAX)
+            return UINT32_MAX;
+        s->stack_ids[depth++] = id;
+    }
+    if (in_gc)
+        s->stack_ids[depth++] = s->gc_frame;
+    return profile_stack_id(s->profile, s->stack_ids, depth);
+}
+
+static void track_segment(struct sampler *s, struct sampled_thread *th, uint32_t stack,
+                          enum profile_state state, bool gc, uint16_t syscall, uint64_t rel_ns)
+{
+    struct profile_segment *seg = &th->segment;
+    if (th->segment_open && seg->stack == stack && seg->state == state && seg->gc == gc &&
+        seg->syscall == syscall)
+        return;
+    close_segment(s, th, rel_ns);
+    seg->thread = th->profile_thread;
+    seg->stack = stack;
+    seg->state = (uint8_t)state;
+    seg->gc = gc;
+    seg->syscall = syscall;
+    seg->start_ns = rel_ns;
+    th->segment_open = true;
+}
+
+struct pass_thread {
+    struct sampled_thread *th;
+    struct py_thread pt;
+    int interp;                 /* index into the pass's interpreters */
+    uint64_t cframe;            /* 3.11/3.12 */
+};
+
+/* The interpreters change rarely; they are looked up again every so often,
+ * and whenever a pass finds them inconsistent. */
+#define INTERP_REFRESH_NS 100000000ull
+
+static void refresh_interpreters(struct sampler *s, uint64_t now_ns)
+{
+    s->n_interps = 0;
+    uint64_t addr = py_runtime_first_interpreter(&s->rt);
+    while (addr && s->n_interps < PY_MAX_INTERPRETERS) {
+        struct py_interp *pi = &s->interps[s->n_interps++];
+        py_interp_read(&s->reader, addr, pi);
+        pi->gc_flag = py_interp_gc_flag(&s->reader, addr);
+        if (target_read_u64(s->target, addr + (uint64_t)s->rt.layout.interp_next, &addr) != 0)
+            break;
+    }
+    s->interps_read_ns = now_ns;
+    s->n_chain = 0;
+}
+
+static int grow_pass(struct sampler *s, size_t n)
+{
+    if (n <= s->cap_pass)
+        return 0;
+    size_t cap = s->cap_pass ? s->cap_pass : 32;
+    while (cap < n)
+        cap *= 2;
+    struct pass_thread *threads = realloc(s->pass, cap * sizeof *threads);
+    if (threads)
+        s->pass = threads;
+    unsigned char *blocks = realloc(s->blocks, cap * (size_t)TSTATE_READ_MAX);
+    if (blocks)
+        s->blocks = blocks;
+    if (!threads || !blocks)
+        return -1;
+    s->cap_pass = cap;
+    return 0;
+}
+
+/* Reads every interpreter's GIL, GC flag and thread list head, and every
+ * thread state seen on the last pass, in one scattered read; then checks
+ * that the list still links up the same way. Returns the number of threads,
+ * or -1 when the list changed (the caller then walks it). */
+static int read_known_threads(struct sampler *s, size_t ts_size)
+{
+    const struct py_layout *L = &s->rt.layout;
+    size_t n_spans = 0, need = (size_t)s->n_interps * 3 + s->n_chain * 2;
+    if (need > s->cap_spans) {
+        struct target_span *grown = realloc(s->spans, need * 2 * sizeof *grown);
+        if (!grown)
+            return -1;
+        s->spans = grown;
+        s->cap_spans = need * 2;
+    }
+    if (s->n_chain == 0 || grow_pass(s, s->n_chain) != 0 || L->gil_size <= 0 ||
+        (size_t)L->gil_size > sizeof s->gil_bufs[0])
+        return -1;
+    for (int k = 0; k < s->n_interps; k++) {
+        struct py_interp *pi = &s->interps[k];
+        s->spans[n_spans++] = (struct target_span){pi->gil, s->gil_bufs[k], (size_t)L->gil_size, false};
+        s->spans[n_spans++] = (struct target_span){pi->addr + (uint64_t)L->interp_threads_head,
+                                                   &s->heads[k], 8, false};
+        if (pi->gc_flag)
+            s->spans[n_spans++] = (struct target_span){pi->gc_flag, &s->gc_flags[k], 4, false};
+    }
+    size_t first_cframe = n_spans + s->n_chain;
+    for (size_t i = 0; i < s->n_chain; i++)
+        s->spans[n_spans++] = (struct target_span){s->chain[i].tstate,
+                                                   s->blocks + i * TSTATE_READ_MAX, ts_size, false};
+    /* 3.11/3.12 keep the top frame in a _PyCFrame on the thread's C stack;
+     * it rarely moves, so the one seen last time is read along. */
+    for (size_t i = 0; i < s->n_chain; i++)
+        if (s->chain[i].cframe)
+            s->spans[n_spans++] = (struct target_span){
+                s->chain[i].cframe + (uint64_t)L->cframe_current_frame, &s->chain[i].cframe_top, 8,
+                false};
+    target_read_spans(s->target, s->spans, n_spans);
+    for (size_t i = 0; i < first_cframe; i++)
+        if (!s->spans[i].ok)
+            return -1;
+    for (size_t i = 0, k = first_cframe; i < s->n_chain; i++)
+        s->chain[i].cframe_ok = s->chain[i].cframe && s->spans[k++].ok;
+    size_t i = 0;
+    for (int k = 0; k < s->n_interps; k++) {
+        struct py_interp *pi = &s->interps[k];
+        py_gil_decode(L, (const unsigned char *)s->gil_bufs[k], pi);
+        pi->gc_collecting = pi->gc_flag && s->gc_flags[k] != 0;
+        uint64_t expected = s->heads[k];
+        while (expected) {
+            if (i >= s->n_chain || s->chain[i].tstate != expected || s->chain[i].interp != k)
+                return -1;
+            const unsigned char *block = s->blocks + i * TSTATE_READ_MAX;
+            uint64_t back, next;
+            memcpy(&back, block + L->tstate_interp, 8);
+            memcpy(&next, block + L->tstate_next, 8);
+            if (back != pi->addr)
+                return -1;
+            struct pass_thread *ptr = &s->pass[i];
+            uint64_t cframe = py_tstate_cframe(L, block);
+            if (cframe && cframe == s->chain[i].cframe && s->chain[i].cframe_ok) {
+                /* Fill from the block without the cframe read, then put in
+                 * the top frame that was read along with it. */
+                ptr->pt = (struct py_thread){0};
+                py_thread_from_block_no_frame(&s->reader, expected, block, &ptr->pt);
+                ptr->pt.top_frame = s->chain[i].cframe_top;
+            } else {
+                py_thread_from_block(&s->reader, expected, block, &ptr->pt);
+            }
+            ptr->cframe = cframe;
+            ptr->interp = k;
+            ptr->th = NULL;
+            i++;
+            expected = next;
+        }
+    }
+    return i == s->n_chain ? (int)i : -1;
+}
+
+/* The slow path: walk every thread list with one read per thread state. */
+static int walk_threads(struct sampler *s, size_t ts_size)
+{
+    const struct py_layout *L = &s->rt.layout;
+    size_t n = 0;
+    for (int k = 0; k < s->n_interps; k++) {
+        struct py_interp *pi = &s->interps[k];
+        py_interp_read_gil(&s->reader, pi);
+        int32_t gc = 0;
+        pi->gc_collecting = pi->gc_flag && target_read_i32(s->target, pi->gc_flag, &gc) == 0 && gc;
+        uint64_t tstate = 0;
+        if (target_read_u64(s->target, pi->addr + (uint64_t)L->interp_threads_head, &tstate) != 0)
+            return -1;
+        for (int guard = 0; tstate && guard < PY_MAX_THREADS; guard++) {
+            if (grow_pass(s, n + 1) != 0)
+                return -1;
+            unsigned char *block = s->blocks + n * TSTATE_READ_MAX;
+            uint64_t back;
+            if (s->target->ops->read_raw(s->target, tstate, block, ts_size) != 0)
+                return -1;
+            memcpy(&back, block + L->tstate_interp, 8);
+            if (back != pi->addr)
+                return -1;
+            py_thread_from_block(&s->reader, tstate, block, &s->pass[n].pt);
+            s->pass[n].cframe = py_tstate_cframe(L, block);
+            s->pass[n].interp = k;
+            s->pass[n].th = NULL;
+            n++;
+            memcpy(&tstate, block + L->tstate_next, 8);
+        }
+    }
+    return (int)n;
+}
+
+int sampler_pass(struct sampler *s, uint64_t now_ns)
+{
+    const struct py_layout *L = &s->rt.layout;
+    struct profile *p = s->profile;
+    struct target *t = s->target;
+    uint64_t rel_ns = now_ns > s->start_ns ? now_ns - s->start_ns : 0;
+    target_cache_invalidate(t);
+    if (now_ns - s->last_code_flush_ns > CODE_CACHE_LIFETIME_NS) {
+        flush_code_caches(s);
+        s->last_code_flush_ns = now_ns;
+    }
+    size_t ts_size = L->tstate_size > 0 && L->tstate_size <= TSTATE_READ_MAX ? (size_t)L->tstate_size
+                                                                             : TSTATE_READ_MAX;
+    if (s->n_interps == 0 || now_ns - s->interps_read_ns > INTERP_REFRESH_NS)
+        refresh_interpreters(s, now_ns);
+    if (s->n_interps == 0)
+        return process_gone(s->pid) ? -1 : 0;
+
+    int n_pass = read_known_threads(s, ts_size);
+    if (n_pass < 0) {
+        refresh_interpreters(s, now_ns);
+        n_pass = walk_threads(s, ts_size);
+    }
+    if (n_pass < 0) {
+        p->meta.passes_failed++;
+        return process_gone(s->pid) ? -1 : 0;
+    }
+    /* Remember the list for the next pass's single read. */
+    if ((size_t)n_pass > s->cap_chain) {
+        struct chain_entry *grown = realloc(s->chain, (size_t)n_pass * 2 * sizeof *grown);
+        if (grown) {
+            s->chain = grown;
+            s->cap_chain = (size_t)n_pass * 2;
+        }
+    }
+    s->n_chain = 0;
+    if ((size_t)n_pass <= s->cap_chain) {
+        for (int i = 0; i < n_pass; i++)
+            s->chain[i] = (struct chain_entry){s->pass[i].pt.tstate, s->pass[i].interp,
+                                               s->pass[i].cframe, 0, false};
+        s->n_chain = (size_t)n_pass;
+    }
+
+    for (size_t i = 0; i < s->n_threads; i++)
+        s->threads[i].seen = false;
+    for (int i = 0; i < n_pass; i++)
+        if (!find_thread(s, s->pass[i].pt.tstate, s->pass[i].pt.thread_id))
+            add_thread(s, &s->pass[i].pt);
+    for (int i = 0; i < n_pass; i++)
+        s->pass[i].th = find_thread(s, s->pass[i].pt.tstate, s->pass[i].pt.thread_id);
+
+    /* Every thread's stack in one more scattered read. */
+    size_t n_spans = 0;
+    for (int i = 0; i < n_pass; i++) {
+        struct sampled_thread *th = s->pass[i].th;
+        if (!th)
+            continue;
+        size_t want = n_spans + 1 + th->copy.n_visited;
+        if (want > s->cap_spans) {
+            struct target_span *grown = realloc(s->spans, want * 2 * sizeof *grown);
+            if (!grown)
+                break;
+            s->spans = grown;
+            s->cap_spans = want * 2;
+        }
+        th->first_span = n_spans;
+        th->n_spans = py_stack_copy_plan(&s->reader, &th->copy, s->pass[i].pt.datastack_chunk,
+                                         s->pass[i].pt.datastack_top, s->spans + n_spans,
+                                         s->cap_spans - n_spans);
+        n_spans += th->n_spans;
+    }
+    target_read_spans(t, s->spans, n_spans);
+    for (int i = 0; i < n_pass; i++)
+        if (s->pass[i].th)
+            py_stack_copy_commit(&s->pass[i].th->copy, s->spans + s->pass[i].th->first_span,
+                                 s->pass[i].th->n_spans);
+
+    bool failed = false, gc_now = false;
+    uint64_t holder = 0, switches = 0;
+    bool waiters = false;
+    uint32_t holder_stack = UINT32_MAX;
+    for (int k = 0; k < s->n_interps; k++)
+        gc_now |= s->interps[k].gc_collecting;
+    for (int i = 0; i < n_pass; i++) {
+        struct sampled_thread *th = s->pass[i].th;
+        if (!th)
+            continue;
+        th->seen = true;
+        const struct py_interp *pi = &s->interps[s->pass[i].interp];
+        uint16_t syscall;
+        enum profile_state state = classify(s, th, pi, (uint64_t)L->gil_size, &syscall);
+        bool in_gc = pi->gc_collecting && state == PROFILE_HOLDING_GIL;
+        bool torn = false;
+        uint32_t stack = sample_stack(s, th, &s->pass[i].pt, in_gc, &torn);
+        p->meta.stacks_sampled++;
+        if (torn) {
+            p->meta.stacks_torn++;
+            failed = true;
+        }
+        if (stack == UINT32_MAX)
+            continue;
+        profile_add_sample(p, th->profile_thread, stack, state, in_gc, rel_ns);
+        track_segment(s, th, stack, state, in_gc, syscall, rel_ns);
+        if (state == PROFILE_HOLDING_GIL && s->pass[i].interp == 0) {
+            holder = th->tstate;
+            switches = pi->gil_switches;
+            holder_stack = stack;
+        }
+        if (state == PROFILE_WAITING_GIL && s->pass[i].interp == 0)
+            waiters = true;
+    }
+    for (size_t i = s->n_threads; i-- > 0;)
+        if (!s->threads[i].seen)
+            forget_thread(s, i, rel_ns);
+
+    /* GIL hogs: who holds the GIL while others wait, and whether it has held
+     * it, without one hand-off, for longer than the switch interval. */
+    if (holder != s->hold_tstate || switches != s->hold_switches) {
+        s->hold_tstate = holder;
+        s->hold_switches = switches;
+        s->hold_since_ns = now_ns;
+    }
+    if (holder && waiters && holder_stack != UINT32_MAX)
+        profile_add_hog(p, holder_stack, now_ns - s->hold_since_ns > GIL_SWITCH_INTERVAL_NS);
+
+    p->meta.passes++;
+    if (failed)
+        p->meta.passes_failed++;
+    if (holder)
+        p->meta.gil_busy_passes++;
+    if (gc_now) {
+        p->meta.gc_passes++;
+        if (!s->gc_was_collecting)
+            p->meta.gc_collections++;
+    }
+    s->gc_was_collecting = gc_now;
+    if (now_ns - s->last_names_ns > NAMES_REFRESH_NS) {
+        refresh_names(s);
+        s->last_names_ns = now_ns;
+    }
+    return 0;
+}

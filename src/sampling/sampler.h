@@ -1,0 +1,79 @@
+/* The sampling engine: one pass reads every thread's Python stack and GIL
+ * state of one process, without stopping it, and adds them to a profile. */
+#ifndef PYSCOPE_SAMPLING_SAMPLER_H
+#define PYSCOPE_SAMPLING_SAMPLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "profile/profile.h"
+#include "python/code.h"
+#include "python/frames.h"
+#include "python/runtime.h"
+#include "python/threads.h"
+#include "util/error.h"
+
+struct sampled_thread;
+struct frame_key_cache;
+struct pass_thread;
+
+struct chain_entry {
+    uint64_t tstate;
+    int interp;
+    uint64_t cframe;          /* 3.11/3.12: the thread's _PyCFrame last time */
+    uint64_t cframe_top;      /* read with the thread state: its current_frame */
+    bool cframe_ok;
+};
+
+struct sampler {
+    pid_t pid;
+    struct target *target;
+    struct py_runtime rt;
+    struct py_reader reader;
+    struct py_code_cache *codes;
+    struct frame_key_cache *frame_keys;
+    struct py_frame *frames;          /* scratch for one walk */
+    uint32_t *stack_ids;              /* scratch: frame ids of one stack */
+    struct sampled_thread *threads;
+    size_t n_threads, cap_threads;
+    struct profile *profile;
+    /* interpreters, re-read every 100 ms */
+    struct py_interp interps[PY_MAX_INTERPRETERS];
+    uint64_t gil_bufs[PY_MAX_INTERPRETERS][64];   /* copies of each GIL struct */
+    uint64_t heads[PY_MAX_INTERPRETERS];
+    int32_t gc_flags[PY_MAX_INTERPRETERS];
+    int n_interps;
+    uint64_t interps_read_ns;
+    /* the thread list as the last pass found it, and per-pass scratch */
+    struct chain_entry *chain;
+    size_t n_chain, cap_chain;
+    struct pass_thread *pass;
+    unsigned char *blocks;
+    size_t cap_pass;
+    struct target_span *spans;
+    size_t cap_spans;
+    bool record_timeline;
+    bool recheck_running;             /* look twice at threads on CPU without the GIL */
+    uint64_t start_ns;                /* monotonic time of the first pass */
+    uint64_t last_names_ns;           /* when thread names were last refreshed */
+    uint64_t last_code_flush_ns;
+    /* GIL-hog tracking: the holder and the switch count, and since when they
+     * have not changed. */
+    uint64_t hold_tstate, hold_switches, hold_since_ns;
+    bool gc_was_collecting;
+    uint32_t gc_frame;                /* the "<GC>" pseudo-frame */
+};
+
+/* Attaches to pid (which must run CPython); samples go into profile. */
+int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t start_ns,
+                 struct pyscope_error *err);
+/* One pass over all threads at monotonic time now_ns. Returns 0, or -1 when
+ * the process is gone. */
+int sampler_pass(struct sampler *s, uint64_t now_ns);
+/* Closes every open timeline segment at now_ns and releases everything. */
+void sampler_close(struct sampler *s, uint64_t now_ns);
+
+uint64_t monotonic_ns(void);
+
+#endif

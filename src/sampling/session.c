@@ -1,0 +1,280 @@
+/* Session control for record and top: starting or attaching, finding Python
+ * children, pacing passes on an absolute clock (a late pass is skipped, not
+ * made up in a burst), and stopping cleanly however the recording ends. */
+#include "sampling/session.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "target/process.h"
+
+#define START_TIMEOUT_NS 15000000000ull
+#define CHILD_SCAN_NS 200000000ull
+
+static uint64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void reap_child(struct session *s, bool block)
+{
+    if (!s->started_child || s->child_exited)
+        return;
+    int status;
+    pid_t got = waitpid(s->root, &status, block ? 0 : WNOHANG);
+    if (got == s->root) {
+        s->child_exited = true;
+        s->child_status = status;
+    }
+}
+
+static int add_process(struct session *s, pid_t pid, struct pyscope_error *err)
+{
+    for (int i = 0; i < SESSION_MAX_PROCESSES; i++) {
+        if (s->active[i])
+            continue;
+        if (sampler_open(&s->samplers[i], pid, s->profile, s->start_ns, err) != 0)
+            return -1;
+        s->samplers[i].record_timeline = s->opts.record_timeline;
+        /* Re-looking costs up to half a millisecond a pass: worth it at the
+         * usual rates, not when sampling flat out. */
+        s->samplers[i].recheck_running = s->opts.rate_hz > 0 && s->opts.rate_hz <= 1000;
+        s->active[i] = true;
+        return 0;
+    }
+    error_set(err, PYSCOPE_ERR_OTHER, "more than %d processes", SESSION_MAX_PROCESSES);
+    return -1;
+}
+
+static pid_t start_command(char **argv, struct pyscope_error *err)
+{
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) != 0) {
+        error_set(err, PYSCOPE_ERR_OTHER, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        error_set(err, PYSCOPE_ERR_OTHER, "fork: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        close(ready[0]);
+        signal(SIGINT, SIG_DFL);
+        execvp(argv[0], argv);
+        /* Tell the parent why, through the close-on-exec pipe. */
+        int e = errno;
+        if (write(ready[1], &e, sizeof e) < 0)
+            _exit(127);
+        _exit(127);
+    }
+    close(ready[1]);
+    int e = 0;
+    ssize_t n = read(ready[0], &e, sizeof e);
+    close(ready[0]);
+    if (n == (ssize_t)sizeof e) {
+        waitpid(pid, NULL, 0);
+        error_set(err, PYSCOPE_ERR_OTHER, "cannot run %s: %s", argv[0], strerror(e));
+        return -1;
+    }
+    return pid;
+}
+
+int session_start(struct session *s, pid_t pid, const struct session_options *opts,
+                  struct profile *profile, struct pyscope_error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->opts = *opts;
+    s->profile = profile;
+    s->start_ns = monotonic_ns();
+    profile->meta.start_unix_ns = wall_ns();
+    profile->meta.rate_hz = opts->rate_hz;
+    if (opts->command) {
+        pid = start_command(opts->command, err);
+        if (pid < 0)
+            return -1;
+        s->started_child = true;
+    }
+    s->root = pid;
+    /* A started interpreter needs a moment before _PyRuntime exists and its
+     * main thread is registered; an attached one is ready at once. */
+    for (;;) {
+        struct pyscope_error attempt = {0};
+        if (add_process(s, pid, &attempt) == 0)
+            break;
+        reap_child(s, false);
+        bool retry = s->started_child && !s->child_exited &&
+                     monotonic_ns() - s->start_ns < START_TIMEOUT_NS &&
+                     attempt.status != PYSCOPE_ERR_PERMISSION;
+        if (!retry) {
+            *err = attempt;
+            if (s->started_child && s->child_exited)
+                error_set(err, PYSCOPE_ERR_EXITED, "%s exited before Python started (%s)",
+                          opts->command[0], attempt.message);
+            session_finish(s, true);
+            return -1;
+        }
+        usleep(2000);
+    }
+    profile->meta.pid = pid;
+    process_cmdline(pid, profile->meta.command, sizeof profile->meta.command);
+    snprintf(profile->meta.python_version, sizeof profile->meta.python_version, "%s",
+             s->samplers[0].rt.version);
+    /* Passes are timed from here, once the target is ready. */
+    s->start_ns = monotonic_ns();
+    for (int i = 0; i < SESSION_MAX_PROCESSES; i++)
+        if (s->active[i])
+            s->samplers[i].start_ns = s->start_ns;
+    return 0;
+}
+
+static bool tracked(const struct session *s, pid_t pid)
+{
+    for (int i = 0; i < SESSION_MAX_PROCESSES; i++)
+        if (s->active[i] && s->samplers[i].pid == pid)
+            return true;
+    for (int i = 0; i < s->n_ignored; i++)
+        if (s->ignored[i] == pid)
+            return true;
+    return false;
+}
+
+static pid_t parent_of(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *close_paren = strrchr(buf, ')');
+    int ppid = 0;
+    if (!close_paren || sscanf(close_paren + 1, " %*c %d", &ppid) != 1)
+        return 0;
+    return (pid_t)ppid;
+}
+
+/* Adds Python processes whose parent is already being sampled. Children of
+ * children are found on later scans, once their parent is tracked. */
+static void scan_children(struct session *s)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!isdigit((unsigned char)e->d_name[0]))
+            continue;
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (tracked(s, pid))
+            continue;
+        pid_t parent = parent_of(pid);
+        bool ours = false;
+        for (int i = 0; i < SESSION_MAX_PROCESSES && !ours; i++)
+            ours = s->active[i] && s->samplers[i].pid == parent;
+        if (!ours)
+            continue;
+        struct pyscope_error err = {0};
+        if (add_process(s, pid, &err) != 0 && err.status == PYSCOPE_ERR_NOT_PYTHON &&
+            s->n_ignored < (int)(sizeof s->ignored / sizeof s->ignored[0]))
+            s->ignored[s->n_ignored++] = pid;
+    }
+    closedir(d);
+}
+
+static void sleep_until(uint64_t deadline_ns)
+{
+    struct timespec ts = {(time_t)(deadline_ns / 1000000000ull),
+                          (long)(deadline_ns % 1000000000ull)};
+    /* Interrupted by a signal: return, so the caller looks at its stop flag. */
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+}
+
+void session_run(struct session *s, volatile int *stop,
+                 void (*on_tick)(struct session *s, void *ctx), void *ctx)
+{
+    uint64_t interval = s->opts.rate_hz > 0 ? (uint64_t)(1e9 / s->opts.rate_hz) : 0;
+    uint64_t duration = s->opts.duration_s > 0 ? (uint64_t)(s->opts.duration_s * 1e9) : 0;
+    uint64_t next = s->start_ns, last_tick = s->start_ns;
+    for (;;) {
+        if (stop && *stop)
+            break;
+        uint64_t now = monotonic_ns();
+        if (duration && now - s->start_ns >= duration)
+            break;
+        int alive = 0;
+        for (int i = 0; i < SESSION_MAX_PROCESSES; i++) {
+            if (!s->active[i])
+                continue;
+            if (sampler_pass(&s->samplers[i], now) != 0) {
+                sampler_close(&s->samplers[i], now);
+                s->active[i] = false;
+                continue;
+            }
+            alive++;
+        }
+        reap_child(s, false);
+        if (s->opts.subprocesses && now - s->last_scan_ns > CHILD_SCAN_NS) {
+            scan_children(s);
+            s->last_scan_ns = now;
+            for (int i = 0; i < SESSION_MAX_PROCESSES; i++)
+                alive += s->active[i] && s->samplers[i].pid != s->root;
+        }
+        if (alive == 0)
+            break;
+        if (on_tick && now - last_tick >= 1000000000ull) {
+            on_tick(s, ctx);
+            last_tick = now;
+        }
+        if (interval) {
+            next += interval;
+            now = monotonic_ns();
+            if (next + interval < now)
+                next = now; /* fell behind: skip rather than burst */
+            else
+                sleep_until(next);
+        }
+    }
+}
+
+void session_finish(struct session *s, bool kill_child)
+{
+    uint64_t now = monotonic_ns();
+    for (int i = 0; i < SESSION_MAX_PROCESSES; i++) {
+        if (s->active[i]) {
+            sampler_close(&s->samplers[i], now);
+            s->active[i] = false;
+        }
+    }
+    if (s->profile && now > s->start_ns)
+        s->profile->meta.duration_ns = now - s->start_ns;
+    if (s->started_child && !s->child_exited) {
+        if (kill_child)
+            kill(s->root, SIGTERM);
+        reap_child(s, true);
+    }
+}
+
+int session_exit_status(const struct session *s)
+{
+    if (!s->started_child || !s->child_exited)
+        return 0;
+    if (WIFEXITED(s->child_status))
+        return WEXITSTATUS(s->child_status);
+    if (WIFSIGNALED(s->child_status))
+        return 128 + WTERMSIG(s->child_status);
+    return 1;
+}

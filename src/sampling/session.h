@@ -1,0 +1,56 @@
+/* A sampling session: one or more processes (the target, and its Python
+ * children with --subprocesses), a clock that paces passes at the requested
+ * rate, and the conditions that end a recording (duration, Ctrl-C, exit). */
+#ifndef PYSCOPE_SAMPLING_SESSION_H
+#define PYSCOPE_SAMPLING_SESSION_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "profile/profile.h"
+#include "sampling/sampler.h"
+#include "util/error.h"
+
+#define SESSION_MAX_PROCESSES 64
+
+struct session_options {
+    double rate_hz;            /* 0: as fast as possible */
+    double duration_s;         /* 0: until stopped */
+    bool subprocesses;
+    bool record_timeline;
+    char **command;            /* NULL-terminated; when set, start it instead of attaching */
+};
+
+struct session {
+    struct session_options opts;
+    struct profile *profile;
+    struct sampler samplers[SESSION_MAX_PROCESSES];
+    bool active[SESSION_MAX_PROCESSES];
+    pid_t ignored[256];        /* children found not to be Python */
+    int n_ignored;
+    pid_t root;                /* the attached or started process */
+    bool started_child;        /* we forked root */
+    int child_status;          /* its wait status once it exited */
+    bool child_exited;
+    uint64_t start_ns;
+    uint64_t last_scan_ns;
+};
+
+/* Attaches to pid, or starts opts->command, and waits until Python runs in
+ * it. The profile's meta (pid, command, version) is filled in. */
+int session_start(struct session *s, pid_t pid, const struct session_options *opts,
+                  struct profile *profile, struct pyscope_error *err);
+
+/* Runs passes until the duration ends, *stop becomes true, or every
+ * process has exited. on_tick, if set, is called about once a second. */
+void session_run(struct session *s, volatile int *stop,
+                 void (*on_tick)(struct session *s, void *ctx), void *ctx);
+
+/* Ends the session: closes open timeline segments, records the duration,
+ * and (when the command was started by us) waits for it unless kill_child. */
+void session_finish(struct session *s, bool kill_child);
+
+/* The exit status to report for a started command (its own), or 0. */
+int session_exit_status(const struct session *s);
+
+#endif
