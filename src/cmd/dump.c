@@ -10,6 +10,7 @@
 
 #include "cmd/commands.h"
 #include "output/stack_report.h"
+#include "python/locals_report.h"
 #include "python/runtime.h"
 #include "python/stacks.h"
 #include "target/pause.h"
@@ -25,6 +26,11 @@ static void dump_usage(FILE *out)
             "\n"
             "  -j, --json       machine-readable output (schema: docs/json.md)\n"
             "  -p, --pause      stop all threads while reading, for an exact snapshot\n"
+            "  -l, --locals     show the arguments and local variables of every Python frame\n"
+            "                   (bounded reprs; add --pause for values from one instant)\n"
+            "      --print EXPR print a value in every frame where EXPR's first name is a\n"
+            "                   local, following .attr, [index] and ['key'] steps,\n"
+            "                   e.g. --print self.pool.free_lists or --print 'args[0]'\n"
             "      --color=WHEN always, never or auto (default: auto, on a terminal)\n"
             "  -h, --help       this help\n");
 }
@@ -46,17 +52,30 @@ int cmd_dump(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},
         {"pause", no_argument, NULL, 'p'},
         {"color", required_argument, NULL, 'C'},
+        {"locals", no_argument, NULL, 'l'},
+        {"print", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false, pause = false;
+    bool json = false, pause = false, locals = false;
+    const char *print_expr = NULL;
     int color = -1;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "jph", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "jplh", longopts, NULL)) != -1) {
         switch (c) {
         case 'j': json = true; break;
         case 'p': pause = true; break;
+        case 'l': locals = true; break;
+        case 'P': {
+            char why[256];
+            if (frame_locals_parse_check(optarg, why, sizeof why) != 0) {
+                fprintf(stderr, "pyscope: --print '%s': %s\n", optarg, why);
+                return PYSCOPE_ERR_USAGE;
+            }
+            print_expr = optarg;
+            break;
+        }
         case 'C':
             if (strcmp(optarg, "always") == 0)
                 color = 1;
@@ -104,6 +123,16 @@ int cmd_dump(int argc, char **argv)
     snprintf(report.python_version, sizeof report.python_version, "%s", rt.version);
     struct stacks_options opts = {.paused = pause, .max_retries = 3};
     int rc = stacks_collect(&rt, &opts, &report, &err);
+    static const struct repr_limits limits = REPR_DEFAULT_LIMITS;
+    report.locals = locals;
+    if (rc == 0 && print_expr && !(report.print_expr = strdup(print_expr)))
+        rc = -1;
+    if (rc == 0 && locals && frame_locals_fill_report(&rt, &report, &limits, 0) != 0)
+        rc = -1;
+    if (rc == 0 && print_expr && frame_locals_eval_print(&rt, &report, &limits) != 0)
+        rc = -1;
+    if (rc != 0 && err.status == PYSCOPE_OK)
+        error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
     if (pause)
         process_resume();
     if (rc != 0)

@@ -12,7 +12,55 @@ static void member_tid(struct json_writer *w, const char *key, const struct repo
         json_member_null(w, key);
 }
 
-static void write_thread(struct json_writer *w, const struct report_thread *th)
+static void write_locals(struct json_writer *w, const struct report_frame *f)
+{
+    json_key(w, "locals");
+    if (!f->locals_read) {
+        json_null(w);
+        return;
+    }
+    json_begin_array(w);
+    for (size_t v = 0; v < f->n_locals; v++) {
+        const struct report_local *l = &f->locals[v];
+        json_begin_object(w);
+        json_member_string(w, "name", l->name);
+        json_member_string(w, "kind", l->kind);
+        json_member_string(w, "type", l->type);
+        json_member_string(w, "repr", l->repr);
+        if (l->addr)
+            json_member_uint(w, "address", l->addr);
+        else
+            json_member_null(w, "address");
+        json_end_object(w);
+    }
+    json_end_array(w);
+}
+
+static void write_prints(struct json_writer *w, const struct stack_report *report)
+{
+    json_key(w, "print");
+    json_begin_object(w);
+    json_member_string(w, "expression", report->print_expr);
+    json_key(w, "results");
+    json_begin_array(w);
+    for (size_t i = 0; i < report->n_prints; i++) {
+        const struct report_print *pr = &report->prints[i];
+        json_begin_object(w);
+        if (pr->tid)
+            json_member_int(w, "tid", pr->tid);
+        else
+            json_member_null(w, "tid");
+        json_member_uint(w, "thread_index", pr->thread_index);
+        json_member_uint(w, "frame_index", pr->frame_index);
+        json_member_string(w, "repr", pr->repr);
+        json_member_string(w, "error", pr->error);
+        json_end_object(w);
+    }
+    json_end_array(w);
+    json_end_object(w);
+}
+
+static void write_thread(struct json_writer *w, const struct report_thread *th, bool locals)
 {
     json_begin_object(w);
     if (th->tid)
@@ -40,6 +88,8 @@ static void write_thread(struct json_writer *w, const struct report_thread *th)
             json_member_int(w, "line", f->line);
         else
             json_member_null(w, "line");
+        if (locals)
+            write_locals(w, f);
         json_end_object(w);
     }
     json_end_array(w);
@@ -75,8 +125,10 @@ void stack_report_write_json(FILE *out, const struct stack_report *report)
     json_key(&w, "threads");
     json_begin_array(&w);
     for (size_t i = 0; i < report->n_threads; i++)
-        write_thread(&w, &report->threads[i]);
+        write_thread(&w, &report->threads[i], report->locals);
     json_end_array(&w);
+    if (report->print_expr)
+        write_prints(&w, report);
     json_end_object(&w);
     json_finish(&w);
 }

@@ -70,6 +70,44 @@ static void thread_state_text(FILE *out, const struct report_thread *th, const s
         fprintf(out, ", %scollecting garbage%s", p->yellow, p->reset);
 }
 
+static void write_python_frame(FILE *out, const struct stack_report *report,
+                               const struct report_frame *f, const struct palette *p)
+{
+    if (f->line >= 0)
+        fprintf(out, "    %s%s%s (%s:%d)\n", p->bold, f->function, p->reset, short_path(f->file),
+                f->line);
+    else
+        fprintf(out, "    %s%s%s (%s)\n", p->bold, f->function, p->reset, short_path(f->file));
+    if (!report->locals)
+        return;
+    if (!f->locals_read)
+        fprintf(out, "        %s<locals unreadable>%s\n", p->dim, p->reset);
+    for (size_t v = 0; v < f->n_locals; v++) {
+        const struct report_local *l = &f->locals[v];
+        fprintf(out, "        %s%s%s = %s\n", p->cyan, l->name, p->reset, l->repr);
+    }
+}
+
+static void write_prints(FILE *out, const struct stack_report *report, const struct palette *p)
+{
+    fprintf(out, "\n%s--print %s%s\n", p->bold, report->print_expr, p->reset);
+    if (report->n_prints == 0)
+        fprintf(out, "    not found: no frame has a local variable of that name\n");
+    for (size_t i = 0; i < report->n_prints; i++) {
+        const struct report_print *pr = &report->prints[i];
+        const struct report_thread *th = &report->threads[pr->thread_index];
+        const struct report_frame *f = &th->frames[pr->frame_index];
+        fprintf(out, "    ");
+        thread_label(out, th, p);
+        fprintf(out, ", frame #%zu %s (%s:%d): ", pr->frame_index, f->function,
+                short_path(f->file), f->line);
+        if (pr->repr)
+            fprintf(out, "%s\n", pr->repr);
+        else
+            fprintf(out, "%s<%s>%s\n", p->red, pr->error ? pr->error : "unreadable", p->reset);
+    }
+}
+
 void stack_report_write_text(FILE *out, const struct stack_report *report, bool color)
 {
     const struct palette *p = color ? &colors : &plain;
@@ -100,19 +138,14 @@ void stack_report_write_text(FILE *out, const struct stack_report *report, bool 
         fprintf(out, "  ");
         thread_state_text(out, th, p);
         fputc('\n', out);
-        for (size_t k = 0; k < th->n_frames; k++) {
-            const struct report_frame *f = &th->frames[k];
-            if (f->line >= 0)
-                fprintf(out, "    %s%s%s (%s:%d)\n", p->bold, f->function, p->reset,
-                        short_path(f->file), f->line);
-            else
-                fprintf(out, "    %s%s%s (%s)\n", p->bold, f->function, p->reset,
-                        short_path(f->file));
-        }
+        for (size_t k = 0; k < th->n_frames; k++)
+            write_python_frame(out, report, &th->frames[k], p);
         if (th->n_frames == 0 && th->complete)
             fprintf(out, "    %s(no Python frames)%s\n", p->dim, p->reset);
         if (!th->complete)
             fprintf(out, "    %s<stack incomplete: %s>%s\n", p->red,
                     th->error[0] ? th->error : "unreadable", p->reset);
     }
+    if (report->print_expr)
+        write_prints(out, report, p);
 }

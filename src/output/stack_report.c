@@ -8,14 +8,30 @@ void stack_report_free(struct stack_report *report)
     for (size_t i = 0; i < report->n_threads; i++) {
         struct report_thread *th = &report->threads[i];
         for (size_t k = 0; k < th->n_frames; k++) {
-            free(th->frames[k].function);
-            free(th->frames[k].file);
+            struct report_frame *f = &th->frames[k];
+            free(f->function);
+            free(f->file);
+            for (size_t v = 0; v < f->n_locals; v++) {
+                free(f->locals[v].name);
+                free(f->locals[v].type);
+                free(f->locals[v].repr);
+            }
+            free(f->locals);
         }
         free(th->frames);
     }
     free(report->threads);
     report->threads = NULL;
     report->n_threads = 0;
+    for (size_t i = 0; i < report->n_prints; i++) {
+        free(report->prints[i].repr);
+        free(report->prints[i].error);
+    }
+    free(report->prints);
+    report->prints = NULL;
+    report->n_prints = 0;
+    free(report->print_expr);
+    report->print_expr = NULL;
 }
 
 const struct report_thread *stack_report_gil_holder(const struct stack_report *report)

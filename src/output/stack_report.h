@@ -10,10 +10,33 @@
 #include <sys/types.h>
 #include "python/thread_state.h"
 
+struct report_local {
+    char *name;
+    const char *kind;            /* "arg", "local", "cell", "free" */
+    char *type;                  /* the value's type name */
+    char *repr;                  /* bounded repr (python/locals_repr.h) */
+    uint64_t addr;               /* the object's address, 0 for tagged ints */
+};
+
 struct report_frame {
     char *function;
     char *file;
     int line;                    /* -1: unknown */
+    uint64_t frame_addr;         /* where the frame was read, for locals */
+    uint64_t code_addr;
+    bool is_entry;               /* first frame of a C->Python call (native merge) */
+    struct report_local *locals; /* with --locals; NULL otherwise */
+    size_t n_locals;
+    bool locals_read;            /* false: --locals was not asked or the frame was unreadable */
+};
+
+/* One result of --print EXPR: where the root name was found and the value. */
+struct report_print {
+    pid_t tid;
+    size_t thread_index;
+    size_t frame_index;
+    char *repr;                  /* NULL when the path could not be followed */
+    char *error;                 /* why not, e.g. "no attribute 'pool'" */
 };
 
 struct report_thread {
@@ -33,6 +56,10 @@ struct report_thread {
 
 struct stack_report {
     pid_t pid;
+    bool locals;                 /* --locals was asked */
+    char *print_expr;            /* --print EXPR, or NULL */
+    struct report_print *prints;
+    size_t n_prints;
     char command[1024];
     char executable[PATH_MAX];
     char python_version[32];

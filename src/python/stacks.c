@@ -44,6 +44,9 @@ static int fill_frames(struct py_walker *w, const struct py_frame *frames, size_
         f->function = strdup(code ? code->qualname : "<unreadable code>");
         f->file = strdup(code ? code->filename : "?");
         f->line = code ? frames[i].line : -1;
+        f->frame_addr = frames[i].frame_addr;
+        f->code_addr = frames[i].code_addr;
+        f->is_entry = frames[i].is_entry;
         if (!f->function || !f->file) {
             free(f->function);
             free(f->file);
