@@ -94,6 +94,7 @@ static void write_thread(struct json_writer *w, const struct report_thread *th, 
     }
     json_end_array(w);
     json_member_bool(w, "frames_complete", th->complete);
+    json_member_bool(w, "crashed", th->crashed);
     json_key(w, "errors");
     json_begin_array(w);
     if (th->error[0])
@@ -122,6 +123,31 @@ void stack_report_write_json(FILE *out, const struct stack_report *report)
     json_member_bool(&w, "collecting", report->gc_collecting);
     member_tid(&w, "tid", stack_report_gc_thread(report));
     json_end_object(&w);
+    json_key(&w, "core");
+    if (report->core_path[0]) {
+        json_begin_object(&w);
+        json_member_string(&w, "path", report->core_path);
+        json_end_object(&w);
+    } else {
+        json_null(&w);
+    }
+    json_key(&w, "signal");
+    if (report->signal.signo) {
+        const struct report_signal *s = &report->signal;
+        json_begin_object(&w);
+        json_member_int(&w, "number", s->signo);
+        json_member_string(&w, "name", s->name);
+        json_member_int(&w, "code", s->code);
+        json_member_uint(&w, "address", s->addr);
+        json_member_string(&w, "cause", s->cause);
+        if (s->tid)
+            json_member_int(&w, "tid", s->tid);
+        else
+            json_member_null(&w, "tid");
+        json_end_object(&w);
+    } else {
+        json_null(&w);
+    }
     json_key(&w, "threads");
     json_begin_array(&w);
     for (size_t i = 0; i < report->n_threads; i++)

@@ -80,7 +80,7 @@ static void write_python_frame(FILE *out, const struct stack_report *report,
         fprintf(out, "    %s%s%s (%s)\n", p->bold, f->function, p->reset, short_path(f->file));
     if (!report->locals)
         return;
-    if (!f->locals_read)
+    if (f->locals_tried && !f->locals_read)
         fprintf(out, "        %s<locals unreadable>%s\n", p->dim, p->reset);
     for (size_t v = 0; v < f->n_locals; v++) {
         const struct report_local *l = &f->locals[v];
@@ -108,11 +108,42 @@ static void write_prints(FILE *out, const struct stack_report *report, const str
     }
 }
 
+static const struct report_thread *thread_by_tid(const struct stack_report *report, pid_t tid)
+{
+    for (size_t i = 0; i < report->n_threads; i++)
+        if (tid && report->threads[i].tid == tid)
+            return &report->threads[i];
+    return NULL;
+}
+
+/* "SIGSEGV: NULL pointer dereference at 0x0 in thread 1234 'parser'" */
+static void write_signal(FILE *out, const struct stack_report *report, const struct palette *p)
+{
+    const struct report_signal *s = &report->signal;
+    fprintf(out, "%s%s: %s", p->red, s->name, s->cause);
+    if (s->tid) {
+        const struct report_thread *th = thread_by_tid(report, s->tid);
+        fprintf(out, " in thread %d", (int)s->tid);
+        if (th && th->name[0])
+            fprintf(out, " '%s'", th->name);
+    }
+    fprintf(out, "%s\n", p->reset);
+}
+
 void stack_report_write_text(FILE *out, const struct stack_report *report, bool color)
 {
     const struct palette *p = color ? &colors : &plain;
-    fprintf(out, "%sProcess %d%s  %s  (CPython %s, %s)\n", p->bold, (int)report->pid, p->reset,
-            report->command, report->python_version, report->executable);
+    if (report->core_path[0])
+        fprintf(out, "%sCore file %s%s of process %d  %s  (CPython %s, %s)\n", p->bold,
+                report->core_path, p->reset, (int)report->pid, report->command,
+                report->python_version, report->executable);
+    else
+        fprintf(out, "%sProcess %d%s  %s  (CPython %s, %s)\n", p->bold, (int)report->pid,
+                p->reset, report->command, report->python_version, report->executable);
+    if (report->signal.signo)
+        write_signal(out, report, p);
+    else if (report->core_path[0])
+        fprintf(out, "no fatal signal recorded (a core written on demand, e.g. by gcore)\n");
     const struct report_thread *holder = stack_report_gil_holder(report);
     if (holder) {
         fprintf(out, "GIL held by ");
@@ -136,6 +167,8 @@ void stack_report_write_text(FILE *out, const struct stack_report *report, bool 
         const struct report_thread *th = &report->threads[i];
         thread_label(out, th, p);
         fprintf(out, "  ");
+        if (th->crashed)
+            fprintf(out, "%sreceived %s%s, ", p->red, report->signal.name, p->reset);
         thread_state_text(out, th, p);
         fputc('\n', out);
         for (size_t k = 0; k < th->n_frames; k++)

@@ -27,7 +27,8 @@ struct report_frame {
     bool is_entry;               /* first frame of a C->Python call (native merge) */
     struct report_local *locals; /* with --locals; NULL otherwise */
     size_t n_locals;
-    bool locals_read;            /* false: --locals was not asked or the frame was unreadable */
+    bool locals_tried;           /* locals were asked for this frame */
+    bool locals_read;            /* ... and could be read */
 };
 
 /* One result of --print EXPR: where the root name was found and the value. */
@@ -52,6 +53,17 @@ struct report_thread {
     size_t n_frames;
     bool complete;
     char error[160];
+    bool crashed;                /* received the fatal signal (core files, run) */
+};
+
+/* The fatal signal of a core file or of a program under `pyscope run`. */
+struct report_signal {
+    int signo;                   /* 0: none recorded */
+    int code;
+    uint64_t addr;
+    char name[16];               /* "SIGSEGV" */
+    char cause[192];             /* "NULL pointer dereference at 0x0" */
+    pid_t tid;                   /* the thread that received it, 0 unknown */
 };
 
 struct stack_report {
@@ -65,6 +77,8 @@ struct stack_report {
     char python_version[32];
     bool paused;
     bool gc_collecting;
+    char core_path[PATH_MAX];    /* "" for a live process */
+    struct report_signal signal;
     struct report_thread *threads;
     size_t n_threads;
 };

@@ -120,6 +120,7 @@ static void tagged_int_text(int64_t v, char *out, size_t outsize)
 static int fill_frame(struct py_reader *r, const struct repr_limits *limits, struct report_frame *f,
                       struct frame_local *scratch)
 {
+    f->locals_tried = true;
     int n = frame_locals_read(r, f->frame_addr, f->code_addr, scratch, FRAME_LOCALS_MAX);
     if (n < 0)
         return 0;

@@ -78,8 +78,8 @@ static bool in_gil_futex(const struct thread_activity *a, const struct py_interp
  * GIL is therefore looked at a few more times: if it is seen back in the
  * GIL's futex while the holder stayed the same, it was waiting, not running
  * native code. A thread really running native code is never seen there. */
-static void recheck_running_threads(const struct py_snapshot *snap, pid_t pid, uint64_t gil_size,
-                                    struct thread_activity *activities)
+static void recheck_running_threads(const struct py_snapshot *snap, struct target *t,
+                                    uint64_t gil_size, struct thread_activity *activities)
 {
     for (int round = 0; round < 20; round++) {
         bool pending = false;
@@ -90,7 +90,7 @@ static void recheck_running_threads(const struct py_snapshot *snap, pid_t pid, u
                 activities[i].syscall_nr >= 0 || !activities[i].on_cpu)
                 continue;
             struct thread_activity again;
-            if (process_thread_activity(pid, pt->tid, &again) == 0 &&
+            if (target_thread_activity(t, pt->tid, &again) == 0 &&
                 in_gil_futex(&again, pi, gil_size))
                 activities[i] = again;
             else
@@ -106,7 +106,7 @@ static void recheck_running_threads(const struct py_snapshot *snap, pid_t pid, u
  * threads takes about as long. Read every thread's kernel state between two
  * reads of the GIL and retry while a hand-off happened in between, so that
  * "holds the GIL" and "waits for it" describe the same instant. */
-static void read_coherent_activity(struct py_reader *r, struct py_snapshot *snap, pid_t pid,
+static void read_coherent_activity(struct py_reader *r, struct py_snapshot *snap,
                                    struct thread_activity *activities)
 {
     uint64_t holders[PY_MAX_INTERPRETERS], switches[PY_MAX_INTERPRETERS];
@@ -120,9 +120,9 @@ static void read_coherent_activity(struct py_reader *r, struct py_snapshot *snap
             memset(&activities[i], 0, sizeof activities[i]);
             activities[i].syscall_nr = -1;
             if (snap->threads[i].tid)
-                process_thread_activity(pid, snap->threads[i].tid, &activities[i]);
+                target_thread_activity(r->t, snap->threads[i].tid, &activities[i]);
         }
-        recheck_running_threads(snap, pid, (uint64_t)r->L->gil_size, activities);
+        recheck_running_threads(snap, r->t, (uint64_t)r->L->gil_size, activities);
         for (int k = 0; k < snap->n_interps; k++)
             py_interp_read_gil(r, &snap->interps[k]);
         if (gil_unchanged(snap, holders, switches))
@@ -149,7 +149,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
     }
     struct py_walker walker = {&reader, codes};
 
-    int n_tids = process_list_tids(t->pid, tids, MAX_TIDS);
+    int n_tids = target_list_threads(t, tids, MAX_TIDS);
     if (n_tids < 0)
         n_tids = 0;
     if (py_snapshot_read(&reader, tids, n_tids, &snap) != 0) {
@@ -184,7 +184,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         goto out;
     }
-    read_coherent_activity(&reader, &snap, t->pid, activities);
+    read_coherent_activity(&reader, &snap, activities);
 
     for (int i = 0; i < snap.n_threads; i++) {
         const struct py_thread *pt = &snap.threads[i];

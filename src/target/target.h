@@ -4,6 +4,7 @@
 #ifndef PYSCOPE_TARGET_TARGET_H
 #define PYSCOPE_TARGET_TARGET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -16,12 +17,20 @@ struct target_map {
 };
 
 struct target;
+struct thread_activity;   /* target/process.h */
 
 struct target_ops {
     /* Copies len bytes at addr straight from the target, bypassing the page
      * cache; returns 0, or -1 if any byte is unreadable. */
     int (*read_raw)(struct target *t, uint64_t addr, void *buf, size_t len);
     void (*close)(struct target *t);
+    /* The optional rest: a NULL member means "the live process way"
+     * (/proc for threads, t->root for files). */
+    int (*list_threads)(struct target *t, pid_t *tids, int max);
+    int (*thread_activity)(struct target *t, pid_t tid, struct thread_activity *out);
+    int (*thread_comm)(struct target *t, pid_t tid, char *out, size_t outsize);
+    int (*open_file)(const struct target *t, const char *path);
+    bool is_core;       /* memory and threads come from a core file */
 };
 
 /* A small direct-mapped cache of target pages. It makes one dump or one
@@ -70,6 +79,15 @@ const struct target_map *target_find_map(const struct target *t, uint64_t addr);
 
 /* Opens path (a path inside the target's mount namespace) for reading. */
 int target_open_file(const struct target *t, const char *path);
+
+/* The target's kernel threads (at most max); the count or -1. */
+int target_list_threads(struct target *t, pid_t *tids, int max);
+/* What a thread is doing (its syscall, on CPU or not). */
+int target_thread_activity(struct target *t, pid_t tid, struct thread_activity *out);
+/* A thread's name as the kernel knows it (comm); -1 when unknown. */
+int target_thread_comm(struct target *t, pid_t tid, char *out, size_t outsize);
+/* Is this a core file rather than a live process? */
+int target_is_core(const struct target *t);
 
 void target_close(struct target *t);
 
