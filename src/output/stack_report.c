@@ -3,6 +3,20 @@
 
 #include <stdlib.h>
 
+void report_native_free(struct report_native *native)
+{
+    if (!native)
+        return;
+    for (size_t i = 0; i < native->n_frames; i++) {
+        free(native->frames[i].symbol);
+        free(native->frames[i].module);
+        free(native->frames[i].file);
+    }
+    free(native->frames);
+    free(native->entries);
+    free(native);
+}
+
 void stack_report_free(struct stack_report *report)
 {
     for (size_t i = 0; i < report->n_threads; i++) {
@@ -19,7 +33,13 @@ void stack_report_free(struct stack_report *report)
             free(f->locals);
         }
         free(th->frames);
+        report_native_free(th->native);
     }
+    for (size_t i = 0; i < report->n_os_threads; i++)
+        report_native_free(report->os_threads[i].native);
+    free(report->os_threads);
+    report->os_threads = NULL;
+    report->n_os_threads = 0;
     free(report->threads);
     report->threads = NULL;
     report->n_threads = 0;

@@ -40,6 +40,44 @@ struct report_print {
     char *error;                 /* why not, e.g. "no attribute 'pool'" */
 };
 
+/* One C frame of a native stack, innermost first. */
+struct report_native_frame {
+    uint64_t pc;
+    char *symbol;                /* NULL when no symbol covers pc */
+    uint64_t offset;             /* pc - symbol start */
+    char *module;                /* file name of the ELF it is in, NULL if none */
+    char *file;                  /* source file from debug info, NULL if none */
+    int line;                    /* 0 when unknown */
+    bool internal;               /* inside the interpreter (hidden without --native-all) */
+    bool is_eval;                /* an interpreter-loop activation (_PyEval_EvalFrameDefault) */
+};
+
+/* The merged order of a thread's frames: a native frame or a Python frame. */
+struct report_stack_entry {
+    bool python;
+    size_t index;                /* into native.frames or the thread's frames */
+};
+
+struct report_native {
+    struct report_native_frame *frames;
+    size_t n_frames;
+    bool complete;               /* the unwind reached the outermost frame */
+    bool merged;                 /* entries interleave both stacks */
+    struct report_stack_entry *entries;
+    size_t n_entries;
+    char error[192];             /* why not merged or not complete, "" otherwise */
+};
+
+/* An OS thread with no Python thread state (BLAS pools, gRPC, ...). */
+struct report_os_thread {
+    pid_t tid;
+    char comm[64];
+    char run_state;              /* R, S, D, ... 0 when unknown */
+    const char *syscall;         /* NULL unless blocked in a syscall */
+    bool crashed;
+    struct report_native *native;    /* with --native */
+};
+
 struct report_thread {
     pid_t tid;                   /* 0: unknown */
     uint64_t thread_id;
@@ -54,6 +92,7 @@ struct report_thread {
     bool complete;
     char error[160];
     bool crashed;                /* received the fatal signal (core files, run) */
+    struct report_native *native;    /* with --native, NULL otherwise */
 };
 
 /* The fatal signal of a core file or of a program under `pyscope run`. */
@@ -81,7 +120,13 @@ struct stack_report {
     struct report_signal signal;
     struct report_thread *threads;
     size_t n_threads;
+    struct report_os_thread *os_threads;   /* threads Python does not know */
+    size_t n_os_threads;
+    bool native;                 /* --native was asked */
+    bool native_all;             /* --native-all: show interpreter frames too */
 };
+
+void report_native_free(struct report_native *native);
 
 void stack_report_free(struct stack_report *report);
 /* The thread holding the GIL in the main interpreter, or NULL. */
