@@ -14,6 +14,7 @@ struct command {
 
 static const struct command commands[] = {
     {"dump", cmd_dump, "print every thread's Python stack, GIL and GC state"},
+    {"run", cmd_run, "run a program and dump every thread's stacks if it crashes"},
 };
 
 static void usage(FILE *out)

@@ -71,13 +71,13 @@ static int collect_native(struct target *t, struct py_runtime *rt,
                           const struct collect_request *req, struct stack_report *report,
                           struct pyscope_error *err)
 {
-    const char *interp[2] = {rt->binary, NULL};
-    int n_interp = 1;
+    const char *interp[2] = {rt ? rt->binary : NULL, NULL};
+    int n_interp = rt ? 1 : 0;
     /* The python executable of a shared build only holds main(). */
     for (size_t i = 0; i < t->nmaps; i++) {
         const char *path = t->maps[i].path;
         if (path && t->maps[i].offset == 0 && python_named(path) &&
-            strcmp(path, rt->binary) != 0) {
+            (!rt || strcmp(path, rt->binary) != 0)) {
             interp[n_interp++] = path;
             break;
         }
@@ -112,6 +112,14 @@ int collect_report(struct target *t, struct py_runtime *rt, const struct collect
                    struct stack_report *report, struct pyscope_error *err)
 {
     struct stacks_options opts = {.paused = req->paused, .max_retries = 3};
+    if (!rt) {
+        /* No CPython found (yet): native stacks of every thread only. */
+        if (collect_os_threads(t, report) != 0)
+            goto oom;
+        if (req->native && collect_native(t, NULL, req, report, err) != 0)
+            return -1;
+        return 0;
+    }
     if (stacks_collect(rt, &opts, report, err) != 0)
         return -1;
     static const struct repr_limits limits = REPR_DEFAULT_LIMITS;

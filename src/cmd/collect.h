@@ -19,7 +19,8 @@ struct collect_request {
     bool native_all;         /* --native-all: keep interpreter-internal frames */
 };
 
-/* Fills report from t; rt must have been found already. */
+/* Fills report from t. rt may be NULL when no CPython was found: then only
+ * the OS threads (and their native stacks) are reported. */
 int collect_report(struct target *t, struct py_runtime *rt, const struct collect_request *req,
                    struct stack_report *report, struct pyscope_error *err);
 
