@@ -21,7 +21,8 @@ UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=build/release/unit/%)
 UNIT_SAN_BIN := $(UNIT_SRC:tests/unit/%.c=build/asan/unit/%)
 
-DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev python3-pytest patchelf
+DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev python3-pytest patchelf \
+               gdb python3.11-dev python3.11-dbg clang libclang-rt-14-dev
 
 .PHONY: all asan deps unit unit-asan integration integration-asan test demo install clean
 

@@ -18,7 +18,7 @@ int native_merge(struct report_native *native, const struct report_frame *py, si
     for (size_t i = 0; i < n_py; i++)
         n_groups += py[i].is_entry;
     bool trailing = n_py > 0 && !py[n_py - 1].is_entry;
-    if (trailing || n_eval != n_groups || (n_py > 0 && !native->complete && n_eval < n_groups)) {
+    if (trailing || n_eval != n_groups) {
         snprintf(native->error, sizeof native->error,
                  "native and Python stacks not merged: %zu interpreter activations on the C "
                  "stack, %zu C-to-Python entries in the Python stack%s; shown separately",
@@ -34,12 +34,14 @@ int native_merge(struct report_native *native, const struct report_frame *py, si
             native->entries[native->n_entries++] = (struct report_stack_entry){false, i};
             continue;
         }
-        /* One activation: Python frames up to and including its entry frame. */
+        /* One activation: the Python frames it runs, up to and including its
+         * entry frame, then the eval frame itself (shown by --native-all). */
         while (next_py < n_py) {
             native->entries[native->n_entries++] = (struct report_stack_entry){true, next_py};
             if (py[next_py++].is_entry)
                 break;
         }
+        native->entries[native->n_entries++] = (struct report_stack_entry){false, i};
     }
     native->merged = true;
     return 0;

@@ -1,5 +1,6 @@
-/* Interleaving a thread's native stack with its Python frames: each
- * interpreter-loop activation is replaced by the Python frames it ran. */
+/* Interleaving a thread's native stack with its Python frames: the Python
+ * frames an interpreter-loop activation ran are placed just above (inner to)
+ * that activation's eval frame. */
 #ifndef PYSCOPE_NATIVE_MERGE_H
 #define PYSCOPE_NATIVE_MERGE_H
 

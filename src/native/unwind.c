@@ -177,6 +177,10 @@ struct native_unwinder *native_open(struct target *t, const char *const *interp_
     }
     u->t = t;
     u->lines_for_internal = lines_for_internal;
+    /* Where separate debug files are looked for (libdwfl's syntax, default
+     * ":.debug:/usr/lib/debug"); tests point it elsewhere to see the
+     * no-debug-info case. */
+    debuginfo_path_storage = getenv("PYSCOPE_DEBUGINFO_PATH");
     u->interp_paths = calloc((size_t)(n_interp_paths > 0 ? n_interp_paths : 1), sizeof(char *));
     for (int i = 0; u->interp_paths && i < n_interp_paths; i++)
         if (interp_paths[i] && (u->interp_paths[u->n_interp_paths] = strdup(interp_paths[i])))
