@@ -675,7 +675,8 @@ static int build_maps(struct core_target *c)
         m->end = s->vaddr + s->memsz;
         perms_of(s->flags, m->perms);
     }
-    qsort(maps, n, sizeof *maps, compare_maps);
+    if (n)
+        qsort(maps, n, sizeof *maps, compare_maps);
     c->base.maps = maps;
     c->base.nmaps = n;
     return 0;
@@ -808,8 +809,10 @@ struct target *core_open(const char *path, const struct core_options *opts,
         return fail_open(c, err, PYSCOPE_ERR_USAGE,
                          "%s is not a process core file%s: it has no thread (NT_PRSTATUS) notes, "
                          "or they lie past the end of a truncated file", path, "");
-    qsort(c->segs, c->nsegs, sizeof *c->segs, compare_segments);
-    qsort(c->files, c->nfiles, sizeof *c->files, compare_files);
+    if (c->nsegs)
+        qsort(c->segs, c->nsegs, sizeof *c->segs, compare_segments);
+    if (c->nfiles)
+        qsort(c->files, c->nfiles, sizeof *c->files, compare_files);
     if (!c->info.pid)
         c->info.pid = c->threads[0].tid;
     /* The kernel writes the thread that took the signal first. */
