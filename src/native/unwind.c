@@ -20,8 +20,24 @@
 
 #define MAX_MODULES 1024
 
+/* One module's function symbols sorted by address: libdwfl's own
+ * dwfl_module_addrinfo scans the whole table on every call, which costs
+ * more than the unwinding itself for a few thousand frames. */
+struct sym_entry {
+    uint64_t start, end;
+    const char *name;           /* owned by libelf, valid while the Dwfl lives */
+};
+
+struct sym_table {
+    Dwfl_Module *mod;
+    struct sym_entry *entries;
+    size_t n;
+};
+
 struct native_unwinder {
     struct target *t;
+    struct sym_table *tables;
+    size_t n_tables;
     Dwfl *dwfl;
     char **interp_paths;
     int n_interp_paths;
@@ -207,12 +223,92 @@ void native_close(struct native_unwinder *u)
 {
     if (!u)
         return;
+    for (size_t i = 0; i < u->n_tables; i++)
+        free(u->tables[i].entries);
+    free(u->tables);
     if (u->dwfl)
         dwfl_end(u->dwfl);
     for (int i = 0; i < u->n_interp_paths; i++)
         free(u->interp_paths[i]);
     free(u->interp_paths);
     free(u);
+}
+
+static int compare_syms(const void *a, const void *b)
+{
+    const struct sym_entry *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static struct sym_table *symbols_of(struct native_unwinder *u, Dwfl_Module *mod)
+{
+    for (size_t i = 0; i < u->n_tables; i++)
+        if (u->tables[i].mod == mod)
+            return &u->tables[i];
+    struct sym_table *grown = realloc(u->tables, (u->n_tables + 1) * sizeof *grown);
+    if (!grown)
+        return NULL;
+    u->tables = grown;
+    struct sym_table *table = &u->tables[u->n_tables++];
+    memset(table, 0, sizeof *table);
+    table->mod = mod;
+    int count = dwfl_module_getsymtab(mod);
+    if (count <= 0)
+        return table;
+    table->entries = calloc((size_t)count, sizeof *table->entries);
+    if (!table->entries)
+        return table;
+    for (int i = 1; i < count; i++) {
+        GElf_Sym sym;
+        GElf_Addr addr;
+        GElf_Word shndx;
+        const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, NULL, NULL);
+        if (!name || !name[0] || GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF)
+            continue;
+        struct sym_entry *e = &table->entries[table->n++];
+        e->start = addr;
+        e->end = addr + (sym.st_size ? sym.st_size : 1);
+        e->name = name;
+    }
+    qsort(table->entries, table->n, sizeof *table->entries, compare_syms);
+    return table;
+}
+
+/* The function symbol containing addr, or NULL: never the nearest one
+ * before it, which in a stripped file would be a wrong name. */
+static const struct sym_entry *symbol_at(struct native_unwinder *u, Dwfl_Module *mod,
+                                         uint64_t addr)
+{
+    struct sym_table *table = symbols_of(u, mod);
+    if (!table || table->n == 0)
+        return NULL;
+    size_t lo = 0, hi = table->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (table->entries[mid].start <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    /* lo is the first entry starting after addr; look back over aliases and
+     * the odd nested symbol. */
+    const struct sym_entry *best = NULL;
+    for (size_t k = lo, steps = 0; k > 0 && steps < 32; k--, steps++) {
+        const struct sym_entry *e = &table->entries[k - 1];
+        if (addr < e->end && (!best || e->end - e->start < best->end - best->start))
+            best = e;
+    }
+    return best;
+}
+
+static bool is_c_runtime(const char *module)
+{
+    static const char *const prefixes[] = {"libc.so", "ld-linux", "libpthread.so", "libm.so",
+                                           "libdl.so", "librt.so"};
+    for (size_t i = 0; module && i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(module, prefixes[i], strlen(prefixes[i])) == 0)
+            return true;
+    return false;
 }
 
 static bool is_interp_module(struct native_unwinder *u, const char *path)
@@ -247,17 +343,17 @@ static int describe_frame(struct native_unwinder *u, Dwarf_Addr pc, bool activat
         }
     }
     f->internal = is_interp_module(u, recorded);
-    GElf_Off offset = 0;
-    GElf_Sym sym;
-    const char *name = dwfl_module_addrinfo(mod, lookup, &offset, &sym, NULL, NULL, NULL);
-    if (name) {
-        if (!(f->symbol = strdup(name)))
+    const struct sym_entry *sym = symbol_at(u, mod, lookup);
+    if (sym) {
+        if (!(f->symbol = strdup(sym->name)))
             return -1;
-        f->offset = offset + (lookup != pc ? 1 : 0);
-        f->is_eval = native_is_eval_symbol(name);
+        f->offset = pc - sym->start;
+        f->is_eval = native_is_eval_symbol(sym->name);
     }
-    /* Line tables are the expensive part: skip them for frames not shown. */
-    if (f->internal && !u->lines_for_internal)
+    /* Line tables are the expensive part: skip them for frames not shown,
+     * and for glibc, whose separate, compressed debug info takes longer to
+     * load than the rest of a dump (--native-all looks them up anyway). */
+    if ((f->internal || is_c_runtime(modname)) && !u->lines_for_internal)
         return 0;
     Dwfl_Line *line = dwfl_module_getsrc(mod, lookup);
     int lineno = 0;
