@@ -2,6 +2,7 @@
  * interpreter, including those without headers): a C function that calls
  * back into Python, one that dereferences NULL, and a thread that Python does
  * not know. Built at -O0 -g so frames and lines are exact. */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <unistd.h>
 
