@@ -22,7 +22,8 @@ UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=build/release/unit/%)
 UNIT_SAN_BIN := $(UNIT_SRC:tests/unit/%.c=build/asan/unit/%)
 
-DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev python3-pytest patchelf
+DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev python3-pytest patchelf \
+               gdb python3.11-dev python3.11-dbg clang libclang-rt-14-dev
 
 # `make consumers` only: go for `go tool pprof`, node and npm for speedscope's
 # schema check; the npm packages go under build/, never into the tree.
@@ -32,7 +33,7 @@ CONSUMER_NPM      = speedscope@1.25.0 ajv@8.20.0
 CONSUMER_NODE_DIR = build/consumers/npm
 SAMPLES_DIR       = build/consumers/samples
 
-.PHONY: all asan deps unit unit-asan integration integration-asan test demo install clean \
+.PHONY: all asan deps unit unit-asan integration integration-asan fuzz test demo install clean \
         consumers consumers-deps
 
 all: pyscope
@@ -72,6 +73,30 @@ build/release/consumers/make_samples: tests/consumers/make_samples.c $(OBJ)
 	@echo "  LINK    $@"
 	@$(CC) $(CFLAGS_COMMON) $(CFLAGS) -o $@ $< $(OBJ) $(LIBS)
 
+# libFuzzer targets for the core-file and ELF parsers (tests/fuzz), each run
+# for FUZZ_TIME seconds on a scratch copy of its seed corpus, with ASan+UBSan,
+# a memory limit and a per-input timeout: any crash, leak, hang or excess
+# memory fails the target.
+FUZZ_CC   ?= clang
+FUZZ_TIME ?= 20
+FUZZ_FLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_TARGETS = core elf
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CFLAGS_COMMON) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(LIBS)
+
+fuzz: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  rm -rf build/fuzz/corpus-$$t; mkdir -p build/fuzz/corpus-$$t; \
+	  cp tests/fuzz/corpus/$$t/* build/fuzz/corpus-$$t/; \
+	  echo "fuzzing $$t for $(FUZZ_TIME)s"; \
+	  build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) -rss_limit_mb=2048 -timeout=10 \
+	    -max_len=262144 -artifact_prefix=build/fuzz/crash-$$t- build/fuzz/corpus-$$t \
+	    2>build/fuzz/fuzz-$$t.log || { tail -40 build/fuzz/fuzz-$$t.log; exit 1; }; \
+	  grep -E "^#[0-9]+.*DONE" build/fuzz/fuzz-$$t.log | tail -1; \
+	done
+
 # Installs missing Debian packages when run as root; otherwise prints the line to run.
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -97,6 +122,7 @@ integration-asan: build/asan/pyscope
 
 test: deps
 	$(MAKE) unit unit-asan
+	$(MAKE) fuzz
 	$(MAKE) integration
 	$(MAKE) integration-asan
 

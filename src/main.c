@@ -16,6 +16,7 @@ static const struct command commands[] = {
     {"dump", cmd_dump, "print every thread's Python stack, GIL and GC state"},
     {"record", cmd_record, "sample a process and write a profile with per-thread GIL states"},
     {"top", cmd_top, "live view of where a process spends its time, with GIL columns"},
+    {"run", cmd_run, "run a program and dump every thread's stacks if it crashes"},
 };
 
 static void usage(FILE *out)

@@ -84,14 +84,173 @@ static void thread_state_text(FILE *out, const struct report_thread *th, const s
         fprintf(out, ", %scollecting garbage%s", p->yellow, p->reset);
 }
 
+static void write_python_frame(FILE *out, const struct stack_report *report,
+                               const struct report_frame *f, const struct palette *p)
+{
+    fprintf(out, "    %s", p->bold);
+    put_sanitized(out, f->function);
+    fprintf(out, "%s (", p->reset);
+    put_sanitized(out, short_path(f->file));
+    if (f->line >= 0)
+        fprintf(out, ":%d", f->line);
+    fputs(")\n", out);
+    if (!report->locals)
+        return;
+    if (f->locals_tried && !f->locals_read)
+        fprintf(out, "        %s<locals unreadable>%s\n", p->dim, p->reset);
+    for (size_t v = 0; v < f->n_locals; v++) {
+        const struct report_local *l = &f->locals[v];
+        fprintf(out, "        %s%s%s = %s\n", p->cyan, l->name, p->reset, l->repr);
+    }
+}
+
+static void write_native_frame(FILE *out, const struct report_native_frame *f,
+                               const struct palette *p)
+{
+    fprintf(out, "    %s[C]%s ", p->dim, p->reset);
+    if (f->symbol)
+        fprintf(out, "%s+0x%llx", f->symbol, (unsigned long long)f->offset);
+    else
+        fprintf(out, "0x%llx", (unsigned long long)f->pc);
+    fprintf(out, " %s(%s)%s", p->dim, f->module ? f->module : "?", p->reset);
+    if (f->file)
+        fprintf(out, " %s:%d", f->file, f->line);
+    fputc('\n', out);
+}
+
+static bool native_shown(const struct stack_report *report, const struct report_native_frame *f)
+{
+    return report->native_all || !f->internal;
+}
+
+static void write_native_stack(FILE *out, const struct stack_report *report,
+                               const struct report_native *native, const struct palette *p)
+{
+    for (size_t k = 0; k < native->n_frames; k++) {
+        const struct report_native_frame *f = &native->frames[k];
+        if (native_shown(report, f) || f->is_eval)
+            write_native_frame(out, f, p);
+    }
+    if (!native->complete)
+        fprintf(out, "    %s<native stack incomplete: %s>%s\n", p->red, native->error, p->reset);
+}
+
+static void write_thread_frames(FILE *out, const struct stack_report *report,
+                                const struct report_thread *th, const struct palette *p)
+{
+    const struct report_native *native = th->native;
+    if (native && native->merged) {
+        for (size_t e = 0; e < native->n_entries; e++) {
+            const struct report_stack_entry *entry = &native->entries[e];
+            if (entry->python)
+                write_python_frame(out, report, &th->frames[entry->index], p);
+            else if (native_shown(report, &native->frames[entry->index]))
+                write_native_frame(out, &native->frames[entry->index], p);
+        }
+        if (!native->complete)
+            fprintf(out, "    %s<native stack incomplete: %s>%s\n", p->red, native->error,
+                    p->reset);
+        return;
+    }
+    for (size_t k = 0; k < th->n_frames; k++)
+        write_python_frame(out, report, &th->frames[k], p);
+    if (native) {
+        fprintf(out, "    %s-- native stack (%s) --%s\n", p->dim,
+                native->error[0] ? native->error : "not merged", p->reset);
+        write_native_stack(out, report, native, p);
+    } else if (report->native && !th->tid) {
+        fprintf(out, "    %s<no native stack: the thread's kernel id is unknown>%s\n", p->dim,
+                p->reset);
+    }
+}
+
+static void write_os_threads(FILE *out, const struct stack_report *report, const struct palette *p)
+{
+    fprintf(out, "\n%sThreads without a Python thread state:%s\n", p->bold, p->reset);
+    for (size_t i = 0; i < report->n_os_threads; i++) {
+        const struct report_os_thread *ot = &report->os_threads[i];
+        fprintf(out, "%sThread %d%s", p->bold, (int)ot->tid, p->reset);
+        if (ot->comm[0]) {
+            fputs(" \"", out);
+            put_sanitized(out, ot->comm);
+            fputc('"', out);
+        }
+        fprintf(out, "  ");
+        if (ot->crashed)
+            fprintf(out, "%sreceived %s%s, ", p->red, report->signal.name, p->reset);
+        if (ot->syscall)
+            fprintf(out, "%sidle (%s)%s\n", p->dim, ot->syscall, p->reset);
+        else if (ot->run_state == 'R')
+            fprintf(out, "%srunning%s\n", p->cyan, p->reset);
+        else if (ot->run_state)
+            fprintf(out, "state %c\n", ot->run_state);
+        else
+            fprintf(out, "state unknown\n");
+        if (ot->native)
+            write_native_stack(out, report, ot->native, p);
+    }
+}
+
+static void write_prints(FILE *out, const struct stack_report *report, const struct palette *p)
+{
+    fprintf(out, "\n%s--print %s%s\n", p->bold, report->print_expr, p->reset);
+    if (report->n_prints == 0)
+        fprintf(out, "    not found: no frame has a local variable of that name\n");
+    for (size_t i = 0; i < report->n_prints; i++) {
+        const struct report_print *pr = &report->prints[i];
+        const struct report_thread *th = &report->threads[pr->thread_index];
+        const struct report_frame *f = &th->frames[pr->frame_index];
+        fprintf(out, "    ");
+        thread_label(out, th, p);
+        fprintf(out, ", frame #%zu %s (%s:%d): ", pr->frame_index, f->function,
+                short_path(f->file), f->line);
+        if (pr->repr)
+            fprintf(out, "%s\n", pr->repr);
+        else
+            fprintf(out, "%s<%s>%s\n", p->red, pr->error ? pr->error : "unreadable", p->reset);
+    }
+}
+
+static const struct report_thread *thread_by_tid(const struct stack_report *report, pid_t tid)
+{
+    for (size_t i = 0; i < report->n_threads; i++)
+        if (tid && report->threads[i].tid == tid)
+            return &report->threads[i];
+    return NULL;
+}
+
+/* "SIGSEGV: NULL pointer dereference at 0x0 in thread 1234 'parser'" */
+static void write_signal(FILE *out, const struct stack_report *report, const struct palette *p)
+{
+    const struct report_signal *s = &report->signal;
+    fprintf(out, "%s%s: %s", p->red, s->name, s->cause);
+    if (s->tid) {
+        const struct report_thread *th = thread_by_tid(report, s->tid);
+        fprintf(out, " in thread %d", (int)s->tid);
+        if (th && th->name[0])
+            fprintf(out, " '%s'", th->name);
+    }
+    fprintf(out, "%s\n", p->reset);
+}
+
 void stack_report_write_text(FILE *out, const struct stack_report *report, bool color)
 {
     const struct palette *p = color ? &colors : &plain;
-    fprintf(out, "%sProcess %d%s  ", p->bold, (int)report->pid, p->reset);
+    if (report->core_path[0]) {
+        fprintf(out, "%sCore file ", p->bold);
+        put_sanitized(out, report->core_path);
+        fprintf(out, "%s of process %d  ", p->reset, (int)report->pid);
+    } else {
+        fprintf(out, "%sProcess %d%s  ", p->bold, (int)report->pid, p->reset);
+    }
     put_sanitized(out, report->command);
     fprintf(out, "  (CPython %s, ", report->python_version);
     put_sanitized(out, report->executable);
     fputs(")\n", out);
+    if (report->signal.signo)
+        write_signal(out, report, p);
+    else if (report->core_path[0])
+        fprintf(out, "no fatal signal recorded (a core written on demand, e.g. by gcore)\n");
     const struct report_thread *holder = stack_report_gil_holder(report);
     if (holder) {
         fprintf(out, "GIL held by ");
@@ -115,22 +274,19 @@ void stack_report_write_text(FILE *out, const struct stack_report *report, bool 
         const struct report_thread *th = &report->threads[i];
         thread_label(out, th, p);
         fprintf(out, "  ");
+        if (th->crashed)
+            fprintf(out, "%sreceived %s%s, ", p->red, report->signal.name, p->reset);
         thread_state_text(out, th, p);
         fputc('\n', out);
-        for (size_t k = 0; k < th->n_frames; k++) {
-            const struct report_frame *f = &th->frames[k];
-            fprintf(out, "    %s", p->bold);
-            put_sanitized(out, f->function);
-            fprintf(out, "%s (", p->reset);
-            put_sanitized(out, short_path(f->file));
-            if (f->line >= 0)
-                fprintf(out, ":%d", f->line);
-            fputs(")\n", out);
-        }
+        write_thread_frames(out, report, th, p);
         if (th->n_frames == 0 && th->complete)
             fprintf(out, "    %s(no Python frames)%s\n", p->dim, p->reset);
         if (!th->complete)
             fprintf(out, "    %s<stack incomplete: %s>%s\n", p->red,
                     th->error[0] ? th->error : "unreadable", p->reset);
     }
+    if (report->n_os_threads)
+        write_os_threads(out, report, p);
+    if (report->print_expr)
+        write_prints(out, report, p);
 }

@@ -3,19 +3,55 @@
 
 #include <stdlib.h>
 
+void report_native_free(struct report_native *native)
+{
+    if (!native)
+        return;
+    for (size_t i = 0; i < native->n_frames; i++) {
+        free(native->frames[i].symbol);
+        free(native->frames[i].module);
+        free(native->frames[i].file);
+    }
+    free(native->frames);
+    free(native->entries);
+    free(native);
+}
+
 void stack_report_free(struct stack_report *report)
 {
     for (size_t i = 0; i < report->n_threads; i++) {
         struct report_thread *th = &report->threads[i];
         for (size_t k = 0; k < th->n_frames; k++) {
-            free(th->frames[k].function);
-            free(th->frames[k].file);
+            struct report_frame *f = &th->frames[k];
+            free(f->function);
+            free(f->file);
+            for (size_t v = 0; v < f->n_locals; v++) {
+                free(f->locals[v].name);
+                free(f->locals[v].type);
+                free(f->locals[v].repr);
+            }
+            free(f->locals);
         }
         free(th->frames);
+        report_native_free(th->native);
     }
+    for (size_t i = 0; i < report->n_os_threads; i++)
+        report_native_free(report->os_threads[i].native);
+    free(report->os_threads);
+    report->os_threads = NULL;
+    report->n_os_threads = 0;
     free(report->threads);
     report->threads = NULL;
     report->n_threads = 0;
+    for (size_t i = 0; i < report->n_prints; i++) {
+        free(report->prints[i].repr);
+        free(report->prints[i].error);
+    }
+    free(report->prints);
+    report->prints = NULL;
+    report->n_prints = 0;
+    free(report->print_expr);
+    report->print_expr = NULL;
 }
 
 const struct report_thread *stack_report_gil_holder(const struct stack_report *report)

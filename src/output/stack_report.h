@@ -10,10 +10,72 @@
 #include <sys/types.h>
 #include "python/thread_state.h"
 
+struct report_local {
+    char *name;
+    const char *kind;            /* "arg", "local", "cell", "free" */
+    char *type;                  /* the value's type name */
+    char *repr;                  /* bounded repr (python/locals_repr.h) */
+    uint64_t addr;               /* the object's address, 0 for tagged ints */
+};
+
 struct report_frame {
     char *function;
     char *file;
     int line;                    /* -1: unknown */
+    uint64_t frame_addr;         /* where the frame was read, for locals */
+    uint64_t code_addr;
+    bool is_entry;               /* first frame of a C->Python call (native merge) */
+    struct report_local *locals; /* with --locals; NULL otherwise */
+    size_t n_locals;
+    bool locals_tried;           /* locals were asked for this frame */
+    bool locals_read;            /* ... and could be read */
+};
+
+/* One result of --print EXPR: where the root name was found and the value. */
+struct report_print {
+    pid_t tid;
+    size_t thread_index;
+    size_t frame_index;
+    char *repr;                  /* NULL when the path could not be followed */
+    char *error;                 /* why not, e.g. "no attribute 'pool'" */
+};
+
+/* One C frame of a native stack, innermost first. */
+struct report_native_frame {
+    uint64_t pc;
+    char *symbol;                /* NULL when no symbol covers pc */
+    uint64_t offset;             /* pc - symbol start */
+    char *module;                /* file name of the ELF it is in, NULL if none */
+    char *file;                  /* source file from debug info, NULL if none */
+    int line;                    /* 0 when unknown */
+    bool internal;               /* inside the interpreter (hidden without --native-all) */
+    bool is_eval;                /* an interpreter-loop activation (_PyEval_EvalFrameDefault) */
+};
+
+/* The merged order of a thread's frames: a native frame or a Python frame. */
+struct report_stack_entry {
+    bool python;
+    size_t index;                /* into native.frames or the thread's frames */
+};
+
+struct report_native {
+    struct report_native_frame *frames;
+    size_t n_frames;
+    bool complete;               /* the unwind reached the outermost frame */
+    bool merged;                 /* entries interleave both stacks */
+    struct report_stack_entry *entries;
+    size_t n_entries;
+    char error[192];             /* why not merged or not complete, "" otherwise */
+};
+
+/* An OS thread with no Python thread state (BLAS pools, gRPC, ...). */
+struct report_os_thread {
+    pid_t tid;
+    char comm[64];
+    char run_state;              /* R, S, D, ... 0 when unknown */
+    const char *syscall;         /* NULL unless blocked in a syscall */
+    bool crashed;
+    struct report_native *native;    /* with --native */
 };
 
 struct report_thread {
@@ -29,18 +91,42 @@ struct report_thread {
     size_t n_frames;
     bool complete;
     char error[160];
+    bool crashed;                /* received the fatal signal (core files, run) */
+    struct report_native *native;    /* with --native, NULL otherwise */
+};
+
+/* The fatal signal of a core file or of a program under `pyscope run`. */
+struct report_signal {
+    int signo;                   /* 0: none recorded */
+    int code;
+    uint64_t addr;
+    char name[16];               /* "SIGSEGV" */
+    char cause[192];             /* "NULL pointer dereference at 0x0" */
+    pid_t tid;                   /* the thread that received it, 0 unknown */
 };
 
 struct stack_report {
     pid_t pid;
+    bool locals;                 /* --locals was asked */
+    char *print_expr;            /* --print EXPR, or NULL */
+    struct report_print *prints;
+    size_t n_prints;
     char command[1024];
     char executable[PATH_MAX];
     char python_version[32];
     bool paused;
     bool gc_collecting;
+    char core_path[PATH_MAX];    /* "" for a live process */
+    struct report_signal signal;
     struct report_thread *threads;
     size_t n_threads;
+    struct report_os_thread *os_threads;   /* threads Python does not know */
+    size_t n_os_threads;
+    bool native;                 /* --native was asked */
+    bool native_all;             /* --native-all: show interpreter frames too */
 };
+
+void report_native_free(struct report_native *native);
 
 void stack_report_free(struct stack_report *report);
 /* The thread holding the GIL in the main interpreter, or NULL. */

@@ -44,6 +44,9 @@ static int fill_frames(struct py_walker *w, const struct py_frame *frames, size_
         f->function = strdup(code ? code->qualname : "<unreadable code>");
         f->file = strdup(code ? code->filename : "?");
         f->line = code ? frames[i].line : -1;
+        f->frame_addr = frames[i].frame_addr;
+        f->code_addr = frames[i].code_addr;
+        f->is_entry = frames[i].is_entry;
         if (!f->function || !f->file) {
             free(f->function);
             free(f->file);
@@ -79,10 +82,13 @@ static bool in_gil_futex(const struct thread_activity *a, const struct py_interp
 #define RECHECK_ROUNDS 60
 #define RECHECK_PAUSE_US 100
 
-static void recheck_running_threads(struct py_reader *r, const struct py_snapshot *snap, pid_t pid,
+static void recheck_running_threads(struct py_reader *r, const struct py_snapshot *snap,
                                     struct thread_activity *activities)
 {
     uint64_t gil_size = (uint64_t)r->L->gil_size;
+    /* A core file or a paused process does not move: nothing to watch. */
+    if (target_is_core(r->t))
+        return;
     bool *pending = calloc((size_t)(snap->n_threads ? snap->n_threads : 1), sizeof *pending);
     if (!pending)
         return;
@@ -102,7 +108,7 @@ static void recheck_running_threads(struct py_reader *r, const struct py_snapsho
             const struct py_thread *pt = &snap->threads[i];
             struct py_interp now = snap->interps[pt->interp_index];
             struct thread_activity again;
-            if (process_thread_activity(pid, pt->tid, &again) != 0)
+            if (target_thread_activity(r->t, pt->tid, &again) != 0)
                 continue;
             bool waiting = in_gil_futex(&again, &now, gil_size);
             bool took_it = !waiting && py_interp_read_gil(r, &now) == 0 && now.gil_holder == pt->tstate;
@@ -126,7 +132,7 @@ static void recheck_running_threads(struct py_reader *r, const struct py_snapsho
  * threads takes about as long. Read every thread's kernel state between two
  * reads of the GIL and retry while a hand-off happened in between, so that
  * "holds the GIL" and "waits for it" describe the same instant. */
-static void read_coherent_activity(struct py_reader *r, struct py_snapshot *snap, pid_t pid,
+static void read_coherent_activity(struct py_reader *r, struct py_snapshot *snap, bool paused,
                                    struct thread_activity *activities)
 {
     uint64_t holders[PY_MAX_INTERPRETERS], switches[PY_MAX_INTERPRETERS];
@@ -140,14 +146,15 @@ static void read_coherent_activity(struct py_reader *r, struct py_snapshot *snap
             memset(&activities[i], 0, sizeof activities[i]);
             activities[i].syscall_nr = -1;
             if (snap->threads[i].tid)
-                process_thread_activity(pid, snap->threads[i].tid, &activities[i]);
+                target_thread_activity(r->t, snap->threads[i].tid, &activities[i]);
         }
         for (int k = 0; k < snap->n_interps; k++)
             py_interp_read_gil(r, &snap->interps[k]);
         if (gil_unchanged(snap, holders, switches))
             break;
     }
-    recheck_running_threads(r, snap, pid, activities);
+    if (!paused)
+        recheck_running_threads(r, snap, activities);
 }
 
 int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
@@ -170,7 +177,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
     }
     struct py_walker walker = {&reader, codes, &stack_copy, false};
 
-    int n_tids = process_list_tids(t->pid, tids, MAX_TIDS);
+    int n_tids = target_list_threads(t, tids, MAX_TIDS);
     if (n_tids < 0)
         n_tids = 0;
     /* An interpreter that is starting up or shutting down has no thread
@@ -218,7 +225,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         goto out;
     }
-    read_coherent_activity(&reader, &snap, t->pid, activities);
+    read_coherent_activity(&reader, &snap, opts->paused, activities);
 
     for (int i = 0; i < snap.n_threads; i++) {
         const struct py_thread *pt = &snap.threads[i];

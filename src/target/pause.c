@@ -45,15 +45,18 @@ static bool already_paused(pid_t tid)
 
 static void wait_for_stop(pid_t tid)
 {
-    /* The tracee reports the interrupt stop; other stops (a signal arriving
-     * at the same moment) are re-injected by detaching later, so one wait
-     * with a bounded number of retries is enough. */
-    for (int tries = 0; tries < 50; tries++) {
+    /* Until the tracee reports the interrupt stop it may still be leaving
+     * its system call, and /proc would describe it as running. The stop
+     * comes as soon as the thread is scheduled, which on a loaded machine
+     * can take a while: wait up to two seconds (an exiting thread reports
+     * its exit instead). Other stops (a signal arriving at the same moment)
+     * are re-injected when we detach. */
+    for (int tries = 0; tries < 20000; tries++) {
         int status;
         pid_t got = waitpid(tid, &status, __WALL | WNOHANG);
         if (got == tid || (got < 0 && errno != EINTR))
             return;
-        usleep(200);
+        usleep(100);
     }
 }
 

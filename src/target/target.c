@@ -3,6 +3,8 @@
  * supply only read_raw. */
 #include "target/target.h"
 
+#include "target/process.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -153,8 +155,36 @@ const struct target_map *target_find_map(const struct target *t, uint64_t addr)
     return NULL;
 }
 
+int target_list_threads(struct target *t, pid_t *tids, int max)
+{
+    if (t->ops->list_threads)
+        return t->ops->list_threads(t, tids, max);
+    return process_list_tids(t->pid, tids, max);
+}
+
+int target_thread_activity(struct target *t, pid_t tid, struct thread_activity *out)
+{
+    if (t->ops->thread_activity)
+        return t->ops->thread_activity(t, tid, out);
+    return process_thread_activity(t->pid, tid, out);
+}
+
+int target_thread_comm(struct target *t, pid_t tid, char *out, size_t outsize)
+{
+    if (t->ops->thread_comm)
+        return t->ops->thread_comm(t, tid, out, outsize);
+    return process_thread_comm(t->pid, tid, out, outsize);
+}
+
+int target_is_core(const struct target *t)
+{
+    return t->ops->is_core;
+}
+
 int target_open_file(const struct target *t, const char *path)
 {
+    if (t->ops->open_file)
+        return t->ops->open_file(t, path);
     char full[4096];
     if (t->root[0]) {
         if ((size_t)snprintf(full, sizeof full, "%s%s", t->root, path) >= sizeof full) {

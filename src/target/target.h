@@ -17,6 +17,7 @@ struct target_map {
 };
 
 struct target;
+struct thread_activity;   /* target/process.h */
 
 /* One piece of a scattered read. */
 struct target_span {
@@ -34,6 +35,13 @@ struct target_ops {
      * each span's ok; returns how many succeeded. */
     size_t (*read_spans)(struct target *t, struct target_span *spans, size_t n);
     void (*close)(struct target *t);
+    /* The optional rest: a NULL member means "the live process way"
+     * (/proc for threads, t->root for files). */
+    int (*list_threads)(struct target *t, pid_t *tids, int max);
+    int (*thread_activity)(struct target *t, pid_t tid, struct thread_activity *out);
+    int (*thread_comm)(struct target *t, pid_t tid, char *out, size_t outsize);
+    int (*open_file)(const struct target *t, const char *path);
+    bool is_core;       /* memory and threads come from a core file */
 };
 
 /* A small direct-mapped cache of target pages. It makes one dump or one
@@ -88,6 +96,15 @@ const struct target_map *target_find_map(const struct target *t, uint64_t addr);
 
 /* Opens path (a path inside the target's mount namespace) for reading. */
 int target_open_file(const struct target *t, const char *path);
+
+/* The target's kernel threads (at most max); the count or -1. */
+int target_list_threads(struct target *t, pid_t *tids, int max);
+/* What a thread is doing (its syscall, on CPU or not). */
+int target_thread_activity(struct target *t, pid_t tid, struct thread_activity *out);
+/* A thread's name as the kernel knows it (comm); -1 when unknown. */
+int target_thread_comm(struct target *t, pid_t tid, char *out, size_t outsize);
+/* Is this a core file rather than a live process? */
+int target_is_core(const struct target *t);
 
 void target_close(struct target *t);
 

@@ -1,0 +1,836 @@
+/* The core-file target. The ELF headers and notes are parsed by hand with
+ * every count and offset checked against the file's real size, because a core
+ * may be truncated (a full disk) or not a core at all; the parser is fuzzed
+ * (tests/fuzz). Memory that a segment does not carry in the file (kernel cores
+ * leave out unmodified file-backed pages, gcore may drop whole read-only
+ * mappings) is read from the mapped file on disk at the NT_FILE offset. */
+#include "target/core.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "target/process.h"
+
+#define MAX_SEGMENTS (1u << 20)
+#define MAX_NOTES_BYTES (64u << 20)
+#define MAX_THREADS 65536
+#define MAX_FILES (1u << 20)
+#define PRSTATUS_SIZE 336      /* struct elf_prstatus on x86-64 */
+#define PRSTATUS_PID 32
+#define PRSTATUS_CURSIG 12
+#define PRSTATUS_REGS 112
+#define PRPSINFO_SIZE 136
+#define PRPSINFO_PID 24
+#define PRPSINFO_FNAME 40
+#define PRPSINFO_PSARGS 56
+#define SIGINFO_SIZE 128
+#define AT_ENTRY_TYPE 9
+
+struct core_segment {
+    uint64_t vaddr, memsz, filesz, offset;
+    uint32_t flags;
+};
+
+struct core_file {
+    uint64_t start, end, file_offset;
+    char *path;                  /* as recorded in NT_FILE */
+    int fd;                      /* -2: not tried yet, -1: could not be opened */
+    char *resolved;              /* the path opened instead, when it differs */
+};
+
+struct core_target {
+    struct target base;
+    int fd;
+    uint64_t file_size;
+    struct core_segment *segs;
+    size_t nsegs;
+    struct core_file *files;     /* sorted by start */
+    size_t nfiles;
+    struct core_thread *threads;
+    size_t nthreads;
+    struct core_info info;
+    char *exe_override;
+    char **lib_paths;
+    int n_lib_paths;
+    FILE *warnings;
+};
+
+static struct core_target *as_core(const struct target *t)
+{
+    return (struct core_target *)t;
+}
+
+static int pread_full(int fd, void *buf, size_t len, uint64_t offset)
+{
+    unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t n = pread(fd, p, len, (off_t)offset);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+        offset += (uint64_t)n;
+    }
+    return 0;
+}
+
+/* ---- reading memory ---- */
+
+static const struct core_segment *segment_at(const struct core_target *c, uint64_t addr)
+{
+    size_t lo = 0, hi = c->nsegs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct core_segment *s = &c->segs[mid];
+        if (addr < s->vaddr)
+            hi = mid;
+        else if (addr - s->vaddr >= s->memsz)
+            lo = mid + 1;
+        else
+            return s;
+    }
+    return NULL;
+}
+
+static struct core_file *file_at(const struct core_target *c, uint64_t addr)
+{
+    size_t lo = 0, hi = c->nfiles;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        struct core_file *f = &c->files[mid];
+        if (addr < f->start)
+            hi = mid;
+        else if (addr >= f->end)
+            lo = mid + 1;
+        else
+            return f;
+    }
+    return NULL;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static int open_regular(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The file to read for a recorded path: --exe for the executable, then a
+ * --lib-path directory holding a file of that name, then the path itself.
+ * *used is set to the path opened. */
+static int resolve_path(const struct core_target *c, const char *recorded, char *used,
+                        size_t usedsize)
+{
+    if (c->exe_override && c->info.exe[0] &&
+        (strcmp(recorded, c->info.exe) == 0 ||
+         strcmp(base_name(recorded), base_name(c->info.exe)) == 0)) {
+        snprintf(used, usedsize, "%s", c->exe_override);
+        return open_regular(c->exe_override);
+    }
+    for (int i = 0; i < c->n_lib_paths; i++) {
+        if ((size_t)snprintf(used, usedsize, "%s/%s", c->lib_paths[i], base_name(recorded)) >=
+            usedsize)
+            continue;
+        int fd = open_regular(used);
+        if (fd >= 0)
+            return fd;
+    }
+    snprintf(used, usedsize, "%s", recorded);
+    return open_regular(recorded);
+}
+
+/* Reads only what the core file itself holds for [addr, addr+len). */
+static int read_core_bytes(const struct core_target *c, uint64_t addr, void *buf, size_t len)
+{
+    unsigned char *out = buf;
+    while (len > 0) {
+        const struct core_segment *s = segment_at(c, addr);
+        if (!s)
+            return -1;
+        uint64_t in_seg = addr - s->vaddr;
+        if (in_seg >= s->filesz)
+            return -1;
+        size_t n = len;
+        if (n > s->filesz - in_seg)
+            n = (size_t)(s->filesz - in_seg);
+        if (s->offset + in_seg + n > c->file_size ||
+            pread_full(c->fd, out, n, s->offset + in_seg) != 0)
+            return -1;
+        out += n;
+        addr += n;
+        len -= n;
+    }
+    return 0;
+}
+
+static void hex_build_id(const unsigned char *id, size_t n, char *out, size_t outsize)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t k = 0;
+    for (size_t i = 0; i < n && 2 * i + 2 < outsize; i++) {
+        out[k++] = hex[id[i] >> 4];
+        out[k++] = hex[id[i] & 15];
+    }
+    out[k] = '\0';
+}
+
+/* The GNU build-id in a block of notes, as hex; 0 when found. */
+static int build_id_in_notes(const unsigned char *notes, size_t size, char *out, size_t outsize)
+{
+    size_t pos = 0;
+    while (pos + 12 <= size) {
+        uint32_t namesz, descsz, type;
+        memcpy(&namesz, notes + pos, 4);
+        memcpy(&descsz, notes + pos + 4, 4);
+        memcpy(&type, notes + pos + 8, 4);
+        size_t name_at = pos + 12;
+        size_t desc_at = name_at + (((size_t)namesz + 3) & ~(size_t)3);
+        if (namesz > size || descsz > size || desc_at > size ||
+            (((size_t)descsz + 3) & ~(size_t)3) > size - desc_at)
+            return -1;
+        if (type == NT_GNU_BUILD_ID && namesz == 4 && memcmp(notes + name_at, "GNU", 4) == 0 &&
+            descsz > 0 && descsz <= 64) {
+            hex_build_id(notes + desc_at, descsz, out, outsize);
+            return 0;
+        }
+        pos = desc_at + (((size_t)descsz + 3) & ~(size_t)3);
+    }
+    return -1;
+}
+
+/* The build-id of the ELF image whose headers are at addr, read through
+ * reader (core memory or a file); 0 when found. */
+static int build_id_from_headers(const unsigned char *page, size_t page_len,
+                                 int (*read_at)(void *ctx, uint64_t off, void *buf, size_t len),
+                                 void *ctx, char *out, size_t outsize)
+{
+    if (page_len < sizeof(Elf64_Ehdr) || memcmp(page, ELFMAG, SELFMAG) != 0 ||
+        page[EI_CLASS] != ELFCLASS64)
+        return -1;
+    Elf64_Ehdr eh;
+    memcpy(&eh, page, sizeof eh);
+    if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 256 ||
+        eh.e_phoff > page_len || (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr) > page_len - eh.e_phoff)
+        return -1;
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, page + eh.e_phoff + (uint64_t)i * sizeof ph, sizeof ph);
+        if (ph.p_type != PT_NOTE || ph.p_filesz == 0 || ph.p_filesz > 65536)
+            continue;
+        unsigned char *notes = malloc(ph.p_filesz);
+        if (!notes)
+            return -1;
+        int rc = read_at(ctx, ph.p_offset, notes, ph.p_filesz) == 0
+                     ? build_id_in_notes(notes, ph.p_filesz, out, outsize)
+                     : -1;
+        free(notes);
+        if (rc == 0)
+            return 0;
+    }
+    return -1;
+}
+
+struct core_mem_ctx {
+    const struct core_target *c;
+    uint64_t base;
+};
+
+static int read_core_at(void *vctx, uint64_t off, void *buf, size_t len)
+{
+    struct core_mem_ctx *ctx = vctx;
+    return read_core_bytes(ctx->c, ctx->base + off, buf, len);
+}
+
+static int read_fd_at(void *vctx, uint64_t off, void *buf, size_t len)
+{
+    return pread_full(*(int *)vctx, buf, len, off);
+}
+
+/* Warns when the file on disk is not the one the process had mapped. */
+static void check_build_id(struct core_target *c, const struct core_file *f, const char *used)
+{
+    if (f->file_offset != 0 || !c->warnings)
+        return;
+    unsigned char page[4096];
+    size_t have = f->end - f->start < sizeof page ? (size_t)(f->end - f->start) : sizeof page;
+    if (read_core_bytes(c, f->start, page, have) != 0)
+        return;
+    char in_core[129], on_disk[129];
+    struct core_mem_ctx mctx = {c, f->start};
+    if (build_id_from_headers(page, have, read_core_at, &mctx, in_core, sizeof in_core) != 0)
+        return;
+    unsigned char fpage[4096];
+    ssize_t got = pread(f->fd, fpage, sizeof fpage, 0);
+    int fd = f->fd;
+    if (got <= 0 ||
+        build_id_from_headers(fpage, (size_t)got, read_fd_at, &fd, on_disk, sizeof on_disk) != 0) {
+        fprintf(c->warnings, "pyscope: warning: %s has no build-id, the process's %s had %s; "
+                "it may not be the same file\n", used, f->path, in_core);
+        return;
+    }
+    if (strcmp(in_core, on_disk) != 0)
+        fprintf(c->warnings, "pyscope: warning: %s is not the file the process had mapped as %s "
+                "(build-id %s, the core says %s); what is read from it may be wrong\n",
+                used, f->path, on_disk, in_core);
+}
+
+static int file_fd(struct core_target *c, struct core_file *f)
+{
+    if (f->fd != -2)
+        return f->fd;
+    /* All mappings of one file share a descriptor: open once per path. */
+    for (size_t i = 0; i < c->nfiles; i++) {
+        if (&c->files[i] != f && c->files[i].fd >= 0 && strcmp(c->files[i].path, f->path) == 0) {
+            f->fd = dup(c->files[i].fd);
+            return f->fd;
+        }
+    }
+    char used[PATH_MAX];
+    f->fd = resolve_path(c, f->path, used, sizeof used);
+    if (f->fd >= 0 && strcmp(used, f->path) != 0)
+        f->resolved = strdup(used);
+    if (f->fd >= 0) {
+        /* The first mapping of a file carries its headers. */
+        for (size_t i = 0; i < c->nfiles; i++) {
+            if (strcmp(c->files[i].path, f->path) == 0 && c->files[i].file_offset == 0) {
+                int saved = c->files[i].fd;
+                c->files[i].fd = f->fd;
+                check_build_id(c, &c->files[i], used);
+                c->files[i].fd = saved;
+                break;
+            }
+        }
+    } else {
+        /* Remember the failure for every mapping of the same file. */
+        for (size_t i = 0; i < c->nfiles; i++)
+            if (strcmp(c->files[i].path, f->path) == 0)
+                c->files[i].fd = -1;
+    }
+    return f->fd;
+}
+
+static int core_read_raw(struct target *t, uint64_t addr, void *buf, size_t len)
+{
+    struct core_target *c = as_core(t);
+    unsigned char *out = buf;
+    while (len > 0) {
+        size_t n = len;
+        const struct core_segment *s = segment_at(c, addr);
+        if (s && addr - s->vaddr < s->filesz) {
+            uint64_t in_seg = addr - s->vaddr;
+            if (n > s->filesz - in_seg)
+                n = (size_t)(s->filesz - in_seg);
+            if (s->offset + in_seg + n > c->file_size ||
+                pread_full(c->fd, out, n, s->offset + in_seg) != 0)
+                return -1;
+        } else {
+            struct core_file *f = file_at(c, addr);
+            if (!f)
+                return -1;
+            if (s && n > s->memsz - (addr - s->vaddr))
+                n = (size_t)(s->memsz - (addr - s->vaddr));
+            if (n > f->end - addr)
+                n = (size_t)(f->end - addr);
+            int fd = file_fd(c, f);
+            if (fd < 0 || pread_full(fd, out, n, f->file_offset + (addr - f->start)) != 0)
+                return -1;
+        }
+        out += n;
+        addr += n;
+        len -= n;
+    }
+    return 0;
+}
+
+/* ---- threads ---- */
+
+static int core_list_threads(struct target *t, pid_t *tids, int max)
+{
+    struct core_target *c = as_core(t);
+    int n = 0;
+    for (size_t i = 0; i < c->nthreads && n < max; i++)
+        tids[n++] = c->threads[i].tid;
+    return n;
+}
+
+const struct core_thread *core_thread(const struct target *t, pid_t tid)
+{
+    const struct core_target *c = as_core(t);
+    for (size_t i = 0; i < c->nthreads; i++)
+        if (c->threads[i].tid == tid)
+            return &c->threads[i];
+    return NULL;
+}
+
+/* A thread stopped inside a syscall has the syscall number in orig_rax; one
+ * stopped in user code (by an interrupt or a fault) has orig_rax -1. rax is
+ * not looked at: the kernel may already have replaced the -ERESTART* code. */
+static int core_thread_activity(struct target *t, pid_t tid, struct thread_activity *out)
+{
+    memset(out, 0, sizeof *out);
+    out->syscall_nr = -1;
+    const struct core_thread *th = core_thread(t, tid);
+    if (!th)
+        return -1;
+    int64_t orig = (int64_t)th->regs[CORE_REG_ORIG_RAX];
+    if (orig >= 0 && orig < 1024) {
+        out->run_state = 'S';
+        out->syscall_nr = orig;
+        out->syscall_args[0] = th->regs[CORE_REG_RDI];
+        out->syscall_args[1] = th->regs[CORE_REG_RSI];
+        out->syscall_args[2] = th->regs[CORE_REG_RDX];
+        out->syscall_args[3] = th->regs[CORE_REG_R10];
+        out->syscall_args[4] = th->regs[CORE_REG_R8];
+        out->syscall_args[5] = th->regs[CORE_REG_R9];
+    } else {
+        out->run_state = 'R';
+        out->on_cpu = true;
+    }
+    return 0;
+}
+
+static int core_thread_comm(struct target *t, pid_t tid, char *out, size_t outsize)
+{
+    struct core_target *c = as_core(t);
+    if (tid != c->info.pid || !c->info.fname[0])
+        return -1;
+    snprintf(out, outsize, "%s", c->info.fname);
+    return 0;
+}
+
+static int core_open_file(const struct target *t, const char *path)
+{
+    struct core_target *c = as_core(t);
+    for (size_t i = 0; i < c->nfiles; i++) {
+        if (strcmp(c->files[i].path, path) == 0) {
+            int fd = file_fd(c, &c->files[i]);
+            return fd >= 0 ? dup(fd) : -1;
+        }
+    }
+    char used[PATH_MAX];
+    return resolve_path(c, path, used, sizeof used);
+}
+
+static void core_close(struct target *t)
+{
+    struct core_target *c = as_core(t);
+    if (c->fd >= 0)
+        close(c->fd);
+    for (size_t i = 0; i < c->nfiles; i++) {
+        if (c->files[i].fd >= 0)
+            close(c->files[i].fd);
+        free(c->files[i].path);
+        free(c->files[i].resolved);
+    }
+    for (int i = 0; i < c->n_lib_paths; i++)
+        free(c->lib_paths[i]);
+    free(c->lib_paths);
+    free(c->exe_override);
+    free(c->files);
+    free(c->segs);
+    free(c->threads);
+    free(c);
+}
+
+static const struct target_ops core_ops = {
+    .read_raw = core_read_raw,
+    .close = core_close,
+    .list_threads = core_list_threads,
+    .thread_activity = core_thread_activity,
+    .thread_comm = core_thread_comm,
+    .open_file = core_open_file,
+    .is_core = true,
+};
+
+const struct core_info *core_get_info(const struct target *t)
+{
+    return t && t->ops == &core_ops ? &as_core(t)->info : NULL;
+}
+
+size_t core_missing_files(const struct target *t, const char **paths, size_t max)
+{
+    const struct core_target *c = as_core(t);
+    size_t n = 0;
+    for (size_t i = 0; i < c->nfiles; i++) {
+        if (c->files[i].fd != -1)
+            continue;
+        bool seen = false;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = c->files[k].fd == -1 && strcmp(c->files[k].path, c->files[i].path) == 0;
+        if (seen)
+            continue;
+        if (n < max)
+            paths[n] = c->files[i].path;
+        n++;
+    }
+    return n;
+}
+
+const char *core_resolved_path(const struct target *t, const char *recorded)
+{
+    const struct core_target *c = as_core(t);
+    for (size_t i = 0; i < c->nfiles; i++)
+        if (strcmp(c->files[i].path, recorded) == 0 && c->files[i].fd >= 0)
+            return c->files[i].resolved ? c->files[i].resolved : c->files[i].path;
+    return NULL;
+}
+
+/* ---- parsing ---- */
+
+static int add_thread(struct core_target *c, const unsigned char *desc, size_t size)
+{
+    if (size < PRSTATUS_SIZE || c->nthreads >= MAX_THREADS)
+        return 0;
+    struct core_thread *grown = realloc(c->threads, (c->nthreads + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    c->threads = grown;
+    struct core_thread *th = &c->threads[c->nthreads++];
+    int32_t pid;
+    int16_t cursig;
+    memcpy(&pid, desc + PRSTATUS_PID, 4);
+    memcpy(&cursig, desc + PRSTATUS_CURSIG, 2);
+    th->tid = pid;
+    th->cursig = cursig;
+    memcpy(th->regs, desc + PRSTATUS_REGS, sizeof th->regs);
+    return 0;
+}
+
+static int parse_nt_file(struct core_target *c, const unsigned char *desc, size_t size)
+{
+    if (size < 16 || c->files)
+        return 0;
+    uint64_t count, page_size;
+    memcpy(&count, desc, 8);
+    memcpy(&page_size, desc + 8, 8);
+    if (count > MAX_FILES || count > (size - 16) / 24 || page_size == 0 ||
+        page_size > (1u << 30))
+        return 0;
+    const char *names = (const char *)desc + 16 + count * 24;
+    size_t names_left = size - 16 - (size_t)count * 24;
+    c->files = calloc(count ? count : 1, sizeof *c->files);
+    if (!c->files)
+        return -1;
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t e[3];
+        memcpy(e, desc + 16 + i * 24, sizeof e);
+        size_t len = strnlen(names, names_left);
+        if (len == names_left)
+            break;
+        if (e[1] > e[0] && e[2] <= UINT64_MAX / page_size) {
+            struct core_file *f = &c->files[c->nfiles];
+            f->start = e[0];
+            f->end = e[1];
+            f->file_offset = e[2] * page_size;
+            f->fd = -2;
+            f->path = strdup(names);
+            if (!f->path)
+                return -1;
+            c->nfiles++;
+        }
+        names += len + 1;
+        names_left -= len + 1;
+    }
+    return 0;
+}
+
+static int parse_notes(struct core_target *c, const unsigned char *notes, size_t size,
+                       uint64_t *at_entry)
+{
+    size_t pos = 0;
+    while (pos + 12 <= size) {
+        uint32_t namesz, descsz, type;
+        memcpy(&namesz, notes + pos, 4);
+        memcpy(&descsz, notes + pos + 4, 4);
+        memcpy(&type, notes + pos + 8, 4);
+        size_t name_at = pos + 12;
+        if (namesz > size - name_at)
+            break;
+        size_t desc_at = name_at + (((size_t)namesz + 3) & ~(size_t)3);
+        if (desc_at > size || descsz > size - desc_at)
+            break;
+        const unsigned char *desc = notes + desc_at;
+        /* Only the kernel's "CORE" and "LINUX" notes mean what we read. */
+        bool core_note = namesz >= 4 && (memcmp(notes + name_at, "CORE", 4) == 0 ||
+                                         memcmp(notes + name_at, "LINUX", 5 <= namesz ? 5 : 4) == 0);
+        if (core_note) {
+            int rc = 0;
+            if (type == NT_PRSTATUS)
+                rc = add_thread(c, desc, descsz);
+            else if (type == NT_PRPSINFO && descsz >= PRPSINFO_SIZE) {
+                int32_t pid;
+                memcpy(&pid, desc + PRPSINFO_PID, 4);
+                c->info.pid = pid;
+                memcpy(c->info.fname, desc + PRPSINFO_FNAME, 16);
+                c->info.fname[16] = '\0';
+                memcpy(c->info.psargs, desc + PRPSINFO_PSARGS, 80);
+                c->info.psargs[80] = '\0';
+                size_t len = strlen(c->info.psargs);
+                while (len > 0 && c->info.psargs[len - 1] == ' ')
+                    c->info.psargs[--len] = '\0';
+            } else if (type == NT_SIGINFO && descsz >= SIGINFO_SIZE && !c->info.signal.signo) {
+                int32_t signo, code, sender;
+                uint64_t addr;
+                memcpy(&signo, desc, 4);
+                memcpy(&code, desc + 8, 4);
+                memcpy(&addr, desc + 16, 8);
+                memcpy(&sender, desc + 16, 4);
+                c->info.signal.signo = signo > 0 && signo < 65 ? signo : 0;
+                c->info.signal.code = code;
+                c->info.signal.addr = addr;
+                c->info.signal.sender_pid = sender;
+            } else if (type == NT_FILE) {
+                rc = parse_nt_file(c, desc, descsz);
+            } else if (type == NT_AUXV) {
+                for (size_t k = 0; k + 16 <= descsz; k += 16) {
+                    uint64_t a[2];
+                    memcpy(a, desc + k, 16);
+                    if (a[0] == AT_ENTRY_TYPE)
+                        *at_entry = a[1];
+                }
+            }
+            if (rc != 0)
+                return -1;
+        }
+        pos = desc_at + (((size_t)descsz + 3) & ~(size_t)3);
+    }
+    return 0;
+}
+
+static int compare_segments(const void *a, const void *b)
+{
+    const struct core_segment *x = a, *y = b;
+    return x->vaddr < y->vaddr ? -1 : x->vaddr > y->vaddr;
+}
+
+static int compare_files(const void *a, const void *b)
+{
+    const struct core_file *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int compare_maps(const void *a, const void *b)
+{
+    const struct target_map *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static void perms_of(uint32_t flags, char *out)
+{
+    out[0] = (flags & PF_R) ? 'r' : '-';
+    out[1] = (flags & PF_W) ? 'w' : '-';
+    out[2] = (flags & PF_X) ? 'x' : '-';
+    out[3] = 'p';
+    out[4] = '\0';
+}
+
+/* t->maps: every NT_FILE mapping with its path, plus the segments no file
+ * covers (heap, stacks, anonymous memory). */
+static int build_maps(struct core_target *c)
+{
+    size_t cap = c->nfiles + c->nsegs;
+    struct target_map *maps = calloc(cap ? cap : 1, sizeof *maps);
+    if (!maps)
+        return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < c->nfiles; i++) {
+        const struct core_file *f = &c->files[i];
+        struct target_map *m = &maps[n];
+        m->start = f->start;
+        m->end = f->end;
+        m->offset = f->file_offset;
+        const struct core_segment *s = segment_at(c, f->start);
+        perms_of(s ? s->flags : PF_R, m->perms);
+        m->path = strdup(f->path);
+        if (!m->path)
+            goto fail;
+        n++;
+    }
+    for (size_t i = 0; i < c->nsegs; i++) {
+        const struct core_segment *s = &c->segs[i];
+        if (s->memsz == 0 || file_at(c, s->vaddr))
+            continue;
+        struct target_map *m = &maps[n++];
+        m->start = s->vaddr;
+        m->end = s->vaddr + s->memsz;
+        perms_of(s->flags, m->perms);
+    }
+    if (n)
+        qsort(maps, n, sizeof *maps, compare_maps);
+    c->base.maps = maps;
+    c->base.nmaps = n;
+    return 0;
+fail:
+    for (size_t i = 0; i < n; i++)
+        free(maps[i].path);
+    free(maps);
+    return -1;
+}
+
+static struct target *fail_open(struct core_target *c, struct pyscope_error *err,
+                                enum pyscope_status status, const char *fmt, const char *path,
+                                const char *detail)
+{
+    error_set(err, status, fmt, path, detail);
+    core_close(&c->base);
+    return NULL;
+}
+
+struct target *core_open(const char *path, const struct core_options *opts,
+                         struct pyscope_error *err)
+{
+    struct core_target *c = calloc(1, sizeof *c);
+    if (!c) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        return NULL;
+    }
+    c->base.ops = &core_ops;
+    c->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (c->fd < 0)
+        return fail_open(c, err, errno == ENOENT ? PYSCOPE_ERR_NO_PROCESS : PYSCOPE_ERR_OTHER,
+                         "cannot open core file %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(c->fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return fail_open(c, err, PYSCOPE_ERR_USAGE, "%s is not a regular file%s", path, "");
+    c->file_size = (uint64_t)st.st_size;
+    if (opts) {
+        c->warnings = opts->warnings;
+        if (opts->exe && !(c->exe_override = strdup(opts->exe)))
+            return fail_open(c, err, PYSCOPE_ERR_OTHER, "%s%s: out of memory", path, "");
+        if (opts->n_lib_paths > 0) {
+            c->lib_paths = calloc((size_t)opts->n_lib_paths, sizeof *c->lib_paths);
+            if (!c->lib_paths)
+                return fail_open(c, err, PYSCOPE_ERR_OTHER, "%s%s: out of memory", path, "");
+            for (int i = 0; i < opts->n_lib_paths; i++)
+                if ((c->lib_paths[c->n_lib_paths] = strdup(opts->lib_paths[i])))
+                    c->n_lib_paths++;
+        }
+    }
+
+    Elf64_Ehdr eh;
+    if (c->file_size < sizeof eh || pread_full(c->fd, &eh, sizeof eh, 0) != 0)
+        return fail_open(c, err, PYSCOPE_ERR_USAGE,
+                         "%s is not an ELF core file: it is too short (%s)", path,
+                         c->file_size ? "truncated ELF header" : "empty file");
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+        return fail_open(c, err, PYSCOPE_ERR_USAGE,
+                         "%s is not an ELF core file%s (no ELF magic; a compressed core must be "
+                         "uncompressed first)", path, "");
+    if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64)
+        return fail_open(c, err, PYSCOPE_ERR_USAGE,
+                         "%s is not a 64-bit x86-64 core file%s", path, "");
+    if (eh.e_type != ET_CORE)
+        return fail_open(c, err, PYSCOPE_ERR_USAGE,
+                         "%s is an ELF file but not a core file%s (pass a program with --exe, "
+                         "a core with --core)", path, "");
+    uint64_t phnum = eh.e_phnum;
+    if (phnum == PN_XNUM) {
+        /* More than 65534 segments: the real count is in section 0. */
+        Elf64_Shdr sh0;
+        if (eh.e_shoff == 0 || eh.e_shoff > c->file_size ||
+            c->file_size - eh.e_shoff < sizeof sh0 ||
+            pread_full(c->fd, &sh0, sizeof sh0, eh.e_shoff) != 0)
+            return fail_open(c, err, PYSCOPE_ERR_USAGE,
+                             "%s is truncated: its segment count is missing%s", path, "");
+        phnum = sh0.sh_info;
+    }
+    if (eh.e_phentsize != sizeof(Elf64_Phdr) || phnum == 0 || phnum > MAX_SEGMENTS)
+        return fail_open(c, err, PYSCOPE_ERR_USAGE,
+                         "%s is not a usable core file: %s", path,
+                         phnum == 0 ? "it has no program headers" : "bad program header table");
+    if (eh.e_phoff > c->file_size || phnum * sizeof(Elf64_Phdr) > c->file_size - eh.e_phoff)
+        return fail_open(c, err, PYSCOPE_ERR_USAGE,
+                         "%s is truncated: its program headers run past the end of the file%s",
+                         path, "");
+    Elf64_Phdr *ph = malloc(phnum * sizeof *ph);
+    c->segs = calloc(phnum, sizeof *c->segs);
+    if (!ph || !c->segs || pread_full(c->fd, ph, phnum * sizeof *ph, eh.e_phoff) != 0) {
+        free(ph);
+        return fail_open(c, err, PYSCOPE_ERR_OTHER, "cannot read %s: %s", path, strerror(errno));
+    }
+    uint64_t at_entry = 0;
+    for (uint64_t i = 0; i < phnum; i++) {
+        if (ph[i].p_type == PT_LOAD) {
+            if (ph[i].p_memsz == 0 || ph[i].p_vaddr + ph[i].p_memsz < ph[i].p_vaddr)
+                continue;
+            struct core_segment *s = &c->segs[c->nsegs++];
+            s->vaddr = ph[i].p_vaddr;
+            s->memsz = ph[i].p_memsz;
+            s->filesz = ph[i].p_filesz < ph[i].p_memsz ? ph[i].p_filesz : ph[i].p_memsz;
+            s->offset = ph[i].p_offset;
+            s->flags = ph[i].p_flags;
+            /* A truncated core: keep what the file has, count the rest. */
+            uint64_t present = s->offset >= c->file_size ? 0 : c->file_size - s->offset;
+            if (s->filesz > present) {
+                c->info.bytes_missing += s->filesz - present;
+                s->filesz = present;
+            }
+        } else if (ph[i].p_type == PT_NOTE) {
+            if (ph[i].p_offset > c->file_size || ph[i].p_filesz > c->file_size - ph[i].p_offset ||
+                ph[i].p_filesz > MAX_NOTES_BYTES)
+                continue;
+            unsigned char *notes = malloc(ph[i].p_filesz ? ph[i].p_filesz : 1);
+            if (!notes) {
+                free(ph);
+                return fail_open(c, err, PYSCOPE_ERR_OTHER, "%s%s: out of memory", path, "");
+            }
+            int rc = pread_full(c->fd, notes, ph[i].p_filesz, ph[i].p_offset) == 0
+                         ? parse_notes(c, notes, ph[i].p_filesz, &at_entry)
+                         : 0;
+            free(notes);
+            if (rc != 0) {
+                free(ph);
+                return fail_open(c, err, PYSCOPE_ERR_OTHER, "%s%s: out of memory", path, "");
+            }
+        }
+    }
+    free(ph);
+    if (c->nthreads == 0)
+        return fail_open(c, err, PYSCOPE_ERR_USAGE,
+                         "%s is not a process core file%s: it has no thread (NT_PRSTATUS) notes, "
+                         "or they lie past the end of a truncated file", path, "");
+    if (c->nsegs)
+        qsort(c->segs, c->nsegs, sizeof *c->segs, compare_segments);
+    if (c->nfiles)
+        qsort(c->files, c->nfiles, sizeof *c->files, compare_files);
+    if (!c->info.pid)
+        c->info.pid = c->threads[0].tid;
+    /* The kernel writes the thread that took the signal first. */
+    for (size_t i = 0; i < c->nthreads && !c->info.signal_tid; i++)
+        if (c->threads[i].cursig)
+            c->info.signal_tid = c->threads[i].tid;
+    if (!c->info.signal_tid && c->info.signal.signo)
+        c->info.signal_tid = c->threads[0].tid;
+    struct core_file *exe = at_entry ? file_at(c, at_entry) : NULL;
+    if (!exe && c->nfiles)
+        exe = &c->files[0];
+    if (exe)
+        snprintf(c->info.exe, sizeof c->info.exe, "%s", exe->path);
+    c->info.threads = c->threads;
+    c->info.n_threads = c->nthreads;
+    if (build_maps(c) != 0)
+        return fail_open(c, err, PYSCOPE_ERR_OTHER, "%s%s: out of memory", path, "");
+    c->base.pid = c->info.pid;
+    snprintf(c->base.comm, sizeof c->base.comm, "%s", c->info.fname);
+    return &c->base;
+}
