@@ -22,6 +22,18 @@ static int hog_order(const void *a, const void *b)
     return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
+/* Most collections first, then most samples: a stack that starts many short
+ * collections matters as much as one that sits in a long one. */
+static int gc_trigger_order(const void *a, const void *b)
+{
+    const struct summary_gc_trigger *x = a, *y = b;
+    if (x->collections != y->collections)
+        return x->collections < y->collections ? 1 : -1;
+    if (x->samples != y->samples)
+        return x->samples < y->samples ? 1 : -1;
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
 int profile_summary_build(struct profile_summary *s, const struct profile *p)
 {
     memset(s, 0, sizeof *s);
@@ -59,6 +71,20 @@ int profile_summary_build(struct profile_summary *s, const struct profile *p)
         }
         s->hogs[s->n_hogs++] = cand;
         qsort(s->hogs, s->n_hogs, sizeof s->hogs[0], hog_order);
+    }
+
+    for (size_t i = 0; i < p->n_gc_triggers; i++) {
+        const struct profile_gc_trigger *g = &p->gc_triggers[i];
+        if (g->stack >= p->n_stacks)
+            continue;
+        struct summary_gc_trigger cand = {g->stack, g->samples, g->collections};
+        if (s->n_gc_triggers == SUMMARY_MAX_GC_TRIGGERS) {
+            if (gc_trigger_order(&cand, &s->gc_triggers[SUMMARY_MAX_GC_TRIGGERS - 1]) >= 0)
+                continue;
+            s->n_gc_triggers--;
+        }
+        s->gc_triggers[s->n_gc_triggers++] = cand;
+        qsort(s->gc_triggers, s->n_gc_triggers, sizeof s->gc_triggers[0], gc_trigger_order);
     }
 
     const struct profile_meta *m = &p->meta;
@@ -134,16 +160,10 @@ static void write_thread_row(struct json_writer *w, const struct profile *p,
     json_end_object(w);
 }
 
-static void write_hog(struct json_writer *w, const struct profile *p, const struct summary_hog *h)
+/* A stack's frames as labels, innermost first. */
+static void write_stack_labels(struct json_writer *w, const struct profile *p, uint32_t stack_id)
 {
-    const struct profile_stack *stack = &p->stacks[h->stack];
-    json_begin_object(w);
-    json_member_uint(w, "stack", h->stack);
-    json_member_uint(w, "samples", h->samples);
-    json_member_uint(w, "native_samples", h->native_samples);
-    json_member_bool(w, "native_call_keeps_gil", h->native_keeps_gil);
-    member_2dp(w, "passes_pct", h->passes_pct);
-    json_key(w, "frames");
+    const struct profile_stack *stack = &p->stacks[stack_id];
     json_begin_array(w);
     for (uint32_t k = stack->depth; k-- > 0;) {
         uint32_t id = stack->frames[k];
@@ -152,6 +172,18 @@ static void write_hog(struct json_writer *w, const struct profile *p, const stru
         free(label);
     }
     json_end_array(w);
+}
+
+static void write_hog(struct json_writer *w, const struct profile *p, const struct summary_hog *h)
+{
+    json_begin_object(w);
+    json_member_uint(w, "stack", h->stack);
+    json_member_uint(w, "samples", h->samples);
+    json_member_uint(w, "native_samples", h->native_samples);
+    json_member_bool(w, "native_call_keeps_gil", h->native_keeps_gil);
+    member_2dp(w, "passes_pct", h->passes_pct);
+    json_key(w, "frames");
+    write_stack_labels(w, p, h->stack);
     json_end_object(w);
 }
 
@@ -170,6 +202,19 @@ void profile_summary_write_json(struct json_writer *w, const struct profile_summ
     json_begin_object(w);
     member_2dp(w, "passes_pct", s->gc_pct);
     json_member_uint(w, "collections", m->gc_collections);
+    json_key(w, "triggers");
+    json_begin_array(w);
+    for (size_t i = 0; i < s->n_gc_triggers; i++) {
+        const struct summary_gc_trigger *g = &s->gc_triggers[i];
+        json_begin_object(w);
+        json_member_uint(w, "stack", g->stack);
+        json_member_uint(w, "collections", g->collections);
+        json_member_uint(w, "samples", g->samples);
+        json_key(w, "frames");
+        write_stack_labels(w, p, g->stack);
+        json_end_object(w);
+    }
+    json_end_array(w);
     json_end_object(w);
     json_key(w, "sampling");
     json_begin_object(w);

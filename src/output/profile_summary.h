@@ -13,6 +13,7 @@
 #include "profile/profile.h"
 
 #define SUMMARY_MAX_HOGS 10
+#define SUMMARY_MAX_GC_TRIGGERS 5
 
 /* Percentages use the thread's own samples as denominator. */
 struct summary_thread {
@@ -29,6 +30,12 @@ struct summary_hog {
     double passes_pct;        /* share of all passes this stack hogged the GIL */
 };
 
+struct summary_gc_trigger {
+    uint32_t stack;           /* the stack the collection ran on top of */
+    uint64_t samples;
+    uint64_t collections;
+};
+
 struct profile_summary {
     const struct profile *profile;
     struct summary_thread *threads;        /* in profile order */
@@ -38,6 +45,8 @@ struct profile_summary {
     size_t n_hogs_total;                   /* distinct hog stacks, shown or not */
     double gil_utilisation_pct;            /* passes in which some thread held the GIL */
     double gc_pct;                         /* passes during which a collection ran */
+    struct summary_gc_trigger gc_triggers[SUMMARY_MAX_GC_TRIGGERS];   /* most collections first */
+    size_t n_gc_triggers;
     double rate_achieved_hz;               /* passes per second of recording */
     double mean_interval_ns;
     double torn_pct;                       /* of stacks sampled */

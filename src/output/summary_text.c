@@ -104,6 +104,43 @@ static void write_thread_table(FILE *out, const struct profile *p, const struct 
         fputs("(no thread was sampled)\n", out);
 }
 
+/* The innermost frames of a stack, indented, and how many outer ones are left out. */
+static void write_stack_frames(FILE *out, const struct profile *p, uint32_t stack_id)
+{
+    const struct profile_stack *stack = &p->stacks[stack_id];
+    uint32_t shown = 0;
+    for (uint32_t k = stack->depth; k-- > 0 && shown < HOG_FRAMES_SHOWN; shown++) {
+        uint32_t id = stack->frames[k];
+        char *label = id < p->n_frames ? frame_label(&p->frames[id]) : NULL;
+        fputs("       ", out);
+        if (label)
+            put_printable(out, label, strlen(label));
+        else
+            fputs("?", out);
+        fputc('\n', out);
+        free(label);
+    }
+    if (stack->depth > shown)
+        fprintf(out, "       ... %u outer frame%s\n", stack->depth - shown,
+                plural(stack->depth - shown));
+    else if (stack->depth == 0)
+        fputs("       (no Python frames)\n", out);
+}
+
+static void write_gc_triggers(FILE *out, const struct profile *p, const struct profile_summary *s)
+{
+    if (s->n_gc_triggers == 0)
+        return;
+    fputs("Collections ran on top of (the allocations that triggered them):\n", out);
+    for (size_t i = 0; i < s->n_gc_triggers; i++) {
+        const struct summary_gc_trigger *g = &s->gc_triggers[i];
+        fprintf(out, "%3zu. %llu collection%s, %llu sample%s\n", i + 1,
+                (unsigned long long)g->collections, plural(g->collections),
+                (unsigned long long)g->samples, plural(g->samples));
+        write_stack_frames(out, p, g->stack);
+    }
+}
+
 static void write_hogs(FILE *out, const struct profile *p, const struct profile_summary *s)
 {
     if (s->n_hogs == 0) {
@@ -118,24 +155,7 @@ static void write_hogs(FILE *out, const struct profile *p, const struct profile_
         if (h->native_keeps_gil)
             fputs("  [native call keeps the GIL]", out);
         fputc('\n', out);
-        const struct profile_stack *stack = &p->stacks[h->stack];
-        uint32_t shown = 0;
-        for (uint32_t k = stack->depth; k-- > 0 && shown < HOG_FRAMES_SHOWN; shown++) {
-            uint32_t id = stack->frames[k];
-            char *label = id < p->n_frames ? frame_label(&p->frames[id]) : NULL;
-            fputs("       ", out);
-            if (label)
-                put_printable(out, label, strlen(label));
-            else
-                fputs("?", out);
-            fputc('\n', out);
-            free(label);
-        }
-        if (stack->depth > shown)
-            fprintf(out, "       ... %u outer frame%s\n", stack->depth - shown,
-                    plural(stack->depth - shown));
-        else if (stack->depth == 0)
-            fputs("       (no Python frames)\n", out);
+        write_stack_frames(out, p, h->stack);
     }
     if (s->n_hogs_total > s->n_hogs)
         fprintf(out, "     (%zu more stack%s)\n", s->n_hogs_total - s->n_hogs,
@@ -153,6 +173,7 @@ int profile_write_summary(FILE *out, const struct profile *p)
             s.gil_utilisation_pct);
     fprintf(out, "GC: collecting in %.1f%% of passes, %llu collection%s seen\n", s.gc_pct,
             (unsigned long long)p->meta.gc_collections, plural(p->meta.gc_collections));
+    write_gc_triggers(out, p, &s);
     write_hogs(out, p, &s);
     profile_summary_free(&s);
     return fflush(out) == 0 && !ferror(out) ? 0 : -1;

@@ -8,7 +8,7 @@
 #include "util/idtable.h"
 
 struct profile_index {
-    struct idtable frames, stacks, threads, counts, hogs;
+    struct idtable frames, stacks, threads, counts, hogs, gc_triggers;
 };
 
 const char *profile_state_name(enum profile_state state)
@@ -63,12 +63,14 @@ void profile_free(struct profile *p)
     free(p->threads);
     free(p->counts);
     free(p->hogs);
+    free(p->gc_triggers);
     if (p->index) {
         idtable_free(&p->index->frames);
         idtable_free(&p->index->stacks);
         idtable_free(&p->index->threads);
         idtable_free(&p->index->counts);
         idtable_free(&p->index->hogs);
+        idtable_free(&p->index->gc_triggers);
         free(p->index);
     }
     if (p->timeline)
@@ -268,6 +270,32 @@ int profile_add_hog(struct profile *p, uint32_t stack, bool native)
     p->hogs[id].samples++;
     if (native)
         p->hogs[id].native_samples++;
+    return 0;
+}
+
+static uint64_t gc_trigger_key_of(const void *item)
+{
+    return ((const struct profile_gc_trigger *)item)->stack;
+}
+
+int profile_add_gc_trigger(struct profile *p, uint32_t stack, bool new_collection)
+{
+    struct profile_gc_trigger probe = {.stack = stack};
+    struct u64_key key = {p->gc_triggers, sizeof *p->gc_triggers, gc_trigger_key_of, stack};
+    uint32_t id = idtable_find(&p->index->gc_triggers, mix(key.key), u64_equal, &key);
+    if (id == IDTABLE_NONE) {
+        if (grow((void **)&p->gc_triggers, &p->cap_gc_triggers, p->n_gc_triggers,
+                 sizeof *p->gc_triggers) != 0)
+            return -1;
+        id = (uint32_t)p->n_gc_triggers;
+        p->gc_triggers[id] = probe;
+        if (idtable_insert(&p->index->gc_triggers, mix(key.key), id) != 0)
+            return -1;
+        p->n_gc_triggers++;
+    }
+    p->gc_triggers[id].samples++;
+    if (new_collection)
+        p->gc_triggers[id].collections++;
     return 0;
 }
 

@@ -61,6 +61,14 @@ struct profile_hog {
                                * GIL for longer than the switch interval */
 };
 
+/* A stack that was running when the garbage collector ran: the stack below
+ * the "<GC>" pseudo-frame, i.e. the code whose allocation triggered it. */
+struct profile_gc_trigger {
+    uint32_t stack;
+    uint64_t samples;         /* passes that found a collection running from here */
+    uint64_t collections;     /* collections first seen running from here */
+};
+
 /* One stretch of a thread's timeline during which its stack and state did not
  * change. Times are nanoseconds since the start of the recording. */
 struct profile_segment {
@@ -101,6 +109,8 @@ struct profile {
     size_t n_counts, cap_counts;
     struct profile_hog *hogs;
     size_t n_hogs, cap_hogs;
+    struct profile_gc_trigger *gc_triggers;
+    size_t n_gc_triggers, cap_gc_triggers;
     /* private: hash indexes and the timeline */
     struct profile_index *index;
     FILE *timeline;
@@ -121,6 +131,10 @@ uint32_t profile_thread_id(struct profile *p, pid_t pid, pid_t tid);
 int profile_add_sample(struct profile *p, uint32_t thread, uint32_t stack,
                        enum profile_state state, bool gc, uint64_t now_ns);
 int profile_add_hog(struct profile *p, uint32_t stack, bool native);
+/* Counts a pass that found a collection running on top of stack (the stack
+ * without "<GC>"); new_collection when the collection was not running on
+ * the previous pass. */
+int profile_add_gc_trigger(struct profile *p, uint32_t stack, bool new_collection);
 
 /* Appends one timeline segment (the sampler calls this when a thread's stack
  * or state changes, and once per thread at the end). */

@@ -337,8 +337,14 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
             return UINT32_MAX;
         s->stack_ids[depth++] = id;
     }
-    if (in_gc)
+    if (in_gc) {
+        /* Remember what the collection runs on top of: the code that
+         * allocated and so triggered it. */
+        uint32_t below = profile_stack_id(s->profile, s->stack_ids, depth);
+        if (below != UINT32_MAX)
+            profile_add_gc_trigger(s->profile, below, !s->gc_was_collecting);
         s->stack_ids[depth++] = s->gc_frame;
+    }
     return profile_stack_id(s->profile, s->stack_ids, depth);
 }
 

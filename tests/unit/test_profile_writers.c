@@ -752,7 +752,7 @@ static void test_json(void)
                  "\"summary\":{\"threads\":[{\"thread\":0,\"pid\":7,\"tid\":8,\"name\":\"w\\\"1\","
                  "\"samples\":4,\"holding_gil_pct\":75,\"waiting_gil_pct\":0,\"running_pct\":0,"
                  "\"idle_pct\":25,\"unknown_pct\":0,\"gc_pct\":25}],\"gil_utilisation_pct\":60,"
-                 "\"gc\":{\"passes_pct\":20,\"collections\":1},"
+                 "\"gc\":{\"passes_pct\":20,\"collections\":1,\"triggers\":[]},"
                  "\"sampling\":{\"passes\":5,\"duration_ns\":50000,\"rate_hz_requested\":0,"
                  "\"rate_hz_achieved\":100000,\"mean_interval_ns\":10000,\"passes_failed\":0,"
                  "\"stacks_sampled\":5,\"stacks_torn\":0},"
