@@ -78,15 +78,13 @@ static int ensure_extra(struct py_stack_copy *copy, size_t n, size_t frame_bytes
     return 0;
 }
 
-size_t py_stack_copy_plan(struct py_reader *r, struct py_stack_copy *copy, uint64_t chunk,
-                          uint64_t top, struct target_span *spans, size_t max)
+size_t py_stack_copy_plan_chunk(struct py_reader *r, struct py_stack_copy *copy, uint64_t chunk,
+                                uint64_t top, struct target_span *spans, size_t max)
 {
     const struct py_layout *L = r->L;
     size_t n = 0;
     copy->len = 0;
     copy->base = 0;
-    copy->n_extra = 0;
-    copy->extra_cursor = 0;
     if (chunk && L->chunk_data != PY_OFF_NONE && n < max) {
         uint64_t base = chunk + (uint64_t)L->chunk_data;
         size_t len = top > base && top - base <= PY_STACK_COPY_MAX ? (size_t)(top - base) : 0;
@@ -102,6 +100,23 @@ size_t py_stack_copy_plan(struct py_reader *r, struct py_stack_copy *copy, uint6
             spans[n++] = (struct target_span){base, copy->buf, len, false};
         }
     }
+    return n;
+}
+
+void py_stack_copy_commit_chunk(struct py_stack_copy *copy, const struct target_span *spans,
+                                size_t n)
+{
+    if (copy->base && n > 0 && spans[0].buf == copy->buf)
+        copy->len = spans[0].ok ? spans[0].len : 0;
+}
+
+size_t py_stack_copy_plan(struct py_reader *r, struct py_stack_copy *copy, uint64_t chunk,
+                          uint64_t top, struct target_span *spans, size_t max)
+{
+    const struct py_layout *L = r->L;
+    copy->n_extra = 0;
+    copy->extra_cursor = 0;
+    size_t n = py_stack_copy_plan_chunk(r, copy, chunk, top, spans, max);
     size_t frame_bytes = py_frame_read_size(L);
     if (copy->n_visited && frame_bytes && ensure_extra(copy, copy->n_visited, frame_bytes) == 0) {
         for (size_t i = 0; i < copy->n_visited && n < max; i++) {

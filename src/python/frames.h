@@ -65,6 +65,13 @@ size_t py_frame_read_size(const struct py_layout *L);
  * how many spans were added, at most max. */
 size_t py_stack_copy_plan(struct py_reader *r, struct py_stack_copy *copy, uint64_t chunk,
                           uint64_t top, struct target_span *spans, size_t max);
+/* Re-plans only the chunk part, keeping the frames prefetched by an earlier
+ * plan (used when the chunk read ahead of time turned out too short). */
+size_t py_stack_copy_plan_chunk(struct py_reader *r, struct py_stack_copy *copy, uint64_t chunk,
+                                uint64_t top, struct target_span *spans, size_t max);
+/* Takes the results of the read of the spans of the chunk-only plan. */
+void py_stack_copy_commit_chunk(struct py_stack_copy *copy, const struct target_span *spans,
+                                size_t n);
 /* Takes the results of the read of those spans. */
 void py_stack_copy_commit(struct py_stack_copy *copy, const struct target_span *spans, size_t n);
 /* Plan, read and commit for a single thread (dump). */

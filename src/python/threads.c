@@ -117,6 +117,8 @@ void py_thread_from_block_no_frame(struct py_reader *r, uint64_t tstate, const u
     if (L->tstate_datastack_chunk != PY_OFF_NONE && L->tstate_datastack_top != PY_OFF_NONE) {
         th->datastack_chunk = u64_at(ts, L->tstate_datastack_chunk);
         th->datastack_top = u64_at(ts, L->tstate_datastack_top);
+        if (L->tstate_datastack_limit != PY_OFF_NONE)
+            th->datastack_limit = u64_at(ts, L->tstate_datastack_limit);
     }
 }
 

@@ -30,6 +30,7 @@ struct py_thread {
     uint64_t top_frame;
     uint64_t datastack_chunk; /* 3.11+: the chunk holding the newest frames */
     uint64_t datastack_top;   /* 3.11+: end of the live part of that chunk */
+    uint64_t datastack_limit; /* 3.11+: end of that chunk, 0 when unknown */
     bool holds_gil;
 };
 

@@ -34,6 +34,10 @@ struct sampled_thread {
     uint32_t profile_thread;
     bool seen;
     size_t first_span, n_spans;      /* this pass's stack reads */
+    /* Where its data stack was on the last pass: the first read of a pass
+     * takes the stack along with the thread state, from there. */
+    uint64_t last_chunk, last_top, last_limit;
+    bool read_ahead;                 /* this pass's copy came with the first read */
     /* The switch count when this thread was last seen blocked in the GIL's
      * futex, or last seen holding the GIL; UINT64_MAX when neither. */
     uint64_t waiting_since_switch;
@@ -414,17 +418,29 @@ static int grow_pass(struct sampler *s, size_t n)
  * thread state seen on the last pass, in one scattered read; then checks
  * that the list still links up the same way. Returns the number of threads,
  * or -1 when the list changed (the caller then walks it). */
+/* Room for at least need spans. */
+static int reserve_spans(struct sampler *s, size_t need)
+{
+    if (need <= s->cap_spans)
+        return 0;
+    struct target_span *grown = realloc(s->spans, need * 2 * sizeof *grown);
+    if (!grown)
+        return -1;
+    s->spans = grown;
+    s->cap_spans = need * 2;
+    return 0;
+}
+
+/* How far past last pass's top of stack the read ahead reaches: a thread
+ * that called a few functions deeper since is still covered. */
+#define READ_AHEAD_MARGIN 8192u
+
 static int read_known_threads(struct sampler *s, size_t ts_size)
 {
     const struct py_layout *L = &s->rt.layout;
     size_t n_spans = 0, need = (size_t)s->n_interps * 3 + s->n_chain * 2;
-    if (need > s->cap_spans) {
-        struct target_span *grown = realloc(s->spans, need * 2 * sizeof *grown);
-        if (!grown)
-            return -1;
-        s->spans = grown;
-        s->cap_spans = need * 2;
-    }
+    if (reserve_spans(s, need) != 0)
+        return -1;
     if (s->n_chain == 0 || grow_pass(s, s->n_chain) != 0 || L->gil_size <= 0 ||
         (size_t)L->gil_size > sizeof s->gil_bufs[0])
         return -1;
@@ -447,7 +463,32 @@ static int read_known_threads(struct sampler *s, size_t ts_size)
             s->spans[n_spans++] = (struct target_span){
                 s->chain[i].cframe + (uint64_t)L->cframe_current_frame, &s->chain[i].cframe_top, 8,
                 false};
+    /* Each thread's stack as it was last time, and the frames it had
+     * outside its chunk: when nothing moved far, this one read is the whole
+     * pass, and the stack is read at nearly the same instant as the state. */
+    for (size_t i = 0; i < s->n_chain; i++) {
+        struct sampled_thread *th = find_thread(s, s->chain[i].tstate, s->chain[i].thread_id);
+        if (!th)
+            continue;
+        th->read_ahead = false;
+        if (reserve_spans(s, n_spans + 1 + th->copy.n_visited) != 0)
+            break;
+        th->first_span = n_spans;
+        uint64_t ahead = th->last_top + READ_AHEAD_MARGIN;
+        if (th->last_limit && ahead > th->last_limit)
+            ahead = th->last_limit; /* past the chunk's end the read would fail */
+        th->n_spans = py_stack_copy_plan(&s->reader, &th->copy, th->last_chunk,
+                                         th->last_chunk ? ahead : 0, s->spans + n_spans,
+                                         s->cap_spans - n_spans);
+        n_spans += th->n_spans;
+        th->read_ahead = true;
+    }
     target_read_spans(s->target, s->spans, n_spans);
+    for (size_t i = 0; i < s->n_chain; i++) {
+        struct sampled_thread *th = find_thread(s, s->chain[i].tstate, s->chain[i].thread_id);
+        if (th && th->read_ahead)
+            py_stack_copy_commit(&th->copy, s->spans + th->first_span, th->n_spans);
+    }
     for (size_t i = 0; i < first_cframe; i++)
         if (!s->spans[i].ok)
             return -1;
@@ -561,8 +602,8 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
     s->n_chain = 0;
     if ((size_t)n_pass <= s->cap_chain) {
         for (int i = 0; i < n_pass; i++)
-            s->chain[i] = (struct chain_entry){s->pass[i].pt.tstate, s->pass[i].interp,
-                                               s->pass[i].cframe, 0, false};
+            s->chain[i] = (struct chain_entry){s->pass[i].pt.tstate, s->pass[i].pt.thread_id,
+                                               s->pass[i].interp, s->pass[i].cframe, 0, false};
         s->n_chain = (size_t)n_pass;
     }
 
@@ -574,31 +615,48 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
     for (int i = 0; i < n_pass; i++)
         s->pass[i].th = find_thread(s, s->pass[i].pt.tstate, s->pass[i].pt.thread_id);
 
-    /* Every thread's stack in one more scattered read. */
+    /* Stacks the first read did not cover (new threads, a moved or grown
+     * stack) in one more scattered read. */
     size_t n_spans = 0;
     for (int i = 0; i < n_pass; i++) {
         struct sampled_thread *th = s->pass[i].th;
         if (!th)
             continue;
-        size_t want = n_spans + 1 + th->copy.n_visited;
-        if (want > s->cap_spans) {
-            struct target_span *grown = realloc(s->spans, want * 2 * sizeof *grown);
-            if (!grown)
-                break;
-            s->spans = grown;
-            s->cap_spans = want * 2;
-        }
+        const struct py_thread *pt = &s->pass[i].pt;
+        const struct py_stack_copy *c = &th->copy;
+        bool covered = th->read_ahead && pt->datastack_chunk == th->last_chunk &&
+                       (pt->datastack_chunk == 0 ||
+                        (c->len && pt->datastack_top >= c->base &&
+                         pt->datastack_top - c->base <= c->len));
+        th->n_spans = 0;
+        if (covered)
+            continue;
+        if (reserve_spans(s, n_spans + 1 + th->copy.n_visited) != 0)
+            break;
         th->first_span = n_spans;
-        th->n_spans = py_stack_copy_plan(&s->reader, &th->copy, s->pass[i].pt.datastack_chunk,
-                                         s->pass[i].pt.datastack_top, s->spans + n_spans,
-                                         s->cap_spans - n_spans);
+        th->n_spans = th->read_ahead
+            ? py_stack_copy_plan_chunk(&s->reader, &th->copy, pt->datastack_chunk,
+                                       pt->datastack_top, s->spans + n_spans,
+                                       s->cap_spans - n_spans)
+            : py_stack_copy_plan(&s->reader, &th->copy, pt->datastack_chunk, pt->datastack_top,
+                                 s->spans + n_spans, s->cap_spans - n_spans);
         n_spans += th->n_spans;
     }
-    target_read_spans(t, s->spans, n_spans);
-    for (int i = 0; i < n_pass; i++)
-        if (s->pass[i].th)
-            py_stack_copy_commit(&s->pass[i].th->copy, s->spans + s->pass[i].th->first_span,
-                                 s->pass[i].th->n_spans);
+    if (n_spans)
+        target_read_spans(t, s->spans, n_spans);
+    for (int i = 0; i < n_pass; i++) {
+        struct sampled_thread *th = s->pass[i].th;
+        if (!th)
+            continue;
+        if (th->n_spans && th->read_ahead)
+            py_stack_copy_commit_chunk(&th->copy, s->spans + th->first_span, th->n_spans);
+        else if (th->n_spans)
+            py_stack_copy_commit(&th->copy, s->spans + th->first_span, th->n_spans);
+        th->last_chunk = s->pass[i].pt.datastack_chunk;
+        th->last_top = s->pass[i].pt.datastack_top;
+        th->last_limit = s->pass[i].pt.datastack_limit;
+        th->read_ahead = false;
+    }
 
     bool failed = false, gc_now = false;
     uint64_t holder = 0, switches = 0;

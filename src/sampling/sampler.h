@@ -20,6 +20,7 @@ struct pass_thread;
 
 struct chain_entry {
     uint64_t tstate;
+    uint64_t thread_id;
     int interp;
     uint64_t cframe;          /* 3.11/3.12: the thread's _PyCFrame last time */
     uint64_t cframe_top;      /* read with the thread state: its current_frame */
