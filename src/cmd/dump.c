@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cmd/collect.h"
+#include "cmd/cli.h"
 #include "cmd/commands.h"
 #include "output/stack_report.h"
 #include "python/locals_report.h"
@@ -51,17 +52,6 @@ static void dump_usage(FILE *out)
             "                   (searched by file name before the recorded path; repeatable)\n"
             "      --color=WHEN always, never or auto (default: auto, on a terminal)\n"
             "  -h, --help       this help\n");
-}
-
-static bool parse_pid(const char *text, pid_t *pid)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || *end || v <= 0 || v > 0x3fffffff)
-        return false;
-    *pid = (pid_t)v;
-    return true;
 }
 
 static void write_report(const struct stack_report *report, bool json, int color)
@@ -289,7 +279,7 @@ int cmd_dump(int argc, char **argv)
         return PYSCOPE_ERR_USAGE;
     }
     pid_t pid;
-    if (optind != argc - 1 || !parse_pid(argv[optind], &pid)) {
+    if (optind != argc - 1 || !cli_parse_pid(argv[optind], &pid)) {
         if (optind < argc)
             fprintf(stderr, "pyscope: invalid process id '%s'\n", argv[optind]);
         dump_usage(stderr);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cmd/cli.h"
 #include "cmd/commands.h"
 #include "output/profile_writers.h"
 #include "profile/profile.h"
@@ -108,8 +109,7 @@ int cmd_record(int argc, char **argv)
         char *end;
         switch (c) {
         case 'p':
-            pid = (pid_t)strtol(optarg, &end, 10);
-            if (*end || pid <= 0) {
+            if (!cli_parse_pid(optarg, &pid)) {
                 fprintf(stderr, "pyscope: invalid process id '%s'\n", optarg);
                 return 2;
             }
@@ -124,14 +124,9 @@ int cmd_record(int argc, char **argv)
             }
             break;
         case 'r':
-            if (strcmp(optarg, "max") == 0) {
-                opts.rate_hz = 0;
-            } else {
-                opts.rate_hz = strtod(optarg, &end);
-                if (*end || opts.rate_hz <= 0 || opts.rate_hz > 1e6) {
-                    fprintf(stderr, "pyscope: --rate takes a number of samples per second or 'max'\n");
-                    return 2;
-                }
+            if (!cli_parse_rate(optarg, 1e6, true, &opts.rate_hz)) {
+                fprintf(stderr, "pyscope: --rate takes a number of samples per second or 'max'\n");
+                return 2;
             }
             break;
         case 'd':

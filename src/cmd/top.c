@@ -11,6 +11,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "cmd/cli.h"
 #include "cmd/commands.h"
 #include "profile/profile.h"
 #include "sampling/session.h"
@@ -249,18 +250,15 @@ int cmd_top(int argc, char **argv)
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+p:r:igsh", longopts, NULL)) != -1) {
-        char *end;
         switch (c) {
         case 'p':
-            pid = (pid_t)strtol(optarg, &end, 10);
-            if (*end || pid <= 0) {
+            if (!cli_parse_pid(optarg, &pid)) {
                 fprintf(stderr, "pyscope: invalid process id '%s'\n", optarg);
                 return 2;
             }
             break;
         case 'r':
-            opts.rate_hz = strtod(optarg, &end);
-            if (*end || opts.rate_hz <= 0 || opts.rate_hz > 1e5) {
+            if (!cli_parse_rate(optarg, 1e5, false, &opts.rate_hz)) {
                 fprintf(stderr, "pyscope: --rate takes a number of samples per second\n");
                 return 2;
             }

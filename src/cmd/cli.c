@@ -1,0 +1,32 @@
+/* Parsing of the option values several subcommands take (process ids,
+ * sampling rates), so they accept and refuse the same things. */
+#include "cmd/cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool cli_parse_pid(const char *text, pid_t *pid)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v <= 0 || v > 0x3fffffff)
+        return false;
+    *pid = (pid_t)v;
+    return true;
+}
+
+bool cli_parse_rate(const char *text, double max_hz, bool allow_max, double *rate)
+{
+    if (allow_max && strcmp(text, "max") == 0) {
+        *rate = 0;
+        return true;
+    }
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || !(v > 0) || v > max_hz)
+        return false;
+    *rate = v;
+    return true;
+}

@@ -1,0 +1,13 @@
+/* Small pieces of command-line handling that several subcommands share. */
+#ifndef PYSCOPE_CMD_CLI_H
+#define PYSCOPE_CMD_CLI_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* A positive process id, the whole text and nothing else. */
+bool cli_parse_pid(const char *text, pid_t *pid);
+/* A sampling rate in Hz (0 < rate <= max_hz); "max" gives 0 when allowed. */
+bool cli_parse_rate(const char *text, double max_hz, bool allow_max, double *rate);
+
+#endif
