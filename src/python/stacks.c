@@ -188,12 +188,12 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
             error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
             goto out;
         }
-        if (snap.n_interps > 0 || opts->paused || process_gone(t->pid))
+        if (snap.n_interps > 0 || opts->paused || target_is_core(t) || process_gone(t->pid))
             break;
         usleep(10000);
         target_cache_invalidate(t);
     }
-    if (snap.n_interps == 0 && process_gone(t->pid)) {
+    if (snap.n_interps == 0 && !target_is_core(t) && process_gone(t->pid)) {
         error_set(err, PYSCOPE_ERR_EXITED, "process %d exited during the dump", (int)t->pid);
         goto out;
     }
