@@ -17,6 +17,11 @@ SRC      := $(shell find src -name '*.c' | sort)
 LIB_SRC  := $(filter-out src/main.c,$(SRC))
 OBJ      := $(LIB_SRC:%.c=build/release/%.o)
 SAN_OBJ  := $(LIB_SRC:%.c=build/asan/%.o)
+# The HTML report's page, CSS and JS, embedded into the binary as byte arrays.
+HTML_ASSETS := src/output/html/report.html src/output/html/report.css src/output/html/report.js
+HTML_ASSETS_C := build/gen/html_assets.c
+OBJ      += build/release/gen/html_assets.o
+SAN_OBJ  += build/asan/gen/html_assets.o
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=build/release/unit/%)
@@ -56,6 +61,22 @@ build/asan/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC/SAN  $<"
 	@$(CC) $(CFLAGS_COMMON) $(SAN_FLAGS) -MMD -c -o $@ $<
+
+$(HTML_ASSETS_C): $(HTML_ASSETS) tools/embed_assets.sh
+	@mkdir -p $(dir $@)
+	@echo "  EMBED   $(HTML_ASSETS)"
+	@sh tools/embed_assets.sh $@ html_asset_report_html=src/output/html/report.html \
+	  html_asset_report_css=src/output/html/report.css html_asset_report_js=src/output/html/report.js
+
+build/release/gen/html_assets.o: $(HTML_ASSETS_C) src/output/html_assets.h
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS_COMMON) $(CFLAGS) -c -o $@ $<
+
+build/asan/gen/html_assets.o: $(HTML_ASSETS_C) src/output/html_assets.h
+	@mkdir -p $(dir $@)
+	@echo "  CC/SAN  $<"
+	@$(CC) $(CFLAGS_COMMON) $(SAN_FLAGS) -c -o $@ $<
 
 build/release/unit/%: tests/unit/%.c $(UNIT_HELPERS) $(OBJ)
 	@mkdir -p $(dir $@)
