@@ -28,6 +28,9 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=build/release/unit/%)
 UNIT_SAN_BIN := $(UNIT_SRC:tests/unit/%.c=build/asan/unit/%)
 
 DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev python3-pytest patchelf
+# `make test` only: headless Chromium, which opens the HTML report in
+# tests/integration/test_html.py.
+TEST_DEB_PACKAGES = chromium
 
 # `make consumers` only: go for `go tool pprof`, node and npm for speedscope's
 # schema check; the npm packages go under build/, never into the tree.
@@ -37,7 +40,7 @@ CONSUMER_NPM      = speedscope@1.25.0 ajv@8.20.0
 CONSUMER_NODE_DIR = build/consumers/npm
 SAMPLES_DIR       = build/consumers/samples
 
-.PHONY: all asan deps unit unit-asan integration integration-asan test demo install clean \
+.PHONY: all asan deps test-deps unit unit-asan integration integration-asan test demo install clean \
         consumers consumers-deps
 
 all: pyscope
@@ -93,15 +96,23 @@ build/release/consumers/make_samples: tests/consumers/make_samples.c $(OBJ)
 	@echo "  LINK    $@"
 	@$(CC) $(CFLAGS_COMMON) $(CFLAGS) -o $@ $< $(OBJ) $(LIBS)
 
-# Installs missing Debian packages when run as root; otherwise prints the line to run.
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+# Installs the missing Debian packages of a list when run as root; otherwise
+# prints the line to run.
+define install_debs
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then echo "installing:$$missing"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null || exit 1; \
 	  else echo "pyscope needs:$$missing"; echo "run: sudo apt-get install -y$$missing"; exit 1; fi; \
 	fi
+endef
+
+deps:
+	$(call install_debs,$(DEB_PACKAGES))
+
+test-deps:
+	$(call install_debs,$(DEB_PACKAGES) $(TEST_DEB_PACKAGES))
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do $$t; done
@@ -116,7 +127,7 @@ integration-asan: build/asan/pyscope
 	PYSCOPE=$(CURDIR)/build/asan/pyscope ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 $(PYTHON_TEST) -m pytest -q tests/integration
 
-test: deps
+test: test-deps
 	$(MAKE) unit unit-asan
 	$(MAKE) integration
 	$(MAKE) integration-asan

@@ -25,6 +25,7 @@
   var N_CATS = 6;
   var CAT_LABELS = ["holding the GIL", "waiting for the GIL", "running without the GIL",
                     "idle", "unknown", "GC"];
+  var CAT_SHORT = ["holding", "waiting", "running", "idle", "unknown", "GC"];
   var CAT_COLORS = ["#2e9e44", "#d9412b", "#3a78d4", "#c4c8ce", "#9a84c9", "#f2a100"];
   /* Top to bottom inside a timeline row. */
   var CAT_STACK_ORDER = [CAT_GC, CAT_HOLD, CAT_WAIT, CAT_RUN, CAT_UNKNOWN, CAT_IDLE];
@@ -306,7 +307,7 @@
       sw2.style.background = CAT_COLORS[stateCat[s]];
       label.appendChild(box);
       label.appendChild(sw2);
-      label.appendChild(document.createTextNode(CAT_LABELS[stateCat[s]]));
+      label.appendChild(document.createTextNode(CAT_SHORT[stateCat[s]]));
       sf.appendChild(label);
     }
   }
@@ -889,6 +890,14 @@
     topFunction: topFunction,
     widestFrames: widestFrames,
     framesDrawn: function () { return flame.rects.length; },
+    flameWidth: function () { return flame.width; },
+    selection: function () { return selection ? [selection[0] * binSeconds, selection[1] * binSeconds] : null; },
+    /* Where the timeline's rows are, in CSS pixels of the viewport. */
+    timelineGeometry: function () {
+      var r = tlOverlay.getBoundingClientRect();
+      return { left: r.left, top: r.top, labelWidth: LABEL_W, plotWidth: tl.plotW, axisHeight: AXIS_H,
+               rowHeight: rowH, rowGap: rowGap, viewSeconds: [view[0] * binSeconds, view[1] * binSeconds] };
+    },
     timelineRows: function () { return tl.rowsDrawn; },
     flameTotal: function () { return totalW[0]; },
     select: function (t0, t1) { setSelection(t0 === null ? null : [clampBin(t0 / binSeconds), clampBin(t1 / binSeconds)]); },
