@@ -17,10 +17,17 @@
 /* Aim for about this many time bins over the recording; a bin is never
  * shorter than the sampling period, so a short recording keeps one bin per
  * sample. */
-#define TARGET_BINS 2000
-/* Integers of timeline data above which the bins are made twice as long and
- * the timeline built again: about 12 MB of JSON at worst. */
-#define TIMELINE_INT_BUDGET 2500000
+#define TARGET_BINS 4000
+/* Integers of timeline data above which the bins are made half as long
+ * again and the timeline built again: about 12 MB of JSON at worst. */
+#define TIMELINE_INT_BUDGET 2400000
+/* At most this many stack prefixes, and this many (thread, prefix, state)
+ * counts: past them the rarest prefixes are cut off and their samples shown
+ * at their nearest kept caller. Only recordings with hundreds of thousands
+ * of distinct stacks come near. With the timeline's budget, this keeps the
+ * file under about 17 MB. */
+#define NODE_BUDGET 200000
+#define COUNT_BUDGET 200000
 /* Never fewer bins than this, whatever the budget says: below it the
  * timeline stops being one. */
 #define MIN_BINS 100
@@ -395,9 +402,9 @@ static int timeline_build(struct timeline *tl)
         }
         if (tl->failed)
             return -1;
-        if (!tl->over_budget || tl->n_bins / 2 < MIN_BINS)
+        if (!tl->over_budget || tl->n_bins * 2 / 3 < MIN_BINS)
             return 0;
-        q = tl->bin_ns * 2;
+        q = tl->bin_ns + tl->bin_ns / 2;
     }
 }
 
@@ -433,6 +440,8 @@ static void write_node(struct json_writer *w, uint32_t node)
         json_uint(w, node);
 }
 
+struct count_row;
+
 struct html_data {
     const struct profile *p;
     const struct profile_write_options *o;
@@ -441,9 +450,123 @@ struct html_data {
     uint32_t *frame_fn, *frame_file;
     struct trie trie;
     uint32_t *stack_node;
+    bool *stack_moved;              /* its deepest prefixes were pruned */
+    struct count_row *counts;       /* merged by (thread, node, state) */
+    size_t n_counts;
+    uint64_t pruned_nodes, pruned_samples;
     struct kinds kinds;
     struct timeline tl;
 };
+
+static int by_total_desc(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Keeps at most budget prefixes, the ones with the most samples (a parent
+ * has at least its children's, so what is kept is a tree), and points every
+ * stack at its deepest kept prefix. */
+static int prune_tree(struct html_data *d, size_t budget)
+{
+    const struct profile *p = d->p;
+    struct trie *t = &d->trie;
+    size_t n = t->parent.n;
+    if (n <= budget)
+        return 0;
+    uint64_t *total = calloc(n, sizeof *total);
+    uint64_t *sorted = malloc(n * sizeof *sorted);
+    uint32_t *new_id = malloc(n * sizeof *new_id);
+    if (!total || !sorted || !new_id) {
+        free(total);
+        free(sorted);
+        free(new_id);
+        return -1;
+    }
+    for (size_t i = 0; i < p->n_counts; i++) {
+        const struct profile_count *c = &p->counts[i];
+        if (c->stack < p->n_stacks && d->stack_node[c->stack] != NONE_ID)
+            total[d->stack_node[c->stack]] += c->samples;
+    }
+    for (size_t i = n; i-- > 0;)
+        if (t->parent.v[i] != NONE_ID)
+            total[t->parent.v[i]] += total[i];
+    memcpy(sorted, total, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, by_total_desc);
+    /* Keep totals above the budget-th largest (ties all go), and never a
+     * prefix without samples. */
+    uint64_t keep_above = sorted[budget];
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t parent = t->parent.v[i];
+        /* A parent has at least its children's samples: it was kept first. */
+        if (total[i] > keep_above) {
+            t->parent.v[kept] = parent == NONE_ID ? NONE_ID : new_id[parent];
+            t->frame.v[kept] = t->frame.v[i];
+            new_id[i] = (uint32_t)kept++;
+        } else {
+            new_id[i] = parent == NONE_ID ? NONE_ID : new_id[parent];
+            d->pruned_nodes++;
+        }
+    }
+    t->parent.n = t->frame.n = kept;
+    for (size_t i = 0; i < p->n_stacks; i++) {
+        uint32_t node = d->stack_node[i];
+        if (node == NONE_ID)
+            continue;
+        if (total[node] <= keep_above)
+            d->stack_moved[i] = true;
+        d->stack_node[i] = new_id[node];
+    }
+    free(total);
+    free(sorted);
+    free(new_id);
+    return 0;
+}
+
+struct count_row {
+    uint32_t thread, node;
+    uint8_t state;
+    uint64_t samples;
+};
+
+static int by_count_key(const void *a, const void *b)
+{
+    const struct count_row *x = a, *y = b;
+    if (x->thread != y->thread)
+        return x->thread < y->thread ? -1 : 1;
+    if (x->node != y->node)
+        return x->node < y->node ? -1 : 1;
+    return (x->state > y->state) - (x->state < y->state);
+}
+
+/* The profile's counts by (thread, node, state): stacks that differ only in
+ * what was pruned away become one. In thread, node, state order. */
+static int merge_counts(struct html_data *d)
+{
+    const struct profile *p = d->p;
+    free(d->counts);
+    d->counts = malloc((p->n_counts ? p->n_counts : 1) * sizeof *d->counts);
+    if (!d->counts)
+        return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < p->n_counts; i++) {
+        const struct profile_count *c = &p->counts[i];
+        if (c->thread >= p->n_threads || c->stack >= p->n_stacks)
+            continue;
+        d->counts[n++] = (struct count_row){c->thread, d->stack_node[c->stack], c->state, c->samples};
+    }
+    qsort(d->counts, n, sizeof *d->counts, by_count_key);
+    size_t merged = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (merged && by_count_key(&d->counts[merged - 1], &d->counts[i]) == 0)
+            d->counts[merged - 1].samples += d->counts[i].samples;
+        else
+            d->counts[merged++] = d->counts[i];
+    }
+    d->n_counts = merged;
+    return 0;
+}
 
 static int build(struct html_data *d)
 {
@@ -454,9 +577,11 @@ static int build(struct html_data *d)
     d->frame_fn = malloc(nf * sizeof *d->frame_fn);
     d->frame_file = malloc(nf * sizeof *d->frame_file);
     d->stack_node = malloc((p->n_stacks ? p->n_stacks : 1) * sizeof *d->stack_node);
+    d->stack_moved = calloc(p->n_stacks ? p->n_stacks : 1, sizeof *d->stack_moved);
     d->kinds.by_key = calloc(KIND_KEYS, sizeof *d->kinds.by_key);
     d->tl.threads = calloc(p->n_threads ? p->n_threads : 1, sizeof *d->tl.threads);
-    if (!d->frame_fn || !d->frame_file || !d->stack_node || !d->kinds.by_key || !d->tl.threads)
+    if (!d->frame_fn || !d->frame_file || !d->stack_node || !d->stack_moved || !d->kinds.by_key ||
+        !d->tl.threads)
         return -1;
     for (size_t i = 0; i < p->n_frames; i++) {
         d->frame_fn[i] = string_id(&d->strings, p->frames[i].function);
@@ -477,6 +602,16 @@ static int build(struct html_data *d)
         }
         d->stack_node[i] = node;
     }
+    /* Fewer prefixes make fewer counts; halve until both fit. */
+    for (size_t budget = NODE_BUDGET;; budget /= 2) {
+        if (prune_tree(d, budget) != 0 || merge_counts(d) != 0)
+            return -1;
+        if (d->n_counts <= COUNT_BUDGET || budget < 1000)
+            break;
+    }
+    for (size_t i = 0; i < p->n_counts; i++)
+        if (p->counts[i].stack < p->n_stacks && d->stack_moved[p->counts[i].stack])
+            d->pruned_samples += p->counts[i].samples;
     d->tl.p = p;
     d->tl.stack_node = d->stack_node;
     d->tl.kinds = &d->kinds;
@@ -495,6 +630,8 @@ static void free_data(struct html_data *d)
     free(d->trie.frame.v);
     idtable_free(&d->trie.index);
     free(d->stack_node);
+    free(d->stack_moved);
+    free(d->counts);
     free(d->kinds.by_key);
     if (d->tl.threads) {
         timeline_reset(&d->tl);
@@ -570,16 +707,18 @@ static void write_data(struct json_writer *w, struct html_data *d)
     /* [thread, node, state, samples] per count, flattened */
     json_key(w, "counts");
     json_begin_array(w);
-    for (size_t i = 0; i < p->n_counts; i++) {
-        const struct profile_count *c = &p->counts[i];
-        if (c->thread >= p->n_threads || c->stack >= p->n_stacks)
-            continue;
-        json_uint(w, c->thread);
-        write_node(w, d->stack_node[c->stack]);
-        json_uint(w, c->state);
-        json_uint(w, c->samples);
+    for (size_t i = 0; i < d->n_counts; i++) {
+        json_uint(w, d->counts[i].thread);
+        write_node(w, d->counts[i].node);
+        json_uint(w, d->counts[i].state);
+        json_uint(w, d->counts[i].samples);
     }
     json_end_array(w);
+    json_key(w, "pruned");
+    json_begin_object(w);
+    json_member_uint(w, "nodes", d->pruned_nodes);
+    json_member_uint(w, "samples", d->pruned_samples);
+    json_end_object(w);
 
     json_key(w, "timeline");
     json_begin_object(w);

@@ -225,8 +225,55 @@ static void test_long_recording(void)
     char *html = write_html(&p, NULL);
     CHECK(strlen(html) < 400000);
     char *data = data_of(html);
-    /* 2000 s / 2000 bins, rounded up to whole units */
-    CHECK(contains(data, "\"bin_ns\":1000001000,\"unit_ns\":1000001,\"bins\":2000,"));
+    /* 2000 s / 4000 bins, rounded up to whole units */
+    CHECK(contains(data, "\"bin_ns\":500001000,\"unit_ns\":500001,\"bins\":4000,"));
+    free(data);
+    free(html);
+    profile_free(&p);
+}
+
+/* More stack prefixes than the writer keeps: the rarest go, their samples
+ * shown at the nearest kept caller, and the counts merge accordingly. */
+static void test_pruning(void)
+{
+    struct profile p;
+    CHECK_EQ_INT(profile_init(&p), 0);
+    uint32_t t = profile_thread_id(&p, 1, 1);
+    uint32_t outer[500], inner[500];
+    char name[32];
+    for (int i = 0; i < 500; i++) {
+        snprintf(name, sizeof name, "outer%d", i);
+        outer[i] = profile_frame_id(&p, name, "x.py", 1, false);
+        snprintf(name, sizeof name, "inner%d", i);
+        inner[i] = profile_frame_id(&p, name, "x.py", 2, false);
+    }
+    /* 500 x 500 two-frame stacks (250500 prefixes): one sample each, five
+     * for those ending in inner0. */
+    for (int i = 0; i < 500; i++) {
+        for (int j = 0; j < 500; j++) {
+            uint32_t frames[] = {outer[i], inner[j]};
+            uint32_t s = profile_stack_id(&p, frames, 2);
+            for (int k = 0; k < (j == 0 ? 5 : 1); k++)
+                profile_add_sample(&p, t, s, PROFILE_HOLDING_GIL, false, 0);
+        }
+    }
+    p.meta.duration_ns = 10 * MS;
+    p.meta.rate_hz = 100;
+    char *html = write_html(&p, NULL);
+    char *data = data_of(html);
+    /* Kept: the 500 outer prefixes (504 samples each) and the 500 ending in
+     * inner0 (5 each); the ones with a single sample, tied at the cut, go. */
+    CHECK(contains(data, "\"pruned\":{\"nodes\":249500,\"samples\":249500}"));
+    /* outer0 (node 0) keeps 499 samples of its own; outer0>inner0 is node 1. */
+    CHECK(contains(data, "\"counts\":[0,0,0,499,0,1,0,5,0,2,0,499,0,3,0,5,"));
+    const char *nodes = strstr(data, "\"nodes\":[");
+    CHECK(nodes != NULL);
+    if (nodes) {
+        size_t commas = 0;
+        for (const char *c = nodes; *c && *c != ']'; c++)
+            commas += *c == ',';
+        CHECK_EQ_INT(commas + 1, 2 * 1000);
+    }
     free(data);
     free(html);
     profile_free(&p);
@@ -239,5 +286,6 @@ int main(void)
     test_options();
     test_no_timeline();
     test_long_recording();
+    test_pruning();
     return unit_report("test_html_writer");
 }

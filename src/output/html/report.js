@@ -811,7 +811,12 @@
     for (var s = 0; s < stateCat.length; s++) if (stateOn[s]) states.push(CAT_LABELS[stateCat[s]]);
     parts.push(states.length ? states.join(", ") : "no state selected");
     parts.push(fmtWeight(totalW[0]) + " in all");
-    $("flame-status").textContent = "Showing " + parts.join(" \u00b7 ");
+    var text = "Showing " + parts.join(" \u00b7 ");
+    if (D.pruned && D.pruned.nodes > 0) {
+      text += ". " + fmtInt(D.pruned.samples) + " samples in " + fmtInt(D.pruned.nodes) +
+              " rare stack prefixes are shown at their nearest kept caller, to keep this file small.";
+    }
+    $("flame-status").textContent = text;
   }
 
   function flameHit(x, y) {
