@@ -3,6 +3,7 @@
 #   make demo       build, start the bundled demo program and dump it
 #   make test       unit tests, integration tests, and both again under ASan+UBSan
 #   make consumers  profile output read by its real consumers (go tool pprof, speedscope's schema)
+#   make bench-html size and opening time of the HTML report of 10 minutes x 50 threads
 #   make install PREFIX=/usr/local
 
 CC      ?= gcc
@@ -41,7 +42,7 @@ CONSUMER_NODE_DIR = build/consumers/npm
 SAMPLES_DIR       = build/consumers/samples
 
 .PHONY: all asan deps test-deps unit unit-asan integration integration-asan test demo install clean \
-        consumers consumers-deps
+        consumers consumers-deps bench-html
 
 all: pyscope
 
@@ -90,6 +91,18 @@ build/asan/unit/%: tests/unit/%.c $(UNIT_HELPERS) $(SAN_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  LINK    $@"
 	@$(CC) $(CFLAGS_COMMON) $(SAN_FLAGS) -Itests/unit -o $@ $< $(UNIT_HELPERS) $(SAN_OBJ) $(LIBS)
+
+build/release/bench/bench_html: bench/bench_html.c $(OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  LINK    $@"
+	@$(CC) $(CFLAGS_COMMON) $(CFLAGS) -o $@ $< $(OBJ) $(LIBS)
+
+# A synthesized 10-minute recording of 50 threads at 100 Hz, written as HTML
+# and opened in headless Chromium (installed by make test-deps).
+bench-html: build/release/bench/bench_html
+	@mkdir -p build/bench
+	@build/release/bench/bench_html build/bench/report-600s-50threads.html 600 50
+	@$(PYTHON_TEST) bench/bench_html.py build/bench/report-600s-50threads.html
 
 build/release/consumers/make_samples: tests/consumers/make_samples.c $(OBJ)
 	@mkdir -p $(dir $@)
