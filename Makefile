@@ -4,7 +4,7 @@
 #   make test       unit tests, integration tests, and both again under ASan+UBSan
 #   make consumers  profile output read by its real consumers (go tool pprof, speedscope's schema)
 #   make bench-html size and opening time of the HTML report of 10 minutes x 50 threads
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local [PYTHON=/path/to/python]   (PYTHON: for %load_ext pyscope)
 
 CC      ?= gcc
 PREFIX  ?= /usr/local
@@ -181,11 +181,28 @@ consumers: consumers-deps build/release/consumers/make_samples
 demo: deps pyscope
 	@sh tests/demo/run_demo.sh ./pyscope
 
+# The notebook module (python/pyscope: %load_ext pyscope) goes to
+# PREFIX/share/pyscope/python, told where the binary is. With PYTHON=/path/to/python
+# a pyscope.pth in that interpreter's site-packages puts it on its sys.path;
+# otherwise set PYTHONPATH to that directory (docs/html.md).
+PYSCOPE_PYTHON_DIR = $(PREFIX)/share/pyscope/python
+
 install: pyscope
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 pyscope $(DESTDIR)$(PREFIX)/bin/pyscope
 	@if [ -f docs/pyscope.1 ]; then install -d $(DESTDIR)$(PREFIX)/share/man/man1 && \
 	  install -m 0644 docs/pyscope.1 $(DESTDIR)$(PREFIX)/share/man/man1/pyscope.1; fi
+	install -d $(DESTDIR)$(PYSCOPE_PYTHON_DIR)/pyscope
+	install -m 0644 python/pyscope/__init__.py $(DESTDIR)$(PYSCOPE_PYTHON_DIR)/pyscope/__init__.py
+	printf '# Written by make install.\nBINARY = %s\n' "'$(PREFIX)/bin/pyscope'" \
+	  >$(DESTDIR)$(PYSCOPE_PYTHON_DIR)/pyscope/_install.py
+	@if [ -n "$(PYTHON)" ]; then \
+	  site=$$("$(PYTHON)" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || exit 1; \
+	  install -d "$(DESTDIR)$$site" && echo "$(PYSCOPE_PYTHON_DIR)" >"$(DESTDIR)$$site/pyscope.pth" && \
+	  echo "notebooks: $$site/pyscope.pth puts $(PYSCOPE_PYTHON_DIR) on $(PYTHON)'s path"; \
+	else \
+	  echo "notebooks: PYTHONPATH=$(PYSCOPE_PYTHON_DIR), or make install PYTHON=/path/to/python (docs/html.md)"; \
+	fi
 
 clean:
 	rm -rf build pyscope

@@ -274,12 +274,13 @@ class Browser:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
-def screenshot(binary, url, png_path, width=1400, height=1000, timeout=120):
+def screenshot(binary, url, png_path, width=1400, height=1000, timeout=120, extra_flags=()):
     """chromium --headless --screenshot; returns its stderr (with
     --enable-logging=stderr, which shows the page's console messages)."""
     profile = tempfile.mkdtemp(prefix="pyscope-chromium-")
     try:
         argv = ([binary] + CHROMIUM_FLAGS +
+                list(extra_flags) +
                 ["--user-data-dir=" + profile, "--enable-logging=stderr", "--v=0",
                  "--window-size=%d,%d" % (width, height), "--screenshot=" + str(png_path), url])
         out = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
