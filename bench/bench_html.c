@@ -1,10 +1,6 @@
-/* Synthesizes a heavy recording through the profile API (by default 10
- * minutes at 100 Hz of 50 threads: CPU-bound threads trading the GIL every
- * sample, bursty ones, idle ones, collections) and writes its HTML report,
- * printing what went in and how long the writer took. bench_html.py opens
- * the report in headless Chromium.
- * Usage: bench_html OUT.html [SECONDS [THREADS [wild]]]; "wild" makes every
- * busy sample take any of thousands of stacks, a worst case for the data. */
+/* Synthesizes a heavy recording through the profile API (by default 10 min
+ * at 100 Hz of 50 busy, bursty and idle threads) and writes it as HTML, for
+ * bench_html.py to open in Chromium. Usage: see main(). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,7 +126,8 @@ static double now_s(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_html OUT.html [SECONDS [THREADS [wild]]]\n");
+        fprintf(stderr, "usage: bench_html OUT.html [SECONDS [THREADS [wild]]]\n"
+                        "  wild: every busy sample takes any of thousands of deep stacks\n");
         return 2;
     }
     unsigned seconds = argc > 2 ? (unsigned)atoi(argv[2]) : 600;

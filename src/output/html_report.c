@@ -1,8 +1,6 @@
-/* The html format of `pyscope record`: one self-contained file with the
- * report's page, CSS and JS (embedded at build time) and the recording as
- * compact JSON: frames, stacks as a prefix tree, exact per-thread counts, and
- * each thread's timeline aggregated into time bins sized so that the file
- * stays small however long the recording. docs/html.md describes it. */
+/* The html format of `pyscope record` (docs/html.md): the page, CSS and JS
+ * embedded at build time, plus the recording as compact JSON, with the
+ * timeline in time bins sized so that the file stays small. */
 #include <stdlib.h>
 #include <string.h>
 

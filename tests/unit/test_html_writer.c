@@ -1,7 +1,6 @@
-/* Checks the html writer on small profiles built through the profile API: one
- * self-contained page with the embedded CSS, JS and data and nothing fetched
- * from elsewhere, names from the target that cannot end the data's <script>
- * element, and the exact frames, prefix tree, counts and timeline bins. */
+/* Checks the html writer on small profiles: one self-contained page, names
+ * from the target that cannot end the data's <script>, and the exact frames,
+ * prefix tree, counts, timeline bins and pruning. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
