@@ -3,7 +3,8 @@
 #   make demo       build, start the bundled demo program and dump it
 #   make test       unit tests, integration tests, and both again under ASan+UBSan
 #   make consumers  profile output read by its real consumers (go tool pprof, speedscope's schema)
-#   make install PREFIX=/usr/local
+#   make bench-html size and opening time of the HTML report of 10 minutes x 50 threads
+#   make install PREFIX=/usr/local [PYTHON=/path/to/python]   (PYTHON: for %load_ext pyscope)
 
 CC      ?= gcc
 PREFIX  ?= /usr/local
@@ -17,6 +18,11 @@ SRC      := $(shell find src -name '*.c' | sort)
 LIB_SRC  := $(filter-out src/main.c,$(SRC))
 OBJ      := $(LIB_SRC:%.c=build/release/%.o)
 SAN_OBJ  := $(LIB_SRC:%.c=build/asan/%.o)
+# The HTML report's page, CSS and JS, embedded into the binary as byte arrays.
+HTML_ASSETS := src/output/html/report.html src/output/html/report.css src/output/html/report.js
+HTML_ASSETS_C := build/gen/html_assets.c
+OBJ      += build/release/gen/html_assets.o
+SAN_OBJ  += build/asan/gen/html_assets.o
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=build/release/unit/%)
@@ -24,6 +30,9 @@ UNIT_SAN_BIN := $(UNIT_SRC:tests/unit/%.c=build/asan/unit/%)
 
 DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev python3-pytest patchelf \
                gdb python3.11-dev python3.11-dbg clang libclang-rt-14-dev
+# `make test` only: headless Chromium, which opens the HTML report in
+# tests/integration/test_html.py.
+TEST_DEB_PACKAGES = chromium
 
 # `make consumers` only: go for `go tool pprof`, node and npm for speedscope's
 # schema check; the npm packages go under build/, never into the tree.
@@ -33,8 +42,8 @@ CONSUMER_NPM      = speedscope@1.25.0 ajv@8.20.0
 CONSUMER_NODE_DIR = build/consumers/npm
 SAMPLES_DIR       = build/consumers/samples
 
-.PHONY: all asan deps unit unit-asan integration integration-asan fuzz test demo install clean \
-        consumers consumers-deps
+.PHONY: all asan deps test-deps unit unit-asan integration integration-asan fuzz test demo install \
+        clean consumers consumers-deps bench-html
 
 all: pyscope
 
@@ -58,6 +67,22 @@ build/asan/%.o: %.c
 	@echo "  CC/SAN  $<"
 	@$(CC) $(CFLAGS_COMMON) $(SAN_FLAGS) -MMD -c -o $@ $<
 
+$(HTML_ASSETS_C): $(HTML_ASSETS) tools/embed_assets.sh
+	@mkdir -p $(dir $@)
+	@echo "  EMBED   $(HTML_ASSETS)"
+	@sh tools/embed_assets.sh $@ html_asset_report_html=src/output/html/report.html \
+	  html_asset_report_css=src/output/html/report.css html_asset_report_js=src/output/html/report.js
+
+build/release/gen/html_assets.o: $(HTML_ASSETS_C) src/output/html_assets.h
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS_COMMON) $(CFLAGS) -c -o $@ $<
+
+build/asan/gen/html_assets.o: $(HTML_ASSETS_C) src/output/html_assets.h
+	@mkdir -p $(dir $@)
+	@echo "  CC/SAN  $<"
+	@$(CC) $(CFLAGS_COMMON) $(SAN_FLAGS) -c -o $@ $<
+
 build/release/unit/%: tests/unit/%.c $(UNIT_HELPERS) $(OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  LINK    $@"
@@ -67,6 +92,18 @@ build/asan/unit/%: tests/unit/%.c $(UNIT_HELPERS) $(SAN_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  LINK    $@"
 	@$(CC) $(CFLAGS_COMMON) $(SAN_FLAGS) -Itests/unit -o $@ $< $(UNIT_HELPERS) $(SAN_OBJ) $(LIBS)
+
+build/release/bench/bench_html: bench/bench_html.c $(OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  LINK    $@"
+	@$(CC) $(CFLAGS_COMMON) $(CFLAGS) -o $@ $< $(OBJ) $(LIBS)
+
+# A synthesized 10-minute recording of 50 threads at 100 Hz, written as HTML
+# and opened in headless Chromium (installed by make test-deps).
+bench-html: build/release/bench/bench_html
+	@mkdir -p build/bench
+	@build/release/bench/bench_html build/bench/report-600s-50threads.html 600 50
+	@$(PYTHON_TEST) bench/bench_html.py build/bench/report-600s-50threads.html
 
 build/release/consumers/make_samples: tests/consumers/make_samples.c $(OBJ)
 	@mkdir -p $(dir $@)
@@ -97,15 +134,23 @@ fuzz: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 	  grep -E "^#[0-9]+.*DONE" build/fuzz/fuzz-$$t.log | tail -1; \
 	done
 
-# Installs missing Debian packages when run as root; otherwise prints the line to run.
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+# Installs the missing Debian packages of a list when run as root; otherwise
+# prints the line to run.
+define install_debs
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then echo "installing:$$missing"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null || exit 1; \
 	  else echo "pyscope needs:$$missing"; echo "run: sudo apt-get install -y$$missing"; exit 1; fi; \
 	fi
+endef
+
+deps:
+	$(call install_debs,$(DEB_PACKAGES))
+
+test-deps:
+	$(call install_debs,$(DEB_PACKAGES) $(TEST_DEB_PACKAGES))
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do $$t; done
@@ -120,7 +165,7 @@ integration-asan: build/asan/pyscope
 	PYSCOPE=$(CURDIR)/build/asan/pyscope ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 $(PYTHON_TEST) -m pytest -q tests/integration
 
-test: deps
+test: test-deps
 	$(MAKE) unit unit-asan
 	$(MAKE) fuzz
 	$(MAKE) integration
@@ -162,11 +207,28 @@ consumers: consumers-deps build/release/consumers/make_samples
 demo: deps pyscope
 	@sh tests/demo/run_demo.sh ./pyscope
 
+# The notebook module (python/pyscope: %load_ext pyscope) goes to
+# PREFIX/share/pyscope/python, told where the binary is. With PYTHON=/path/to/python
+# a pyscope.pth in that interpreter's site-packages puts it on its sys.path;
+# otherwise set PYTHONPATH to that directory (docs/html.md).
+PYSCOPE_PYTHON_DIR = $(PREFIX)/share/pyscope/python
+
 install: pyscope
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 pyscope $(DESTDIR)$(PREFIX)/bin/pyscope
 	@if [ -f docs/pyscope.1 ]; then install -d $(DESTDIR)$(PREFIX)/share/man/man1 && \
 	  install -m 0644 docs/pyscope.1 $(DESTDIR)$(PREFIX)/share/man/man1/pyscope.1; fi
+	install -d $(DESTDIR)$(PYSCOPE_PYTHON_DIR)/pyscope
+	install -m 0644 python/pyscope/__init__.py $(DESTDIR)$(PYSCOPE_PYTHON_DIR)/pyscope/__init__.py
+	printf '# Written by make install.\nBINARY = %s\n' "'$(PREFIX)/bin/pyscope'" \
+	  >$(DESTDIR)$(PYSCOPE_PYTHON_DIR)/pyscope/_install.py
+	@if [ -n "$(PYTHON)" ]; then \
+	  site=$$("$(PYTHON)" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || exit 1; \
+	  install -d "$(DESTDIR)$$site" && echo "$(PYSCOPE_PYTHON_DIR)" >"$(DESTDIR)$$site/pyscope.pth" && \
+	  echo "notebooks: $$site/pyscope.pth puts $(PYSCOPE_PYTHON_DIR) on $(PYTHON)'s path"; \
+	else \
+	  echo "notebooks: PYTHONPATH=$(PYSCOPE_PYTHON_DIR), or make install PYTHON=/path/to/python (docs/html.md)"; \
+	fi
 
 clean:
 	rm -rf build pyscope

@@ -35,7 +35,8 @@ static void record_usage(FILE *out)
             "  -p, --pid PID          sample this running process\n"
             "  -o, --output FILE      where to write the profile (default: pyscope-PID.EXT; - for stdout)\n"
             "  -f, --format FORMAT    flamegraph (collapsed stacks, default), speedscope, chrome,\n"
-            "                         pprof (gzipped profile.proto) or json\n"
+            "                         pprof (gzipped profile.proto), json, or html (a report\n"
+            "                         with a GIL timeline and a flame graph, one file)\n"
             "  -r, --rate HZ          samples per second (default 100), or 'max'\n"
             "  -d, --duration SECS    stop after this many seconds\n"
             "  -i, --idle             keep samples of idle threads (blocked in a syscall)\n"
@@ -59,6 +60,7 @@ static const struct format formats[] = {
     {"chrome", "trace.json", profile_write_chrome},
     {"pprof", "pb.gz", profile_write_pprof},
     {"json", "json", profile_write_json},
+    {"html", "html", profile_write_html},
 };
 
 static const struct format *find_format(const char *name)
@@ -119,7 +121,7 @@ int cmd_record(int argc, char **argv)
             format = find_format(optarg);
             if (!format) {
                 fprintf(stderr, "pyscope: unknown format '%s' (flamegraph, speedscope, chrome, "
-                                "pprof, json)\n", optarg);
+                                "pprof, json, html)\n", optarg);
                 return 2;
             }
             break;

@@ -45,6 +45,15 @@ int profile_write_pprof(FILE *out, const struct profile *p, const struct profile
  * the whole recording. */
 int profile_write_json(FILE *out, const struct profile *p, const struct profile_write_options *o);
 
+/* One self-contained HTML page (docs/html.md) that opens offline: a
+ * per-thread GIL timeline whose selected range filters an interactive flame
+ * graph, the per-thread summary table and the GIL hogs, with the recording's
+ * data and the page's JS and CSS inside the file. include_idle and gil_only
+ * set which states the flame graph shows when the page opens (the page can
+ * change them: the data always holds every state); thread_roots adds nothing
+ * (the page filters by thread). */
+int profile_write_html(FILE *out, const struct profile *p, const struct profile_write_options *o);
+
 /* The human-readable report printed at the end of a recording: per-thread GIL
  * table, GIL utilisation, GC, sampling statistics and the GIL hogs. */
 int profile_write_summary(FILE *out, const struct profile *p);
