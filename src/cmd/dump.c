@@ -12,6 +12,7 @@
 #include "output/stack_report.h"
 #include "python/runtime.h"
 #include "python/stacks.h"
+#include "python/waits.h"
 #include "target/pause.h"
 #include "target/process.h"
 
@@ -102,8 +103,20 @@ int cmd_dump(int argc, char **argv)
     process_cmdline(pid, report.command, sizeof report.command);
     process_exe(pid, report.executable, sizeof report.executable);
     snprintf(report.python_version, sizeof report.python_version, "%s", rt.version);
-    struct stacks_options opts = {.paused = pause, .max_retries = 3};
+    struct stacks_raw raw = {0};
+    struct stacks_options opts = {.paused = pause, .max_retries = 3, .raw = &raw};
     int rc = stacks_collect(&rt, &opts, &report, &err);
+    /* The waits are read while the threads are still stopped, so that they
+     * describe the same instant as the stacks. */
+    if (rc == 0) {
+        struct waits_ctx *waits = waits_new(&rt);
+        if (!waits || waits_analyze(waits, &report, &raw) != 0) {
+            error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
+            rc = -1;
+        }
+        waits_free(waits);
+    }
+    stacks_raw_free(&raw);
     if (pause)
         process_resume();
     if (rc != 0)

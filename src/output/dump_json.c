@@ -12,7 +12,8 @@ static void member_tid(struct json_writer *w, const char *key, const struct repo
         json_member_null(w, key);
 }
 
-static void write_thread(struct json_writer *w, const struct report_thread *th)
+static void write_thread(struct json_writer *w, const struct stack_report *report,
+                         const struct report_thread *th)
 {
     json_begin_object(w);
     if (th->tid)
@@ -29,6 +30,7 @@ static void write_thread(struct json_writer *w, const struct report_thread *th)
     json_member_bool(w, "holds_gil", th->holds_gil);
     json_member_string(w, "syscall", th->syscall);
     json_member_bool(w, "gc", th->gc);
+    wait_write_json(w, report, th);
     json_key(w, "frames");
     json_begin_array(w);
     for (size_t k = 0; k < th->n_frames; k++) {
@@ -75,7 +77,7 @@ void stack_report_write_json(FILE *out, const struct stack_report *report)
     json_key(&w, "threads");
     json_begin_array(&w);
     for (size_t i = 0; i < report->n_threads; i++)
-        write_thread(&w, &report->threads[i]);
+        write_thread(&w, report, &report->threads[i]);
     json_end_array(&w);
     json_end_object(&w);
     json_finish(&w);

@@ -100,6 +100,11 @@ void stack_report_write_text(FILE *out, const struct stack_report *report, bool 
         fprintf(out, "  ");
         thread_state_text(out, th, p);
         fputc('\n', out);
+        if (th->wait && th->wait->kind != WAIT_NONE) {
+            char waiting[1024];
+            wait_describe(report, th, waiting, sizeof waiting);
+            fprintf(out, "    %swaiting for:%s %s\n", p->yellow, p->reset, waiting);
+        }
         for (size_t k = 0; k < th->n_frames; k++) {
             const struct report_frame *f = &th->frames[k];
             if (f->line >= 0)

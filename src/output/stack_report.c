@@ -12,6 +12,7 @@ void stack_report_free(struct stack_report *report)
             free(th->frames[k].file);
         }
         free(th->frames);
+        free(th->wait);
     }
     free(report->threads);
     report->threads = NULL;

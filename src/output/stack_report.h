@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include "output/wait_report.h"
 #include "python/thread_state.h"
 
 struct report_frame {
@@ -29,6 +30,7 @@ struct report_thread {
     size_t n_frames;
     bool complete;
     char error[160];
+    struct report_wait *wait;    /* what it waits for; NULL when not analysed */
 };
 
 struct stack_report {
