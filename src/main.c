@@ -14,6 +14,7 @@ struct command {
 
 static const struct command commands[] = {
     {"dump", cmd_dump, "print every thread's Python stack, GIL and GC state"},
+    {"why", cmd_why, "explain why a process hangs: what each thread waits for, and a verdict"},
 };
 
 static void usage(FILE *out)

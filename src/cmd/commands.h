@@ -5,5 +5,6 @@
 #define PYSCOPE_VERSION "0.1.0"
 
 int cmd_dump(int argc, char **argv);
+int cmd_why(int argc, char **argv);
 
 #endif

@@ -342,6 +342,8 @@ void wait_write_json(struct json_writer *jw, const struct stack_report *report,
             json_member_uint(jw, "rx_queue", s->rx_queue);
         else
             json_member_null(jw, "rx_queue");
+        bool tcp = s->found && strncmp(s->protocol, "tcp", 3) == 0 && s->remote[0];
+        json_member_string(jw, "direction", !tcp ? NULL : s->accepted ? "incoming" : "outgoing");
         if (s->object)
             json_member_uint(jw, "object", s->object);
         else

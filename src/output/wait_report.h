@@ -61,6 +61,7 @@ struct wait_socket {
     char remote[112];
     char state[16];
     uint64_t rx_queue;
+    bool accepted;               /* TCP: accepted by a listener here (server side), not opened outwards */
     uint64_t object;             /* the Python socket object, 0 when not found */
     char reference[160];         /* how the frames name it: "self._sock" */
     int reference_frame;         /* -1 when not found */

@@ -185,9 +185,9 @@ static int globals_visit(void *vctx, uint64_t key, uint64_t value)
     return 0;
 }
 
-/* Searches what the frame in c->vars can see, nearest first: named slots,
- * value-stack slots, attributes of named slots, attributes of self's
- * attributes, globals. Returns the matching object or 0. */
+/* Searches what the frame in c->vars can see, named things first: named
+ * slots, attributes of named slots, attributes of self's attributes,
+ * globals, then value-stack slots. Returns the matching object or 0. */
 static uint64_t search_frame(struct waits_ctx *c, object_test test, void *arg, bool with_globals,
                              bool with_stack, struct found_path *path)
 {
@@ -199,11 +199,6 @@ static uint64_t search_frame(struct waits_ctx *c, object_test test, void *arg, b
             path->local = py_frame_var_name(v, i);
             return v->values[i];
         }
-    }
-    for (int i = 0; with_stack && i < v->n_stack; i++) {
-        uint64_t value = v->values[v->n_named + i];
-        if (value && test(c, value, arg))
-            return value;
     }
     static struct attr_scan scan;
     for (int i = 0; i < v->n_named; i++) {
@@ -257,6 +252,12 @@ static uint64_t search_frame(struct waits_ctx *c, object_test test, void *arg, b
             path->global_key = scan.found_key;
             return scan.found_value;
         }
+    }
+    /* Last, unnamed values: the arguments of a call in progress. */
+    for (int i = 0; with_stack && i < v->n_stack; i++) {
+        uint64_t value = v->values[v->n_named + i];
+        if (value && test(c, value, arg))
+            return value;
     }
     return 0;
 }
@@ -517,6 +518,7 @@ static bool fill_socket(struct waits_ctx *c, const struct stacks_thread_raw *raw
         text_copy(s->remote, sizeof s->remote, ps->remote);
         text_copy(s->state, sizeof s->state, ps->state);
         s->rx_queue = ps->rx_queue;
+        s->accepted = procnet_accepted(&c->net, ps);
     }
     for (size_t k = 0; k < raw->n_frames && k < REFERENCE_SEARCH_FRAMES; k++) {
         if (!read_frame_vars(c, &raw->frames[k]))
@@ -833,13 +835,15 @@ static void resolve_owner(struct waits_ctx *c, struct stack_report *report, cons
         return;
     }
     w->owner_status = WAIT_OWNER_UNKNOWN;
-    for (size_t j = 0; j < report->n_threads; j++) {
+    for (size_t j = 0; j < report->n_threads && j < raw->n_threads; j++) {
         const struct held_locks *h = held_by(c, raw, j);
+        const struct report_wait *wj = report->threads[j].wait;
+        bool acquiring = wj && wj->kind == WAIT_LOCK && wj->lock == w->lock;
         for (int k = 0; k < h->count; k++) {
             /* A thread blocked entering `with lock:` already has the
-             * block's __exit__ on its innermost frame's stack (3.8-3.10,
+             * block's __exit__ on its innermost frame's stack (3.8-3.11,
              * 3.14+): that is the acquire in progress, not a hold. */
-            if (h->locks[k] != w->lock || (j == i && h->frame[k] == 0))
+            if (h->locks[k] != w->lock || (acquiring && h->frame[k] == 0))
                 continue;
             w->owner = (int)j;
             w->owner_ident = report->threads[j].thread_id;

@@ -316,6 +316,21 @@ int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out)
     return 0;
 }
 
+int process_thread_cpu_ns(pid_t pid, pid_t tid, uint64_t *ns)
+{
+    char path[96], buf[128];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (end == buf || errno)
+        return -1;
+    *ns = v;
+    return 0;
+}
+
 int process_thread_comm(pid_t pid, pid_t tid, char *out, size_t outsize)
 {
     char path[96];

@@ -32,6 +32,9 @@ struct thread_activity {
 };
 int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out);
 
+/* CPU time the thread has run, in ns (first field of /proc/PID/task/TID/schedstat). */
+int process_thread_cpu_ns(pid_t pid, pid_t tid, uint64_t *ns);
+
 /* Reads /proc/PID/task/TID/comm (without the newline). */
 int process_thread_comm(pid_t pid, pid_t tid, char *out, size_t outsize);
 

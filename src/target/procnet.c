@@ -335,6 +335,57 @@ void procnet_table_free(struct procnet_table *table)
     memset(table, 0, sizeof *table);
 }
 
+/* Splits "1.2.3.4:80" or "[::1]:80" into a bare address and a port; an
+ * IPv4-mapped IPv6 address is reduced to its IPv4 form. */
+static bool split_address(const char *text, char *host, size_t hostsize, unsigned *port)
+{
+    const char *colon = strrchr(text, ':');
+    if (!colon || colon == text)
+        return false;
+    char *end;
+    unsigned long p = strtoul(colon + 1, &end, 10);
+    if (*end || p > 65535)
+        return false;
+    const char *start = text;
+    size_t len = (size_t)(colon - text);
+    if (*start == '[' && len >= 2 && start[len - 1] == ']') {
+        start++;
+        len -= 2;
+    }
+    static const char mapped[] = "::ffff:";
+    if (len > sizeof mapped - 1 && strncmp(start, mapped, sizeof mapped - 1) == 0 &&
+        memchr(start, '.', len)) {
+        start += sizeof mapped - 1;
+        len -= sizeof mapped - 1;
+    }
+    if (len >= hostsize)
+        return false;
+    memcpy(host, start, len);
+    host[len] = '\0';
+    *port = (unsigned)p;
+    return true;
+}
+
+bool procnet_accepted(const struct procnet_table *table, const struct procnet_socket *s)
+{
+    char host[112], listen_host[112];
+    unsigned port, listen_port;
+    if ((s->kind != PROCNET_TCP && s->kind != PROCNET_TCP6) ||
+        !split_address(s->local, host, sizeof host, &port))
+        return false;
+    for (size_t i = 0; i < table->count; i++) {
+        const struct procnet_socket *l = &table->items[i];
+        if ((l->kind != PROCNET_TCP && l->kind != PROCNET_TCP6) || strcmp(l->state, "LISTEN") != 0 ||
+            !split_address(l->local, listen_host, sizeof listen_host, &listen_port) ||
+            listen_port != port)
+            continue;
+        if (strcmp(listen_host, host) == 0 || strcmp(listen_host, "0.0.0.0") == 0 ||
+            strcmp(listen_host, "::") == 0)
+            return true;
+    }
+    return false;
+}
+
 int procnet_socket_inode(const char *link, uint64_t *inode)
 {
     static const char prefix[] = "socket:[";

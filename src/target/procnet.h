@@ -52,6 +52,10 @@ int procnet_table_load(struct procnet_table *table, pid_t pid);
 const struct procnet_socket *procnet_table_find(const struct procnet_table *table, uint64_t inode);
 void procnet_table_free(struct procnet_table *table);
 
+/* Was this TCP connection accepted from a listening socket of the table
+ * (same port, same or wildcard address), rather than opened outwards? */
+bool procnet_accepted(const struct procnet_table *table, const struct procnet_socket *s);
+
 /* The inode of a "socket:[12345]" link text; -1 for any other link. */
 int procnet_socket_inode(const char *link, uint64_t *inode);
 /* The target fds an epoll instance watches, from its fdinfo text ("tfd: N ..."

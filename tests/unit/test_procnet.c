@@ -150,6 +150,36 @@ static void test_table(void)
     CHECK_EQ_INT(table.count, 0);
 }
 
+static void test_accepted(void)
+{
+    struct procnet_table table = {0};
+    const char *tcp =
+        "  sl  local_address rem_address   st\n"
+        /* a listener on 127.0.0.1:34977, the connection it accepted, and the client end */
+        "   0: 0100007F:88A1 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0\n"
+        "   1: 0100007F:88A1 0100007F:A87E 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0 20 4 30 10 -1\n"
+        "   2: 0100007F:A87E 0100007F:88A1 01 00000000:00000000 00:00000000 00000000     0        0 3 2 0 20 0 0 11 -1\n";
+    const char *tcp6 =
+        "  sl  local_address                         remote_address                        st\n"
+        /* a wildcard IPv6 listener on port 8080 and an IPv4 client it accepted */
+        "   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4 1 0 100 0 0 10 0\n"
+        "   1: 0000000000000000FFFF00000100007F:1F90 0000000000000000FFFF00000100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 5 1 0 20 4 30 10 -1\n";
+    CHECK_EQ_INT(procnet_table_parse(&table, tcp, PROCNET_TCP), 0);
+    CHECK_EQ_INT(procnet_table_parse(&table, tcp6, PROCNET_TCP6), 0);
+    CHECK_EQ_INT(table.count, 5);
+    CHECK(procnet_accepted(&table, procnet_table_find(&table, 2)));
+    CHECK(!procnet_accepted(&table, procnet_table_find(&table, 3)));
+    CHECK(procnet_accepted(&table, procnet_table_find(&table, 5)));
+    struct procnet_socket udp;
+    CHECK_EQ_INT(procnet_parse_inet_line(
+                     "12409: 0100007F:88A1 0100007F:0009 01 00000000:00000000 00:00000000 00000000"
+                     "     0        0 368707 2 00000000ff0dfbb3 0",
+                     PROCNET_UDP, &udp),
+                 0);
+    CHECK(!procnet_accepted(&table, &udp));
+    procnet_table_free(&table);
+}
+
 static void test_links_and_epoll(void)
 {
     uint64_t inode = 0;
@@ -181,6 +211,7 @@ int main(void)
     test_tcp6_and_udp_lines();
     test_unix_lines();
     test_table();
+    test_accepted();
     test_links_and_epoll();
     return unit_report("test_procnet");
 }
