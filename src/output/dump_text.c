@@ -14,25 +14,6 @@ static const struct palette colors = {"\033[1m", "\033[2m", "\033[31m", "\033[32
                                       "\033[33m", "\033[36m", "\033[0m"};
 static const struct palette plain = {"", "", "", "", "", "", ""};
 
-/* Standard-library and installed-package paths are long and say little:
- * show them from the package root, as tracebacks readers expect. */
-static const char *short_path(const char *path)
-{
-    static const char *const markers[] = {"/site-packages/", "/dist-packages/"};
-    for (size_t i = 0; i < sizeof markers / sizeof markers[0]; i++) {
-        const char *m = strstr(path, markers[i]);
-        if (m)
-            return m + strlen(markers[i]);
-    }
-    const char *lib = strstr(path, "/lib/python");
-    if (lib) {
-        const char *slash = strchr(lib + 11, '/');
-        if (slash)
-            return slash + 1;
-    }
-    return path;
-}
-
 static void thread_label(FILE *out, const struct report_thread *th, const struct palette *p)
 {
     if (th->tid)
@@ -109,10 +90,10 @@ void stack_report_write_text(FILE *out, const struct stack_report *report, bool 
             const struct report_frame *f = &th->frames[k];
             if (f->line >= 0)
                 fprintf(out, "    %s%s%s (%s:%d)\n", p->bold, f->function, p->reset,
-                        short_path(f->file), f->line);
+                        stack_report_short_path(f->file), f->line);
             else
                 fprintf(out, "    %s%s%s (%s)\n", p->bold, f->function, p->reset,
-                        short_path(f->file));
+                        stack_report_short_path(f->file));
         }
         if (th->n_frames == 0 && th->complete)
             fprintf(out, "    %s(no Python frames)%s\n", p->dim, p->reset);

@@ -49,6 +49,10 @@ void stack_report_free(struct stack_report *report);
 const struct report_thread *stack_report_gil_holder(const struct stack_report *report);
 const struct report_thread *stack_report_gc_thread(const struct stack_report *report);
 
+/* A frame's file as the text outputs show it: standard-library and
+ * installed-package paths from the package root, others unchanged. */
+const char *stack_report_short_path(const char *path);
+
 void stack_report_write_text(FILE *out, const struct stack_report *report, bool color);
 void stack_report_write_json(FILE *out, const struct stack_report *report);
 

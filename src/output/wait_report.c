@@ -26,16 +26,6 @@ static void append_thread(char *out, size_t size, const struct report_thread *th
         text_append(out, size, " \"%s\"", th->name);
 }
 
-static void append_reference(char *out, size_t size, const struct report_thread *th,
-                             const char *reference, int frame)
-{
-    if (!reference[0])
-        return;
-    text_append(out, size, " %s", reference);
-    if (frame >= 0 && (size_t)frame < th->n_frames)
-        text_append(out, size, " (in %s)", th->frames[frame].function);
-}
-
 /* Seconds as people read them: "0.25 s", "12 s", "3600 s". */
 static void append_seconds(char *out, size_t size, const char *before, double seconds)
 {
@@ -97,8 +87,9 @@ static void describe_socket(char *out, size_t size, const struct report_thread *
         text_append(out, size, " (%s)", w->syscall);
     append_timeout(out, size, w);
     if (s->reference[0]) {
-        text_append(out, size, ";");
-        append_reference(out, size, th, s->reference, s->reference_frame);
+        text_append(out, size, "; %s", s->reference);
+        if (s->reference_frame >= 0 && (size_t)s->reference_frame < th->n_frames)
+            text_append(out, size, " in %s", th->frames[s->reference_frame].function);
     }
 }
 
@@ -132,9 +123,15 @@ void wait_describe(const struct stack_report *report, const struct report_thread
     case WAIT_LOCK:
     case WAIT_NOTIFY:
     case WAIT_JOIN:
-        text_append(out, size, "%s.%s", w->object_type, w->operation);
-        text_append(out, size, " on 0x%llx", (unsigned long long)w->object);
-        append_reference(out, size, th, w->reference, w->reference_frame);
+        text_append(out, size, "%s.%s on ", w->object_type, w->operation);
+        if (w->reference[0]) {
+            text_append(out, size, "%s (0x%llx", w->reference, (unsigned long long)w->object);
+            if (w->reference_frame >= 0 && (size_t)w->reference_frame < th->n_frames)
+                text_append(out, size, ", in %s", th->frames[w->reference_frame].function);
+            text_append(out, size, ")");
+        } else {
+            text_append(out, size, "0x%llx", (unsigned long long)w->object);
+        }
         if (w->kind == WAIT_LOCK)
             append_owner(out, size, report, w);
         if (w->kind == WAIT_JOIN) {
@@ -176,7 +173,9 @@ void wait_describe(const struct stack_report *report, const struct report_thread
             append_seconds(out, size, ", left: ", w->sleep_seconds);
         break;
     case WAIT_CHILD:
-        if (w->child > 0)
+        if (w->child > 0 && w->child_command[0])
+            text_append(out, size, "child process %d (%s) to exit", (int)w->child, w->child_command);
+        else if (w->child > 0)
             text_append(out, size, "child process %d to exit", (int)w->child);
         else
             text_append(out, size, "any child process to exit");

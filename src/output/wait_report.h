@@ -105,6 +105,7 @@ struct report_wait {
     bool sleep_upper_bound;      /* sleep_seconds is the requested length, not the time left */
     /* WAIT_CHILD */
     pid_t child;                 /* -1: any child */
+    char child_command[32];      /* its comm, "" when unknown */
     /* WAIT_IO */
     int io_fd;                   /* -1 unknown */
     char io_target[192];         /* the fd's link: a path, "pipe:[..]" */

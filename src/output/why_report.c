@@ -33,13 +33,14 @@ static void thread_label(FILE *out, const struct report_thread *th)
         fprintf(out, " \"%s\"", th->name);
 }
 
-static void thread_list(FILE *out, const struct stack_report *report, const int *list, int n)
+static void waiting_line(FILE *out, const struct stack_report *report, int index, const char *prefix)
 {
-    for (int k = 0; k < n; k++) {
-        if (k)
-            fputs(", ", out);
-        thread_label(out, &report->threads[list[k]]);
-    }
+    const struct report_thread *th = &report->threads[index];
+    char waiting[1024];
+    wait_describe(report, th, waiting, sizeof waiting);
+    fputs(prefix, out);
+    thread_label(out, th);
+    fprintf(out, ": %s\n", waiting[0] ? waiting : "(not waiting)");
 }
 
 static const char *state_text(const struct report_thread *th)
@@ -70,12 +71,16 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
             const struct why_finding *f = &why->findings[k];
             fprintf(out, "  %d. %s%s%s%s\n", k + 1, p->red, why_verdict_name(f->kind), p->reset,
                     f->kind == WHY_DEADLOCK && !f->certain ? " (probable)" : "");
-            fprintf(out, "     %s\n", f->summary);
-            if (f->n_blocked) {
-                fprintf(out, "     also stuck behind it: ");
-                thread_list(out, report, f->blocked, f->n_blocked);
-                fputc('\n', out);
-            }
+            /* A probable deadlock's holders are inferred, which only the
+             * summary says; elsewhere each thread's wait tells it all. */
+            bool summary = f->kind == WHY_GIL_BLOCKED || (f->kind == WHY_DEADLOCK && !f->certain);
+            if (summary)
+                fprintf(out, "     %s\n", f->summary);
+            else
+                for (int m = 0; m < f->n_threads; m++)
+                    waiting_line(out, report, f->threads[m], "     ");
+            for (int m = 0; m < f->n_blocked; m++)
+                waiting_line(out, report, f->blocked[m], "     stuck behind it: ");
         }
     }
 
@@ -113,7 +118,7 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
         }
         for (size_t k = 0; k < th->n_frames && k < TEXT_FRAMES; k++) {
             const struct report_frame *f = &th->frames[k];
-            fprintf(out, "    %s (%s:%d)\n", f->function, f->file, f->line);
+            fprintf(out, "    %s (%s:%d)\n", f->function, stack_report_short_path(f->file), f->line);
         }
         if (th->n_frames > TEXT_FRAMES)
             fprintf(out, "    %s... %zu more frames%s\n", p->dim, th->n_frames - TEXT_FRAMES, p->reset);

@@ -354,7 +354,7 @@ static void describe_edge(struct analysis *an, int i, char *out, size_t size)
     text_append(out, size, " waits in %s.%s on ", w->object_type, w->operation);
     append_object(out, size, w);
     if (node->owner_edges && w->owner >= 0) {
-        text_append(out, size, ", held by ");
+        text_append(out, size, " held by ");
         append_thread_name(out, size, &report->threads[w->owner]);
     } else if (node->n_releasers) {
         text_append(out, size, ", which only ");
@@ -386,7 +386,7 @@ static void deadlock_findings(struct analysis *an)
         if (!f)
             return;
         f->certain = true;
-        text_format(f->summary, sizeof f->summary, "deadlock: ");
+        f->summary[0] = '\0';
         for (int m = 0; m < n; m++) {
             add_thread(f->threads, &f->n_threads, members[m]);
             f->certain &= an->nodes[members[m]].owner_edges;
@@ -443,7 +443,6 @@ static void root_findings(struct analysis *an)
         s[0] = '\0';
         switch (f->kind) {
         case WHY_LOCK_NEVER_RELEASED:
-            text_append(s, size, "lock never released: ");
             append_object(s, size, w);
             if (w->owner_status == WAIT_OWNER_GONE)
                 text_append(s, size, " is held by thread ident 0x%llx, which has exited",
@@ -454,13 +453,11 @@ static void root_findings(struct analysis *an)
                                      "path that raised or returned before release())");
             break;
         case WHY_QUEUE_STARVED:
-            text_append(s, size, "queue starved: ");
             append_object(s, size, w);
             text_append(s, size, " has %lld item%s and no live thread can put into it",
                         (long long)w->queue_length, w->queue_length == 1 ? "" : "s");
             break;
         default:
-            text_append(s, size, "never notified: ");
             append_object(s, size, w);
             text_append(s, size, " (%s) cannot be signalled: no live thread can reach it",
                         w->operation);
@@ -542,8 +539,8 @@ static void network_finding(struct analysis *an)
     for (int m = 0; m < n; m++)
         add_thread(f->threads, &f->n_threads, threads[m]);
     text_format(f->summary, sizeof f->summary,
-                "network wait: %d of %d threads wait for data on a socket with no timeout, and "
-                "nothing else is progressing: ",
+                "%d of %d threads wait for replies on TCP connections they opened, with no "
+                "timeout, and nothing else progresses: ",
                 total, an->n);
     for (int m = 0; m < n && m < 8; m++) {
         const struct report_wait *w = wait_of(an, threads[m]);
@@ -581,7 +578,7 @@ static void gil_finding(struct analysis *an, const struct hang_snapshot *second)
         add_thread(f->threads, &f->n_threads, h);
         for (int m = 0; m < n; m++)
             add_thread(f->blocked, &f->n_blocked, waiters[m]);
-        text_format(f->summary, sizeof f->summary, "GIL held while blocked: ");
+        f->summary[0] = '\0';
         append_thread_name(f->summary, sizeof f->summary, th);
         text_append(f->summary, sizeof f->summary,
                     " holds the GIL while blocked in %s, so %d thread%s waiting for the GIL cannot run",
@@ -609,16 +606,79 @@ static int verdict_rank(enum why_verdict v)
 static int compare_findings(const void *x, const void *y)
 {
     const struct why_finding *a = x, *b = y;
-    return verdict_rank(a->kind) - verdict_rank(b->kind);
+    if (a->kind != b->kind)
+        return verdict_rank(a->kind) - verdict_rank(b->kind);
+    if (a->certain != b->certain)
+        return a->certain ? -1 : 1;
+    return a->threads[0] - b->threads[0];
 }
 
-static void conclude(struct why_report *why)
+/* One sentence for the verdict line; the findings carry the details. */
+static void headline(struct analysis *an)
 {
+    struct why_report *why = an->why;
+    const struct stack_report *report = an->first->report;
+    const struct why_finding *f = &why->findings[0];
+    char *s = why->summary;
+    size_t size = sizeof why->summary;
+    const struct report_wait *w = wait_of(an, f->threads[0]);
+    s[0] = '\0';
+    switch (f->kind) {
+    case WHY_DEADLOCK:
+        text_append(s, size, "%s between ", f->certain ? "deadlock" : "probable deadlock");
+        for (int m = 0; m < f->n_threads && m < 4; m++) {
+            if (m)
+                text_append(s, size, m + 1 == f->n_threads ? " and " : ", ");
+            append_thread_name(s, size, &report->threads[f->threads[m]]);
+        }
+        if (f->n_threads > 4)
+            text_append(s, size, " and %d more", f->n_threads - 4);
+        break;
+    case WHY_GIL_BLOCKED:
+        text_append(s, size, "%s", f->summary);
+        break;
+    case WHY_LOCK_NEVER_RELEASED:
+        text_append(s, size, "%d thread%s wait%s for ", f->n_threads, f->n_threads == 1 ? "" : "s",
+                    f->n_threads == 1 ? "s" : "");
+        append_object(s, size, w);
+        text_append(s, size, ", which nobody will release");
+        break;
+    case WHY_QUEUE_STARVED:
+        text_append(s, size, "%d thread%s wait%s forever in %s.get on ", f->n_threads,
+                    f->n_threads == 1 ? "" : "s", f->n_threads == 1 ? "s" : "", w->object_type);
+        append_object(s, size, w);
+        text_append(s, size, ", which is empty and which no live thread can feed");
+        break;
+    case WHY_NEVER_NOTIFIED:
+        text_append(s, size, "%d thread%s wait%s forever in %s.%s on ", f->n_threads,
+                    f->n_threads == 1 ? "" : "s", f->n_threads == 1 ? "s" : "", w->object_type,
+                    w->operation);
+        append_object(s, size, w);
+        text_append(s, size, ", which no live thread can signal");
+        break;
+    case WHY_NETWORK_WAIT:
+        text_append(s, size, "%d thread%s wait%s with no timeout for replies from the network, "
+                             "and nothing else progresses",
+                    f->n_threads, f->n_threads == 1 ? "" : "s", f->n_threads == 1 ? "s" : "");
+        break;
+    default:
+        break;
+    }
+    if (f->n_blocked)
+        text_append(s, size, "; %d more thread%s stuck behind it", f->n_blocked,
+                    f->n_blocked == 1 ? " is" : "s are");
+    if (why->n_findings > 1)
+        text_append(s, size, " (%d finding%s in all)", why->n_findings, why->n_findings == 1 ? "" : "s");
+}
+
+static void conclude(struct analysis *an)
+{
+    struct why_report *why = an->why;
     const struct why_progress *p = &why->progress;
     if (why->n_findings) {
         qsort(why->findings, (size_t)why->n_findings, sizeof *why->findings, compare_findings);
         why->verdict = why->findings[0].kind;
-        text_copy(why->summary, sizeof why->summary, why->findings[0].summary);
+        headline(an);
         return;
     }
     if (!p->checked) {
@@ -681,7 +741,7 @@ int hang_analyze(struct waits_ctx *ctx, const struct hang_snapshot *first,
     network_finding(&an);
     for (int i = 0; i < n; i++)
         why->threads[i].stuck = !an.nodes[i].live;
-    conclude(why);
+    conclude(&an);
     rc = 0;
 out:
     for (int k = 0; k < an.n_reach; k++)

@@ -14,6 +14,7 @@
 #include "python/code.h"
 #include "python/locals.h"
 #include "python/primitives.h"
+#include "target/process.h"
 #include "target/procnet.h"
 #include "target/syscalls.h"
 #include "util/text.h"
@@ -640,7 +641,8 @@ static void analyze_select(struct waits_ctx *c, const struct stacks_thread_raw *
     select_timeout(c, a, w);
     enum wait_timeout timeout = w->timeout;
     double seconds = w->timeout_seconds;
-    if (n == 1 && fill_socket(c, raw, fds[0], w)) {
+    bool poll_one = a->syscall_nr == NR_POLL || a->syscall_nr == NR_PPOLL;
+    if (poll_one && n == 1 && fill_socket(c, raw, fds[0], w)) {
         /* One socket polled: how CPython waits on a socket with a timeout.
          * The syscall's own timeout, not the socket's, bounds this wait. */
         w->kind = WAIT_SOCKET;
@@ -770,6 +772,9 @@ static void analyze_thread(struct waits_ctx *c, const struct report_thread *th,
         w->kind = w->uninterruptible ? WAIT_IO : WAIT_SYSCALL;
         break;
     }
+    if (w->kind == WAIT_CHILD && w->child > 0 &&
+        process_thread_comm(w->child, w->child, w->child_command, sizeof w->child_command) != 0)
+        w->child_command[0] = '\0';
 }
 
 /* ------------------------------------------------------------------------ */

@@ -326,6 +326,55 @@ def test_blocking_is_idle(interp, start_program, pyscope):
     assert 0 < threads["sleeper"]["waiting_for"]["sleep_seconds"] <= 3600
 
 
+def test_other_waits(interp, start_program, pyscope):
+    """select, epoll, poll, a child, sleep and threading waits, in dump."""
+    target = start_program(interp, "why_waits.py")
+    target.wait_asleep()
+    extra = target.report["extra"]
+    threads = by_name(dump_json(pyscope, target), target)
+    wait = {name: t["waiting_for"] for name, t in threads.items()}
+
+    select_wait = wait["selecter"]
+    assert select_wait["kind"] == "select", select_wait
+    assert select_wait["syscall"] in ("select", "pselect6")
+    assert [f["fd"] for f in select_wait["fds"]] == [extra["pipe_read"], extra["select_socket"]]
+    assert select_wait["fds"][0]["description"].startswith("pipe:[")
+    assert select_wait["fds"][1]["description"].startswith("socket unix")
+    assert select_wait["forever"] is True
+
+    epoll_wait = wait["epoller"]
+    assert epoll_wait["kind"] == "select" and epoll_wait["syscall"].startswith("epoll"), epoll_wait
+    assert [f["fd"] for f in epoll_wait["fds"]] == [extra["epoll_socket"]]
+    assert epoll_wait["forever"] is True
+
+    poll_wait = wait["poller"]
+    assert poll_wait["kind"] == "socket" and poll_wait["syscall"] in ("poll", "ppoll"), poll_wait
+    assert poll_wait["socket"]["fd"] == extra["poll_socket"]
+    assert poll_wait["socket"]["reference"] == "sock"
+    assert poll_wait["forever"] is False and poll_wait["timeout_seconds"] == 3600
+
+    child = wait["child-waiter"]
+    assert child["kind"] == "child" and child["child_pid"] == extra["child"], child
+    assert "(sleep)" in child["description"]
+
+    assert wait["sleeper"]["kind"] == "sleep"
+    assert 3000 < wait["sleeper"]["sleep_seconds"] <= 3600
+
+    for name, kind, operation, key, reference in (
+            ("semaphore-waiter", "Semaphore", "acquire", "semaphore", "sem"),
+            ("event-waiter", "Event", "wait", "event", "event"),
+            ("condition-waiter", "Condition", "wait", "condition", "cond")):
+        w = wait[name]
+        assert w["kind"] == "notify", w
+        assert w["object"]["type"] == kind and w["operation"] == operation, w
+        assert w["object"]["address"] == extra[key]
+        assert w["object"]["reference"] == reference
+    assert wait["event-waiter"]["forever"] is False
+    assert wait["event-waiter"]["timeout_seconds"] == 3600
+    assert wait["semaphore-waiter"]["forever"] is True
+    assert why_json(pyscope, target)["verdict"] == "idle"
+
+
 def test_interval_zero(interp, start_program, pyscope):
     target = start_program(interp, "why_rlock_deadlock.py")
     target.wait_asleep()
