@@ -406,6 +406,12 @@ static bool queue_like(const struct report_wait *w)
     return w->kind == WAIT_NOTIFY && w->queue_length >= 0 && strcmp(w->operation, "get") == 0;
 }
 
+/* The findings root_findings makes: one object nobody can release. */
+static bool root_kind(enum why_verdict kind)
+{
+    return kind == WHY_LOCK_NEVER_RELEASED || kind == WHY_QUEUE_STARVED || kind == WHY_NEVER_NOTIFIED;
+}
+
 static void root_findings(struct analysis *an)
 {
     const struct stack_report *report = an->first->report;
@@ -417,7 +423,7 @@ static void root_findings(struct analysis *an)
         /* One finding per object: join it if it exists. */
         struct why_finding *f = NULL;
         for (int k = 0; k < an->why->n_findings && !f; k++)
-            if (an->why->findings[k].kind != WHY_DEADLOCK && an->why->findings[k].object == w->object)
+            if (root_kind(an->why->findings[k].kind) && an->why->findings[k].object == w->object)
                 f = &an->why->findings[k];
         if (f) {
             add_thread(f->threads, &f->n_threads, i);
@@ -435,7 +441,7 @@ static void root_findings(struct analysis *an)
     /* Summaries once every waiter is counted. */
     for (int k = 0; k < an->why->n_findings; k++) {
         struct why_finding *f = &an->why->findings[k];
-        if (f->kind == WHY_DEADLOCK)
+        if (!root_kind(f->kind))
             continue;
         const struct report_wait *w = wait_of(an, f->threads[0]);
         char *s = f->summary;
@@ -641,7 +647,8 @@ static void headline(struct analysis *an)
         text_append(s, size, "%d thread%s wait%s for ", f->n_threads, f->n_threads == 1 ? "" : "s",
                     f->n_threads == 1 ? "s" : "");
         append_object(s, size, w);
-        text_append(s, size, ", which nobody will release");
+        text_append(s, size, w->owner_status == WAIT_OWNER_GONE ? ", held by a thread that has exited"
+                                                                : ", which nobody will release");
         break;
     case WHY_QUEUE_STARVED:
         text_append(s, size, "%d thread%s wait%s forever in %s.get on ", f->n_threads,

@@ -233,6 +233,44 @@ def test_rwlock_left_locked(interp, start_program, pyscope):
     assert len([f for f in doc["findings"] if f["kind"] == "deadlock"]) == 0
 
 
+def test_rlock_owner_gone(interp, start_program, pyscope):
+    target = start_program(interp, "why_orphan_rlock.py")
+    target.wait_asleep()
+    extra = target.report["extra"]
+    tid = tids(target)
+    doc = why_json(pyscope, target)
+    threads = by_name(doc, target)
+    assert doc["verdict"] == "lock_never_released", explain(doc)
+    finding = doc["findings"][0]
+    assert finding["object"] == extra["lock"]
+    assert finding_tids(finding) == [tid["waiter"]]
+    check_lock_wait(interp, threads["waiter"], extra["lock"], "lock", "wait_for", "RLock")
+    owner = threads["waiter"]["waiting_for"]["owner"]
+    assert owner == {"status": "gone", "source": "recorded", "tid": None,
+                     "thread_id": extra["owner_ident"], "name": None}, owner
+
+
+def test_gil_held_while_blocked(interp, start_program, pyscope):
+    target = start_program(interp, "why_gil.py")
+    tid = tids(target)
+    target.wait_in_syscall(tid["gil-holder"], {34})  # pause
+    doc = why_json(pyscope, target)
+    threads = by_name(doc, target)
+    assert doc["verdict"] == "gil_held_while_blocked", explain(doc)
+    finding = doc["findings"][0]
+    assert finding_tids(finding) == [tid["gil-holder"]]
+    spinners = sorted([tid["spinner-0"], tid["spinner-1"]])
+    assert finding_tids(finding, "blocked_threads") == spinners, explain(doc)
+    holder = threads["gil-holder"]
+    assert holder["holds_gil"] is True and holder["syscall"] == "pause"
+    assert doc["gil"]["holder_tid"] == tid["gil-holder"]
+    for name in ("spinner-0", "spinner-1"):
+        wait = threads[name]["waiting_for"]
+        assert wait["kind"] == "gil", wait
+        assert wait["gil_holder"]["tid"] == tid["gil-holder"]
+    assert doc["progress"]["gil_switches"] == 0
+
+
 def test_queue_starved(interp, start_program, pyscope):
     target = start_program(interp, "why_queue.py")
     target.wait_asleep()
