@@ -403,7 +403,9 @@ static void deadlock_findings(struct analysis *an)
 
 static bool queue_like(const struct report_wait *w)
 {
-    return w->kind == WAIT_NOTIFY && w->queue_length >= 0 && strcmp(w->operation, "get") == 0;
+    size_t len = strlen(w->object_type);
+    return w->kind == WAIT_NOTIFY && strcmp(w->operation, "get") == 0 &&
+           (w->queue_length >= 0 || (len >= 5 && strcmp(w->object_type + len - 5, "Queue") == 0));
 }
 
 /* The findings root_findings makes: one object nobody can release. */
@@ -460,8 +462,10 @@ static void root_findings(struct analysis *an)
             break;
         case WHY_QUEUE_STARVED:
             append_object(s, size, w);
-            text_append(s, size, " has %lld item%s and no live thread can put into it",
-                        (long long)w->queue_length, w->queue_length == 1 ? "" : "s");
+            if (w->queue_length >= 0)
+                text_append(s, size, " has %lld item%s and", (long long)w->queue_length,
+                            w->queue_length == 1 ? "" : "s");
+            text_append(s, size, " no live thread can put into it");
             break;
         default:
             append_object(s, size, w);

@@ -13,6 +13,10 @@
  *     +24 owner ident, +32 count.
  *   _thread.RLock, basicsize 40 (3.14, 3.15): +16 PyMutex, +24 owner ident,
  *     +32 extra recursion levels (0 when held once).
+ *   _queue.SimpleQueue, basicsize 56 (3.8-3.12): +16 sem_t* that get() sleeps
+ *     on, +32 list of items, +40 index of the first item not taken yet.
+ *   _queue.SimpleQueue, basicsize 72 (3.13+): get() parks on an address
+ *     inside the object (+16).
  *   socket: +16 int fd, +20 family, +24 type, +28 proto, +32 errorhandler,
  *     +40 sock_timeout in ns (negative: blocking without timeout). */
 #include "python/primitives.h"
@@ -133,6 +137,37 @@ bool py_lock_matches_wait(const struct py_lock *lock, const struct py_futex_wait
     if (lock->impl == PY_LOCK_PYMUTEX)
         return wait->parked_on == lock->wait_key;
     return false;
+}
+
+#define SIMPLE_QUEUE_SEM_SIZE 56
+#define SIMPLE_QUEUE_LIST 32
+#define SIMPLE_QUEUE_POSITION 40
+
+bool py_simple_queue_matches_wait(struct py_reader *r, uint64_t obj, const struct py_futex_wait *wait)
+{
+    int64_t size;
+    if (!py_is_type(r, obj, "_queue.SimpleQueue") || type_basicsize(r, obj, &size) != 0 || size <= 0 ||
+        size > 4096)
+        return false;
+    if (size == SIMPLE_QUEUE_SEM_SIZE) {
+        uint64_t sem;
+        return target_read_u64(r->t, obj + LOCK_FIELD, &sem) == 0 && sem && sem == wait->uaddr;
+    }
+    return wait->parked_on >= obj && wait->parked_on < obj + (uint64_t)size;
+}
+
+int py_simple_queue_length(struct py_reader *r, uint64_t obj, int64_t *length)
+{
+    int64_t size, position, items;
+    uint64_t list;
+    if (!py_is_type(r, obj, "_queue.SimpleQueue") || type_basicsize(r, obj, &size) != 0 ||
+        size != SIMPLE_QUEUE_SEM_SIZE ||
+        target_read_u64(r->t, obj + SIMPLE_QUEUE_LIST, &list) != 0 ||
+        target_read(r->t, obj + SIMPLE_QUEUE_POSITION, &position, sizeof position) != 0 ||
+        py_sequence_length(r, list, &items) != 0 || position < 0 || position > items)
+        return -1;
+    *length = items - position;
+    return 0;
 }
 
 bool py_type_is_or_inherits(struct py_reader *r, uint64_t obj, const char *name)

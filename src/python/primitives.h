@@ -40,6 +40,12 @@ struct py_futex_wait {
 void py_futex_wait_read(struct py_reader *r, uint64_t uaddr, struct py_futex_wait *out);
 bool py_lock_matches_wait(const struct py_lock *lock, const struct py_futex_wait *wait);
 
+/* queue.SimpleQueue (the C _queue.SimpleQueue): does a thread blocked in
+ * futex wait on this queue's get()? */
+bool py_simple_queue_matches_wait(struct py_reader *r, uint64_t obj, const struct py_futex_wait *wait);
+/* Its number of items; -1 where the layout is not known (3.13+). */
+int py_simple_queue_length(struct py_reader *r, uint64_t obj, int64_t *length);
+
 /* A socket.socket / _socket.socket object. */
 struct py_socket {
     uint64_t obj;

@@ -27,7 +27,9 @@
 #define ATTRS_PER_OBJECT 64
 #define GLOBALS_PER_DICT 4096
 #define MAX_HELD 16
-#define REACH_CACHE 64
+#define REACH_GLOBALS_PER_THREAD 32
+#define REACH_CONTAINER_ITEMS 256
+#define REACH_SET_MAX (1u << 20)
 
 #define NR_READ 0
 #define NR_WRITE 1
@@ -63,9 +65,23 @@ struct held_locks {
     bool done;
 };
 
-struct reach_entry {
-    uint64_t dict, obj;
-    bool reaches;
+/* A sorted set of object addresses. */
+struct obj_set {
+    uint64_t *items;
+    size_t count, capacity;
+};
+
+/* What one thread's frames can reach, and the globals dicts they use. */
+struct thread_reach {
+    bool done;
+    struct obj_set objects;
+    uint64_t globals[REACH_GLOBALS_PER_THREAD];
+    int n_globals;
+};
+
+struct globals_reach {
+    uint64_t dict;
+    struct obj_set objects;
 };
 
 struct waits_ctx {
@@ -77,8 +93,10 @@ struct waits_ctx {
     struct procnet_table net;
     struct held_locks *held;          /* per thread, computed on demand */
     size_t n_held;
-    struct reach_entry reach[REACH_CACHE];
-    int n_reach;
+    struct thread_reach *reach;       /* per thread, computed on demand */
+    size_t n_reach;
+    struct globals_reach *globals;    /* per module globals dict */
+    int n_globals, cap_globals;
 };
 
 struct waits_ctx *waits_new(struct py_runtime *rt)
@@ -91,6 +109,20 @@ struct waits_ctx *waits_new(struct py_runtime *rt)
     return c;
 }
 
+static void reach_free(struct waits_ctx *c)
+{
+    for (size_t i = 0; c->reach && i < c->n_reach; i++)
+        free(c->reach[i].objects.items);
+    free(c->reach);
+    for (int k = 0; k < c->n_globals; k++)
+        free(c->globals[k].objects.items);
+    free(c->globals);
+    c->reach = NULL;
+    c->globals = NULL;
+    c->n_reach = 0;
+    c->n_globals = c->cap_globals = 0;
+}
+
 void waits_free(struct waits_ctx *c)
 {
     if (!c)
@@ -99,6 +131,7 @@ void waits_free(struct waits_ctx *c)
     py_vars_cache_clear(&c->vars_cache);
     procnet_table_free(&c->net);
     free(c->held);
+    reach_free(c);
     free(c);
 }
 
@@ -291,12 +324,16 @@ static bool read_frame_vars(struct waits_ctx *c, const struct py_frame *f)
 /* ------------------------------------------------------------------------ */
 /* Locks and the primitives built on them */
 
+/* A lock, or a C SimpleQueue, whose sleeping address is the futex's. */
 static bool matches_futex(struct waits_ctx *c, uint64_t obj, void *arg)
 {
     const struct py_futex_wait *wait = arg;
     const char *name;
-    if (py_type_of(&c->reader, obj, NULL, &name) != 0 ||
-        (strcmp(name, "_thread.lock") != 0 && strcmp(name, "_thread.RLock") != 0))
+    if (py_type_of(&c->reader, obj, NULL, &name) != 0)
+        return false;
+    if (strcmp(name, "_queue.SimpleQueue") == 0)
+        return py_simple_queue_matches_wait(&c->reader, obj, wait);
+    if (strcmp(name, "_thread.lock") != 0 && strcmp(name, "_thread.RLock") != 0)
         return false;
     struct py_lock lock;
     return py_lock_read(&c->reader, obj, &lock) == 0 && py_lock_matches_wait(&lock, wait);
@@ -316,10 +353,21 @@ static bool ends_with(const char *s, const char *suffix)
     return ls >= lf && strcmp(s + ls - lf, suffix) == 0;
 }
 
+/* A frame of the standard library's blocking calls: the methods of
+ * threading, queue and concurrent.futures objects that wait. Thread.run
+ * and the like are not: a C callable they run may be what blocks. */
 static bool library_frame(const struct py_code *code)
 {
+    static const char *const waiting[] = {"wait", "wait_for", "acquire", "__enter__", "get", "put",
+                                          "join", "_wait_for_tstate_lock", "result", "exception",
+                                          "_wait", "_enter", "_acquire_restore"};
+    bool library = false;
     for (size_t i = 0; i < sizeof path_suffix_library / sizeof path_suffix_library[0]; i++)
-        if (ends_with(code->filename, path_suffix_library[i]))
+        library |= ends_with(code->filename, path_suffix_library[i]);
+    if (!library)
+        return false;
+    for (size_t i = 0; i < sizeof waiting / sizeof waiting[0]; i++)
+        if (strcmp(code->name, waiting[i]) == 0)
             return true;
     return false;
 }
@@ -388,6 +436,19 @@ static void analyze_futex(struct waits_ctx *c, const struct stacks_thread_raw *r
             lock_frame = (int)k;
             path_text(c, &path, lock_reference, sizeof lock_reference);
         }
+    }
+    if (lock && py_is_type(r, lock, "_queue.SimpleQueue")) {
+        /* SimpleQueue.get is a C method: no Python frame names it. */
+        w->kind = WAIT_NOTIFY;
+        w->object = lock;
+        text_copy(w->object_type, sizeof w->object_type, "SimpleQueue");
+        text_copy(w->operation, sizeof w->operation, "get");
+        text_copy(w->reference, sizeof w->reference, lock_reference);
+        w->reference_frame = lock_reference[0] ? lock_frame : -1;
+        int64_t length;
+        if (py_simple_queue_length(r, lock, &length) == 0)
+            w->queue_length = length;
+        return;
     }
     if (lock) {
         struct py_lock state;
@@ -862,10 +923,12 @@ static void resolve_owner(struct waits_ctx *c, struct stack_report *report, cons
 int waits_analyze(struct waits_ctx *c, struct stack_report *report, const struct stacks_raw *raw)
 {
     free(c->held);
+    reach_free(c);
     c->n_held = raw->n_threads;
     c->held = calloc(raw->n_threads ? raw->n_threads : 1, sizeof *c->held);
-    c->n_reach = 0;
-    if (!c->held)
+    c->n_reach = raw->n_threads;
+    c->reach = calloc(raw->n_threads ? raw->n_threads : 1, sizeof *c->reach);
+    if (!c->held || !c->reach)
         return -1;
     int gil_holder = -1;
     for (size_t i = 0; i < report->n_threads; i++)
@@ -909,46 +972,159 @@ int waits_analyze(struct waits_ctx *c, struct stack_report *report, const struct
     return 0;
 }
 
-static bool reaches_in_frame_locals(struct waits_ctx *c, uint64_t obj)
+/* ------------------------------------------------------------------------ */
+/* Reachability: which objects a thread's frames can get at */
+
+static void set_add(struct obj_set *set, uint64_t obj)
 {
-    struct found_path path;
-    return search_frame(c, is_object, &obj, false, true, &path) != 0;
+    if (!obj || set->count >= REACH_SET_MAX)
+        return;
+    if (set->count == set->capacity) {
+        size_t capacity = set->capacity ? set->capacity * 2 : 256;
+        uint64_t *items = realloc(set->items, capacity * sizeof *items);
+        if (!items)
+            return;
+        set->items = items;
+        set->capacity = capacity;
+    }
+    set->items[set->count++] = obj;
+}
+
+static int compare_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static void set_finish(struct obj_set *set)
+{
+    if (set->count)
+        qsort(set->items, set->count, sizeof *set->items, compare_u64);
+}
+
+static bool set_has(const struct obj_set *set, uint64_t obj)
+{
+    return set->count && bsearch(&obj, set->items, set->count, sizeof obj, compare_u64) != NULL;
+}
+
+struct collect_ctx {
+    struct waits_ctx *c;
+    struct obj_set *set;
+    int depth;
+};
+
+static void collect_value(struct waits_ctx *c, struct obj_set *set, uint64_t value, int depth);
+
+static int collect_visit(void *vctx, uint64_t key, uint64_t value)
+{
+    struct collect_ctx *ctx = vctx;
+    (void)key;
+    collect_value(ctx->c, ctx->set, value, ctx->depth);
+    return 0;
+}
+
+/* The items of a list, tuple or dict (values), one level. */
+static void collect_items(struct waits_ctx *c, struct obj_set *set, uint64_t container, const char *type)
+{
+    struct py_reader *r = &c->reader;
+    if (strcmp(type, "dict") == 0) {
+        struct collect_ctx ctx = {c, set, -1};
+        py_dict_items(r, container, REACH_CONTAINER_ITEMS, collect_visit, &ctx);
+        return;
+    }
+    int64_t n;
+    uint64_t items = container + (uint64_t)r->L->tuple_items;
+    if (py_sequence_length(r, container, &n) != 0)
+        return;
+    if (strcmp(type, "list") == 0 &&
+        target_read_u64(r->t, container + (uint64_t)r->L->list_items, &items) != 0)
+        return;
+    if (n > REACH_CONTAINER_ITEMS)
+        n = REACH_CONTAINER_ITEMS;
+    uint64_t values[REACH_CONTAINER_ITEMS];
+    if (n > 0 && target_read(r->t, items, values, (size_t)n * 8) == 0)
+        for (int64_t i = 0; i < n; i++)
+            set_add(set, values[i]);
+}
+
+/* Adds value, the items of a container value, and (depth > 0) the
+ * attributes of an instance, recursively to depth. */
+static void collect_value(struct waits_ctx *c, struct obj_set *set, uint64_t value, int depth)
+{
+    const char *type;
+    if (!value)
+        return;
+    set_add(set, value);
+    if (depth < 0 || py_type_of(&c->reader, value, NULL, &type) != 0)
+        return;
+    if (strcmp(type, "list") == 0 || strcmp(type, "tuple") == 0 || strcmp(type, "dict") == 0) {
+        collect_items(c, set, value, type);
+        return;
+    }
+    if (depth == 0 || plain_value(&c->reader, value))
+        return;
+    struct collect_ctx ctx = {c, set, depth - 1};
+    py_attr_items(&c->reader, value, ATTRS_PER_OBJECT, collect_visit, &ctx);
+}
+
+static const struct obj_set *globals_reach(struct waits_ctx *c, uint64_t dict)
+{
+    for (int k = 0; k < c->n_globals; k++)
+        if (c->globals[k].dict == dict)
+            return &c->globals[k].objects;
+    if (c->n_globals == c->cap_globals) {
+        int capacity = c->cap_globals ? c->cap_globals * 2 : 16;
+        struct globals_reach *more = realloc(c->globals, sizeof *more * (size_t)capacity);
+        if (!more)
+            return NULL;
+        c->globals = more;
+        c->cap_globals = capacity;
+    }
+    struct globals_reach *g = &c->globals[c->n_globals++];
+    memset(g, 0, sizeof *g);
+    g->dict = dict;
+    /* Module globals and, one level down, the attributes of the instances
+     * they hold (a module-level executor's work queue, say). */
+    struct collect_ctx ctx = {c, &g->objects, 1};
+    py_dict_items(&c->reader, dict, GLOBALS_PER_DICT, collect_visit, &ctx);
+    set_finish(&g->objects);
+    return &g->objects;
+}
+
+static void thread_reach_build(struct waits_ctx *c, const struct stacks_thread_raw *t, struct thread_reach *tr)
+{
+    tr->done = true;
+    for (size_t k = 0; k < t->n_frames && k < REACH_SEARCH_FRAMES; k++) {
+        if (!read_frame_vars(c, &t->frames[k]))
+            continue;
+        const struct py_frame_vars *v = &c->vars;
+        for (int i = 0; i < v->n_named; i++) {
+            const char *name = py_frame_var_name(v, i);
+            collect_value(c, &tr->objects, v->values[i], name && strcmp(name, "self") == 0 ? 2 : 1);
+        }
+        for (int i = 0; i < v->n_stack; i++)
+            set_add(&tr->objects, v->values[v->n_named + i]);
+        bool known = false;
+        for (int g = 0; g < tr->n_globals && !known; g++)
+            known = tr->globals[g] == v->globals;
+        if (v->globals && !known && tr->n_globals < REACH_GLOBALS_PER_THREAD)
+            tr->globals[tr->n_globals++] = v->globals;
+    }
+    set_finish(&tr->objects);
 }
 
 bool waits_thread_reaches(struct waits_ctx *c, const struct stacks_raw *raw, size_t index, uint64_t obj)
 {
-    if (index >= raw->n_threads)
+    if (index >= raw->n_threads || index >= c->n_reach)
         return false;
-    const struct stacks_thread_raw *t = &raw->threads[index];
-    for (size_t k = 0; k < t->n_frames && k < REACH_SEARCH_FRAMES; k++) {
-        if (!read_frame_vars(c, &t->frames[k]))
-            continue;
-        if (reaches_in_frame_locals(c, obj))
-            return true;
-        uint64_t globals = c->vars.globals;
-        if (!globals)
-            continue;
-        /* Module globals are shared by every thread running that module's
-         * code: look each dict up once per object. */
-        int hit = -1;
-        for (int e = 0; e < c->n_reach && hit < 0; e++)
-            if (c->reach[e].dict == globals && c->reach[e].obj == obj)
-                hit = e;
-        bool found;
-        if (hit >= 0) {
-            found = c->reach[hit].reaches;
-        } else {
-            struct attr_scan scan;
-            memset(&scan, 0, sizeof scan);
-            scan.c = c;
-            scan.test = is_object;
-            scan.arg = &obj;
-            py_dict_items(&c->reader, globals, GLOBALS_PER_DICT, globals_visit, &scan);
-            found = scan.found_value != 0;
-            if (c->n_reach < REACH_CACHE)
-                c->reach[c->n_reach++] = (struct reach_entry){globals, obj, found};
-        }
-        if (found)
+    struct thread_reach *tr = &c->reach[index];
+    if (!tr->done)
+        thread_reach_build(c, &raw->threads[index], tr);
+    if (set_has(&tr->objects, obj))
+        return true;
+    for (int g = 0; g < tr->n_globals; g++) {
+        const struct obj_set *set = globals_reach(c, tr->globals[g]);
+        if (set && set_has(set, obj))
             return true;
     }
     return false;

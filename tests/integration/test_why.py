@@ -413,6 +413,27 @@ def test_other_waits(interp, start_program, pyscope):
     assert why_json(pyscope, target)["verdict"] == "idle"
 
 
+def test_idle_pool_is_not_hung(interp, start_program, pyscope):
+    """Workers of a module-level executor wait on its SimpleQueue: the main
+    thread reaches the executor through a global, so it can still feed them."""
+    target = start_program(interp, "why_pool_idle.py")
+    target.wait_asleep()
+    extra = target.report["extra"]
+    doc = why_json(pyscope, target)
+    threads = by_name(doc, target)
+    assert doc["verdict"] == "idle", explain(doc)
+    assert len(extra["workers"]) == 3
+    for name in extra["workers"]:
+        wait = threads[name]["waiting_for"]
+        assert wait["kind"] == "notify", wait
+        assert wait["object"]["type"] == "SimpleQueue" and wait["operation"] == "get"
+        assert wait["object"]["address"] == extra["work_queue"]
+        assert wait["object"]["reference"] == "work_queue"
+        assert wait["object"]["reference_function"] == "_worker"
+        assert wait["waiters"] == 3
+        assert threads[name]["stuck"] is False
+
+
 def test_interval_zero(interp, start_program, pyscope):
     target = start_program(interp, "why_rlock_deadlock.py")
     target.wait_asleep()
