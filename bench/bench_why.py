@@ -18,6 +18,7 @@ import argparse
 import glob
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -53,14 +54,18 @@ def start_target(python, workdir):
 
 
 def time_runs(argv, runs):
-    times = []
+    """Wall-clock and CPU (user + system) milliseconds of each run."""
+    times, cpu = [], []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         times.append((time.perf_counter() - start) * 1000)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append((after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000)
         if done.returncode != 0:
             raise RuntimeError("%s failed: %s" % (" ".join(argv), done.stderr.decode()))
-    return times, done.stdout
+    return times, cpu, done.stdout
 
 
 def main():
@@ -70,24 +75,29 @@ def main():
     parser.add_argument("--python", action="append", help="interpreter (repeatable)")
     args = parser.parse_args()
     pythons = args.python or default_pythons()
-    print("pyscope why on %s (101 threads), %d runs each; milliseconds, median [min-max]"
+    print("pyscope on %s (101 threads), %d runs each; milliseconds, median [min-max];"
           % (os.path.basename(TARGET), args.runs))
-    print("%-10s %-26s %-26s %-22s %s" % ("python", "why --interval 0", "why (150 ms interval)",
-                                         "dump", "threads/verdict"))
+    print("cpu = median user+system time of the pyscope process")
+    print("load average before: %.2f %.2f %.2f" % os.getloadavg())
+    print("%-10s %-22s %-8s %-22s %-22s %-8s %s" % ("python", "why --interval 0", "cpu",
+                                                  "why (150 ms interval)", "dump", "cpu",
+                                                  "threads/verdict"))
     with tempfile.TemporaryDirectory(prefix="bench_why-") as workdir:
         for python in pythons:
             proc, report = start_target(python, workdir)
             try:
                 pid = str(proc.pid)
-                fast, out = time_runs([args.pyscope, "why", "--json", "--interval", "0", pid], args.runs)
+                fast, fast_cpu, out = time_runs([args.pyscope, "why", "--json", "--interval", "0", pid],
+                                                args.runs)
                 doc = json.loads(out)
-                full, _ = time_runs([args.pyscope, "why", "--json", pid], max(5, args.runs // 3))
-                dump, _ = time_runs([args.pyscope, "dump", "--json", pid], args.runs)
+                full, _, _ = time_runs([args.pyscope, "why", "--json", pid], max(5, args.runs // 3))
+                dump, dump_cpu, _ = time_runs([args.pyscope, "dump", "--json", pid], args.runs)
 
                 def fmt(t):
-                    return "%6.1f [%5.1f-%6.1f]" % (statistics.median(t), min(t), max(t))
-                print("%-10s %-26s %-26s %-22s %d/%s" % (report["python_version"], fmt(fast), fmt(full),
-                                                        fmt(dump), len(doc["threads"]), doc["verdict"]))
+                    return "%5.1f [%4.1f-%6.1f]" % (statistics.median(t), min(t), max(t))
+                print("%-10s %-22s %-8.1f %-22s %-22s %-8.1f %d/%s"
+                      % (report["python_version"], fmt(fast), statistics.median(fast_cpu), fmt(full),
+                         fmt(dump), statistics.median(dump_cpu), len(doc["threads"]), doc["verdict"]))
             finally:
                 os.killpg(proc.pid, 9)
                 proc.wait()

@@ -351,8 +351,13 @@ static void describe_edge(struct analysis *an, int i, char *out, size_t size)
             append_thread_name(out, size, &report->threads[w->join_target]);
         return;
     }
-    text_append(out, size, " waits in %s.%s on ", w->object_type, w->operation);
-    append_object(out, size, w);
+    if (w->kind == WAIT_LOCK) {
+        text_append(out, size, " waits to acquire ");
+        append_object(out, size, w);
+    } else {
+        text_append(out, size, " waits in %s.%s on %s (0x%llx)", w->object_type, w->operation,
+                    w->reference[0] ? w->reference : "?", (unsigned long long)w->object);
+    }
     if (node->owner_edges && w->owner >= 0) {
         text_append(out, size, " held by ");
         append_thread_name(out, size, &report->threads[w->owner]);
