@@ -395,6 +395,11 @@ def test_other_waits(interp, start_program, pyscope):
     assert child["kind"] == "child" and child["child_pid"] == extra["child"], child
     assert "(sleep)" in child["description"]
 
+    pipe = wait["pipe-reader"]
+    assert pipe["kind"] == "io" and pipe["syscall"] == "read", pipe
+    assert pipe["io"]["fd"] == extra["quiet_read"] and pipe["io"]["target"].startswith("pipe:[")
+    assert pipe["io"]["uninterruptible"] is False
+
     assert wait["sleeper"]["kind"] == "sleep"
     assert 3000 < wait["sleeper"]["sleep_seconds"] <= 3600
 

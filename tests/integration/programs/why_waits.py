@@ -1,12 +1,13 @@
 """Target: one thread in each kind of blocking call that is not a lock:
 select on a pipe and a socket, epoll, poll with a timeout, waiting for a
-child process, time.sleep, and three threading waits (Semaphore, Event
+child process, time.sleep, a read from a pipe, and three threading waits (Semaphore, Event
 with a timeout, Condition). The main thread keeps everything alive, so
 nothing is stuck for good.
 
 usage: python why_waits.py REPORT.json
 """
 
+import os
 import select
 import socket
 import subprocess
@@ -38,6 +39,10 @@ def child_waiter(child):
     child.wait()
 
 
+def pipe_reader(fd):
+    os.read(fd, 1)
+
+
 def sleeper():
     time.sleep(3600)
 
@@ -57,7 +62,8 @@ def condition_waiter(cond):
 
 def main():
     path = _target.report_path()
-    pipe_read, pipe_write = __import__("os").pipe()
+    pipe_read, pipe_write = os.pipe()
+    quiet_read, quiet_write = os.pipe()
     a, b = socket.socketpair()
     c, d = socket.socketpair()
     e, f = socket.socketpair()
@@ -65,12 +71,12 @@ def main():
     sem, event, cond = threading.Semaphore(0), threading.Event(), threading.Condition()
     threads = (("selecter", selecter, (pipe_read, a)), ("epoller", epoller, (c,)),
                ("poller", poller, (e,)), ("child-waiter", child_waiter, (child,)),
-               ("sleeper", sleeper, ()), ("semaphore-waiter", semaphore_waiter, (sem,)),
+               ("sleeper", sleeper, ()), ("pipe-reader", pipe_reader, (quiet_read,)), ("semaphore-waiter", semaphore_waiter, (sem,)),
                ("event-waiter", event_waiter, (event,)),
                ("condition-waiter", condition_waiter, (cond,)))
     for name, target, args in threads:
         threading.Thread(target=target, args=args, name=name, daemon=True).start()
-    extra = {"pipe_read": pipe_read, "select_socket": a.fileno(), "epoll_socket": c.fileno(),
+    extra = {"pipe_read": pipe_read, "quiet_read": quiet_read, "select_socket": a.fileno(), "epoll_socket": c.fileno(),
              "poll_socket": e.fileno(), "child": child.pid, "semaphore": id(sem),
              "event": id(event), "condition": id(cond)}
     try:
