@@ -167,8 +167,10 @@ int cmd_why(int argc, char **argv)
         if (take_snapshot(&rt, pid, &second, &err) != 0)
             goto fail;
     }
-    struct hang_snapshot a = {&first.report, &first.raw, first.cpu_ns};
-    struct hang_snapshot b = {&second.report, &second.raw, second.cpu_ns};
+    uint64_t caught = 0;
+    process_caught_signals(pid, &caught);
+    struct hang_snapshot a = {&first.report, &first.raw, first.cpu_ns, caught};
+    struct hang_snapshot b = {&second.report, &second.raw, second.cpu_ns, caught};
     if (hang_analyze(waits, &a, interval > 0 ? &b : NULL, (int)interval, &why) != 0) {
         error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;

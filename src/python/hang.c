@@ -209,13 +209,25 @@ static void releasers_by_reach(struct analysis *an, int i, uint64_t obj, bool sa
     }
 }
 
+/* Python runs signal handlers in the main thread, interrupting whatever it
+ * waits for: a main thread of a process that catches a signal a handler
+ * could use to set an event or feed a queue (anything but SIGINT and the
+ * fatal signals faulthandler catches) may be woken that way. */
+static bool main_thread_signalled(const struct analysis *an, int i)
+{
+    const uint64_t ignored = (1ull << (2 - 1)) | (1ull << (4 - 1)) | (1ull << (6 - 1)) |
+                             (1ull << (7 - 1)) | (1ull << (8 - 1)) | (1ull << (11 - 1));
+    const struct report_thread *th = &an->first->report->threads[i];
+    return th->tid && th->tid == an->first->report->pid && (an->first->caught_signals & ~ignored) != 0;
+}
+
 static void build_node(struct analysis *an, int i)
 {
     const struct report_wait *w = wait_of(an, i);
     const struct why_thread *t = &an->why->threads[i];
     struct node *node = &an->nodes[i];
     node->live = true;
-    if (t->changed || !in_process_wait(w) || w->timeout == WAIT_TIMEOUT_SET)
+    if (t->changed || !in_process_wait(w) || w->timeout == WAIT_TIMEOUT_SET || main_thread_signalled(an, i))
         return;
     switch (w->kind) {
     case WAIT_LOCK:

@@ -15,6 +15,7 @@ struct hang_snapshot {
     struct stack_report *report;
     struct stacks_raw *raw;
     int64_t *cpu_ns;             /* per thread, -1 unknown */
+    uint64_t caught_signals;     /* SigCgt: bit n-1 for signal n */
 };
 
 /* first has its waits analysed (waits_analyze with ctx); second may be NULL

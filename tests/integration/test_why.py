@@ -439,6 +439,28 @@ def test_idle_pool_is_not_hung(interp, start_program, pyscope):
         assert threads[name]["stuck"] is False
 
 
+@pytest.mark.parametrize("handler", [False, True], ids=["no-handler", "sigterm-handler"])
+def test_main_thread_event_wait(interp, start_program, pyscope, handler):
+    """A main thread waiting on an Event nothing references is stuck, unless
+    a signal handler (which Python runs in the main thread) could set it."""
+    args = ["handler"] if handler else []
+    target = start_program(interp, "why_signal_wait.py", *args)
+    target.wait_asleep()
+    doc = why_json(pyscope, target)
+    main = by_name(doc, target)["MainThread"]
+    wait = main["waiting_for"]
+    assert wait["kind"] == "notify" and wait["object"]["type"] == "Event", wait
+    assert wait["object"]["address"] == target.report["extra"]["event"]
+    assert wait["object"]["reference"] == "stop"
+    if handler:
+        assert doc["verdict"] == "idle", explain(doc)
+        assert main["stuck"] is False
+    else:
+        assert doc["verdict"] == "never_notified", explain(doc)
+        assert main["stuck"] is True
+        assert finding_tids(doc["findings"][0]) == [target.pid]
+
+
 def test_interval_zero(interp, start_program, pyscope):
     target = start_program(interp, "why_rlock_deadlock.py")
     target.wait_asleep()
