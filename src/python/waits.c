@@ -208,17 +208,6 @@ static bool plain_value(struct py_reader *r, uint64_t obj)
     return false;
 }
 
-static int globals_visit(void *vctx, uint64_t key, uint64_t value)
-{
-    struct attr_scan *s = vctx;
-    if (s->test(s->c, value, s->arg)) {
-        s->found_key = key;
-        s->found_value = value;
-        return 1;
-    }
-    return 0;
-}
-
 /* Searches what the frame in c->vars can see, named things first: named
  * slots, attributes of named slots, attributes of self's attributes,
  * globals, then value-stack slots. Returns the matching object or 0. */
@@ -234,7 +223,7 @@ static uint64_t search_frame(struct waits_ctx *c, object_test test, void *arg, b
             return v->values[i];
         }
     }
-    static struct attr_scan scan;
+    struct attr_scan scan;
     for (int i = 0; i < v->n_named; i++) {
         uint64_t value = v->values[i];
         bool duplicate = false;
@@ -257,7 +246,7 @@ static uint64_t search_frame(struct waits_ctx *c, object_test test, void *arg, b
         if (!scan.keep)
             continue;
         int n_self = scan.n_self;
-        static uint64_t keys[ATTRS_PER_OBJECT], attrs[ATTRS_PER_OBJECT];
+        uint64_t keys[ATTRS_PER_OBJECT], attrs[ATTRS_PER_OBJECT];
         memcpy(keys, scan.self_keys, sizeof keys);
         memcpy(attrs, scan.self_attrs, sizeof attrs);
         for (int k = 0; k < n_self; k++) {
@@ -281,7 +270,7 @@ static uint64_t search_frame(struct waits_ctx *c, object_test test, void *arg, b
         scan.c = c;
         scan.test = test;
         scan.arg = arg;
-        py_dict_items(r, v->globals, GLOBALS_PER_DICT, globals_visit, &scan);
+        py_dict_items(r, v->globals, GLOBALS_PER_DICT, attr_visit, &scan);
         if (scan.found_value) {
             path->global_key = scan.found_key;
             return scan.found_value;
