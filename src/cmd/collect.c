@@ -2,6 +2,7 @@
  * --print, native stacks) is added after the Python walk, so the walk itself
  * stays the same for every command. */
 #include "cmd/collect.h"
+#include "python/waits.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,8 +121,24 @@ int collect_report(struct target *t, struct py_runtime *rt, const struct collect
             return -1;
         return 0;
     }
-    if (stacks_collect(rt, &opts, report, err) != 0)
+    struct stacks_raw raw = {0};
+    bool waits = req->waits && !target_is_core(t);
+    if (waits)
+        opts.raw = &raw;
+    if (stacks_collect(rt, &opts, report, err) != 0) {
+        stacks_raw_free(&raw);
         return -1;
+    }
+    /* The waits are read while the threads are still stopped (with
+     * --pause), so that they describe the same instant as the stacks. */
+    if (waits) {
+        struct waits_ctx *ctx = waits_new(rt);
+        int rc = ctx ? waits_analyze(ctx, report, &raw) : -1;
+        waits_free(ctx);
+        stacks_raw_free(&raw);
+        if (rc != 0)
+            goto oom;
+    }
     static const struct repr_limits limits = REPR_DEFAULT_LIMITS;
     report->locals = req->locals || req->locals_thread;
     if (req->print_expr && !(report->print_expr = strdup(req->print_expr)))

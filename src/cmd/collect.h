@@ -17,6 +17,7 @@ struct collect_request {
     const char *print_expr;  /* --print */
     bool native;             /* --native: unwind C stacks (threads must be stopped) */
     bool native_all;         /* --native-all: keep interpreter-internal frames */
+    bool waits;              /* say what each thread waits for (live processes) */
 };
 
 /* Fills report from t. rt may be NULL when no CPython was found: then only

@@ -289,5 +289,6 @@ int cmd_dump(int argc, char **argv)
     if (req.native)
         pause = true;
     req.paused = pause;
+    req.waits = true;
     return dump_live(pid, pause, &req, json, color, verbose);
 }

@@ -123,8 +123,8 @@ static void write_prints(struct json_writer *w, const struct stack_report *repor
     json_end_object(w);
 }
 
-static void write_thread(struct json_writer *w, const struct report_thread *th, bool locals,
-                         bool native)
+static void write_thread(struct json_writer *w, const struct stack_report *report,
+                         const struct report_thread *th)
 {
     json_begin_object(w);
     if (th->tid)
@@ -141,6 +141,8 @@ static void write_thread(struct json_writer *w, const struct report_thread *th, 
     json_member_bool(w, "holds_gil", th->holds_gil);
     json_member_string(w, "syscall", th->syscall);
     json_member_bool(w, "gc", th->gc);
+    wait_write_json(w, report, th);
+    wait_write_json(w, report, th);
     json_key(w, "frames");
     json_begin_array(w);
     for (size_t k = 0; k < th->n_frames; k++) {
@@ -152,14 +154,14 @@ static void write_thread(struct json_writer *w, const struct report_thread *th, 
             json_member_int(w, "line", f->line);
         else
             json_member_null(w, "line");
-        if (locals)
+        if (report->locals)
             write_locals(w, f);
         json_end_object(w);
     }
     json_end_array(w);
     json_member_bool(w, "frames_complete", th->complete);
     json_member_bool(w, "crashed", th->crashed);
-    if (native)
+    if (report->native)
         write_native(w, th->native);
     json_key(w, "errors");
     json_begin_array(w);
@@ -217,7 +219,7 @@ void stack_report_write_json(FILE *out, const struct stack_report *report)
     json_key(&w, "threads");
     json_begin_array(&w);
     for (size_t i = 0; i < report->n_threads; i++)
-        write_thread(&w, &report->threads[i], report->locals, report->native);
+        write_thread(&w, report, &report->threads[i]);
     json_end_array(&w);
     json_key(&w, "other_threads");
     json_begin_array(&w);

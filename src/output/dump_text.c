@@ -14,25 +14,6 @@ static const struct palette colors = {"\033[1m", "\033[2m", "\033[31m", "\033[32
                                       "\033[33m", "\033[36m", "\033[0m"};
 static const struct palette plain = {"", "", "", "", "", "", ""};
 
-/* Standard-library and installed-package paths are long and say little:
- * show them from the package root, as tracebacks readers expect. */
-static const char *short_path(const char *path)
-{
-    static const char *const markers[] = {"/site-packages/", "/dist-packages/"};
-    for (size_t i = 0; i < sizeof markers / sizeof markers[0]; i++) {
-        const char *m = strstr(path, markers[i]);
-        if (m)
-            return m + strlen(markers[i]);
-    }
-    const char *lib = strstr(path, "/lib/python");
-    if (lib) {
-        const char *slash = strchr(lib + 11, '/');
-        if (slash)
-            return slash + 1;
-    }
-    return path;
-}
-
 /* Names come from the target: never let them drive the terminal. */
 static void put_sanitized(FILE *out, const char *text)
 {
@@ -90,7 +71,7 @@ static void write_python_frame(FILE *out, const struct stack_report *report,
     fprintf(out, "    %s", p->bold);
     put_sanitized(out, f->function);
     fprintf(out, "%s (", p->reset);
-    put_sanitized(out, short_path(f->file));
+    put_sanitized(out, stack_report_short_path(f->file));
     if (f->line >= 0)
         fprintf(out, ":%d", f->line);
     fputs(")\n", out);
@@ -203,7 +184,7 @@ static void write_prints(FILE *out, const struct stack_report *report, const str
         fprintf(out, "    ");
         thread_label(out, th, p);
         fprintf(out, ", frame #%zu %s (%s:%d): ", pr->frame_index, f->function,
-                short_path(f->file), f->line);
+                stack_report_short_path(f->file), f->line);
         if (pr->repr)
             fprintf(out, "%s\n", pr->repr);
         else
@@ -278,6 +259,13 @@ void stack_report_write_text(FILE *out, const struct stack_report *report, bool 
             fprintf(out, "%sreceived %s%s, ", p->red, report->signal.name, p->reset);
         thread_state_text(out, th, p);
         fputc('\n', out);
+        if (th->wait && th->wait->kind != WAIT_NONE) {
+            char waiting[1024];
+            wait_describe(report, th, waiting, sizeof waiting);
+            fprintf(out, "    %swaiting for:%s ", p->yellow, p->reset);
+            put_sanitized(out, waiting);
+            fputc('\n', out);
+        }
         write_thread_frames(out, report, th, p);
         if (th->n_frames == 0 && th->complete)
             fprintf(out, "    %s(no Python frames)%s\n", p->dim, p->reset);

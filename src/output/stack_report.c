@@ -2,6 +2,7 @@
 #include "output/stack_report.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 void report_native_free(struct report_native *native)
 {
@@ -34,6 +35,7 @@ void stack_report_free(struct stack_report *report)
         }
         free(th->frames);
         report_native_free(th->native);
+        free(th->wait);
     }
     for (size_t i = 0; i < report->n_os_threads; i++)
         report_native_free(report->os_threads[i].native);
@@ -71,4 +73,23 @@ const struct report_thread *stack_report_gc_thread(const struct stack_report *re
         if (report->threads[i].gc)
             return &report->threads[i];
     return NULL;
+}
+
+/* Standard-library and installed-package paths are long and say little:
+ * show them from the package root, as tracebacks readers expect. */
+const char *stack_report_short_path(const char *path)
+{
+    static const char *const markers[] = {"/site-packages/", "/dist-packages/"};
+    for (size_t i = 0; i < sizeof markers / sizeof markers[0]; i++) {
+        const char *m = strstr(path, markers[i]);
+        if (m)
+            return m + strlen(markers[i]);
+    }
+    const char *lib = strstr(path, "/lib/python");
+    if (lib) {
+        const char *slash = strchr(lib + 11, '/');
+        if (slash)
+            return slash + 1;
+    }
+    return path;
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include "output/wait_report.h"
 #include "python/thread_state.h"
 
 struct report_local {
@@ -93,6 +94,7 @@ struct report_thread {
     char error[160];
     bool crashed;                /* received the fatal signal (core files, run) */
     struct report_native *native;    /* with --native, NULL otherwise */
+    struct report_wait *wait;    /* what it waits for; NULL when not analysed */
 };
 
 /* The fatal signal of a core file or of a program under `pyscope run`. */
@@ -132,6 +134,10 @@ void stack_report_free(struct stack_report *report);
 /* The thread holding the GIL in the main interpreter, or NULL. */
 const struct report_thread *stack_report_gil_holder(const struct stack_report *report);
 const struct report_thread *stack_report_gc_thread(const struct stack_report *report);
+
+/* A frame's file as the text outputs show it: standard-library and
+ * installed-package paths from the package root, others unchanged. */
+const char *stack_report_short_path(const char *path);
 
 void stack_report_write_text(FILE *out, const struct stack_report *report, bool color);
 void stack_report_write_json(FILE *out, const struct stack_report *report);

@@ -303,3 +303,76 @@ int py_attr_get(struct py_reader *r, uint64_t obj, const char *name, uint64_t *v
         return -1;
     return py_dict_get_str(r, dict, name, value);
 }
+
+/* Calls fn for each (key, value) of split-table values laid out by the
+ * type's shared keys. */
+static int split_values_items(struct py_reader *r, uint64_t type, uint64_t values, int limit,
+                              int (*fn)(void *ctx, uint64_t key, uint64_t value), void *ctx)
+{
+    uint64_t keys;
+    struct dict_keys_view v;
+    if (r->L->heaptype_cached_keys == PY_OFF_NONE ||
+        target_read_u64(r->t, type + (uint64_t)r->L->heaptype_cached_keys, &keys) != 0 ||
+        keys == 0 || read_keys_view(r, keys, &v) != 0)
+        return -1;
+    uint64_t array = split_values_array(r, values);
+    int count = 0;
+    for (uint64_t i = 0; i < v.nentries && count < limit; i++) {
+        uint64_t k, val;
+        if (target_read_u64(r->t, v.entries + i * v.entry_size + v.key_offset, &k) != 0 ||
+            target_read_u64(r->t, array + i * 8, &val) != 0)
+            return -1;
+        if (k == 0 || val == 0)
+            continue;
+        count++;
+        if (fn(ctx, k, val) != 0)
+            break;
+    }
+    return count;
+}
+
+int py_attr_items(struct py_reader *r, uint64_t obj, int limit,
+                  int (*fn)(void *ctx, uint64_t key, uint64_t value), void *ctx)
+{
+    uint64_t type, flags = 0;
+    if (py_type_of(r, obj, &type, NULL) != 0 ||
+        target_read_u64(r->t, type + (uint64_t)r->L->type_flags, &flags) != 0)
+        return -1;
+    unsigned minor = minor_of(r);
+    if (minor >= 11 && (flags & TPFLAGS_MANAGED_DICT)) {
+        uint64_t slot;
+        if (target_read_u64(r->t, obj - 24, &slot) != 0)
+            return -1;
+        if (minor == 11) {
+            if (slot)
+                return py_dict_items(r, slot, limit, fn, ctx);
+            uint64_t values;
+            if (target_read_u64(r->t, obj - 32, &values) != 0 || values == 0)
+                return -1;
+            return split_values_items(r, type, values, limit, fn, ctx);
+        }
+        if (minor == 12) {
+            if (slot & 1)
+                return split_values_items(r, type, slot + 1, limit, fn, ctx);
+            return slot ? py_dict_items(r, slot, limit, fn, ctx) : -1;
+        }
+        if (slot)
+            return py_dict_items(r, slot, limit, fn, ctx);
+        if (!(flags & TPFLAGS_INLINE_VALUES))
+            return -1;
+        int64_t basicsize;
+        uint8_t valid;
+        if (target_read(r->t, type + (uint64_t)r->L->type_basicsize, &basicsize, 8) != 0 ||
+            basicsize <= 0 || basicsize > (1 << 20) ||
+            target_read_u8(r->t, obj + (uint64_t)basicsize + 3, &valid) != 0 || !valid)
+            return -1;
+        return split_values_items(r, type, obj + (uint64_t)basicsize, limit, fn, ctx);
+    }
+    int64_t dictoffset;
+    uint64_t dict;
+    if (target_read(r->t, type + (uint64_t)r->L->type_dictoffset, &dictoffset, 8) != 0 ||
+        dictoffset <= 0 || dictoffset > (1 << 20) ||
+        target_read_u64(r->t, obj + (uint64_t)dictoffset, &dict) != 0 || dict == 0)
+        return -1;
+    return py_dict_items(r, dict, limit, fn, ctx);
+}

@@ -43,5 +43,9 @@ int py_dict_items(struct py_reader *r, uint64_t dict, int limit,
                   int (*fn)(void *ctx, uint64_t key, uint64_t value), void *ctx);
 /* obj.name from the instance's __dict__, managed dict or inline values. */
 int py_attr_get(struct py_reader *r, uint64_t obj, const char *name, uint64_t *value);
+/* Calls fn for each instance attribute (key is a str object), at most limit;
+ * returns the count, or -1 when the object has no readable attributes. */
+int py_attr_items(struct py_reader *r, uint64_t obj, int limit,
+                  int (*fn)(void *ctx, uint64_t key, uint64_t value), void *ctx);
 
 #endif

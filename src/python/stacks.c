@@ -157,6 +157,32 @@ static void read_coherent_activity(struct py_reader *r, struct py_snapshot *snap
         recheck_running_threads(r, snap, activities);
 }
 
+void stacks_raw_free(struct stacks_raw *raw)
+{
+    for (size_t i = 0; raw->threads && i < raw->n_threads; i++)
+        free(raw->threads[i].frames);
+    free(raw->threads);
+    raw->threads = NULL;
+    raw->n_threads = 0;
+}
+
+static int keep_raw(struct stacks_raw *raw, size_t index, const struct py_thread *pt,
+                    const struct thread_activity *activity, const struct py_frame *frames,
+                    size_t count)
+{
+    struct stacks_thread_raw *out = &raw->threads[index];
+    size_t keep = count < STACKS_RAW_FRAMES ? count : STACKS_RAW_FRAMES;
+    out->tstate = pt->tstate;
+    out->activity = *activity;
+    out->frames = malloc(sizeof *out->frames * (keep ? keep : 1));
+    if (!out->frames)
+        return -1;
+    memcpy(out->frames, frames, sizeof *out->frames * keep);
+    out->n_frames = keep;
+    raw->n_threads = index + 1;
+    return 0;
+}
+
 int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
                    struct stack_report *report, struct pyscope_error *err)
 {
@@ -226,6 +252,17 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         goto out;
     }
     read_coherent_activity(&reader, &snap, opts->paused, activities);
+    if (opts->raw) {
+        opts->raw->gil_switches = 0;
+        for (int k = 0; k < snap.n_interps; k++)
+            opts->raw->gil_switches += snap.interps[k].gil_switches;
+        opts->raw->threads = calloc((size_t)(snap.n_threads ? snap.n_threads : 1),
+                                    sizeof *opts->raw->threads);
+        if (!opts->raw->threads) {
+            error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+            goto out;
+        }
+    }
 
     for (int i = 0; i < snap.n_threads; i++) {
         const struct py_thread *pt = &snap.threads[i];
@@ -264,7 +301,8 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         if (!th->complete)
             snprintf(th->error, sizeof th->error, "%s after %zu frames",
                      py_walk_status_text(status), count);
-        if (fill_frames(&walker, frames, count, th) != 0) {
+        if (fill_frames(&walker, frames, count, th) != 0 ||
+            (opts->raw && keep_raw(opts->raw, report->n_threads - 1, pt, &activity, frames, count) != 0)) {
             error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
             goto out;
         }

@@ -5,13 +5,35 @@
 
 #include <stdbool.h>
 #include "output/stack_report.h"
+#include "python/frames.h"
 #include "python/runtime.h"
+#include "target/process.h"
 #include "util/error.h"
+
+/* Frames kept per thread for analyses that read them again (why, waits). */
+#define STACKS_RAW_FRAMES 256
+
+/* What the walk saw of one thread, beyond what the report shows. */
+struct stacks_thread_raw {
+    uint64_t tstate;
+    struct thread_activity activity;
+    struct py_frame *frames;   /* innermost first, at most STACKS_RAW_FRAMES */
+    size_t n_frames;
+};
+
+struct stacks_raw {
+    struct stacks_thread_raw *threads;   /* parallel to stack_report.threads */
+    size_t n_threads;
+    uint64_t gil_switches;               /* GIL hand-offs so far, summed over interpreters */
+};
 
 struct stacks_options {
     bool paused;           /* the target is stopped: no retries needed */
     int max_retries;       /* re-walks of a thread whose stack changed under us */
+    struct stacks_raw *raw;  /* when set, filled in (free with stacks_raw_free) */
 };
+
+void stacks_raw_free(struct stacks_raw *raw);
 
 int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
                    struct stack_report *report, struct pyscope_error *err);

@@ -403,6 +403,39 @@ int process_thread_activity_fd(int fd, struct thread_activity *out)
     return 0;
 }
 
+int process_thread_cpu_ns(pid_t pid, pid_t tid, uint64_t *ns)
+{
+    char path[96], buf[128];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (end == buf || errno)
+        return -1;
+    *ns = v;
+    return 0;
+}
+
+int process_caught_signals(pid_t pid, uint64_t *mask)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
+        return -1;
+    const char *line = strstr(buf, "\nSigCgt:");
+    if (!line)
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(line + 8, &end, 16);
+    if (end == line + 8 || errno)
+        return -1;
+    *mask = v;
+    return 0;
+}
+
 int process_thread_comm(pid_t pid, pid_t tid, char *out, size_t outsize)
 {
     char path[96];

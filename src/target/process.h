@@ -38,6 +38,11 @@ int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out);
  * pread (one system call per thread per sample instead of three). */
 int process_thread_syscall_fd(pid_t pid, pid_t tid);
 int process_thread_activity_fd(int fd, struct thread_activity *out);
+/* CPU time the thread has run, in ns (first field of /proc/PID/task/TID/schedstat). */
+int process_thread_cpu_ns(pid_t pid, pid_t tid, uint64_t *ns);
+
+/* The signals the process catches (SigCgt of /proc/PID/status): bit n-1 for signal n. */
+int process_caught_signals(pid_t pid, uint64_t *mask);
 
 /* Reads /proc/PID/task/TID/comm (without the newline). */
 int process_thread_comm(pid_t pid, pid_t tid, char *out, size_t outsize);

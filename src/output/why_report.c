@@ -1,0 +1,266 @@
+/* Writers for `pyscope why`: the verdict first, then the findings, the
+ * progress check and every thread with what it waits for. The JSON form is
+ * documented in docs/why.md. */
+#include "output/why_report.h"
+
+#include <string.h>
+
+#include "cmd/commands.h"
+#include "output/json_writer.h"
+#include "output/wait_report.h"
+
+#define TEXT_FRAMES 6
+
+struct palette {
+    const char *bold, *dim, *red, *green, *yellow, *reset;
+};
+
+static const struct palette colors = {"\033[1m", "\033[2m", "\033[31m", "\033[32m", "\033[33m", "\033[0m"};
+static const struct palette plain = {"", "", "", "", "", ""};
+
+static bool is_hang(enum why_verdict v)
+{
+    return v != WHY_NOT_HUNG && v != WHY_IDLE && v != WHY_UNCHECKED;
+}
+
+static void thread_label(FILE *out, const struct report_thread *th)
+{
+    if (th->tid)
+        fprintf(out, "Thread %d", (int)th->tid);
+    else
+        fprintf(out, "Thread 0x%llx", (unsigned long long)th->thread_id);
+    if (th->name[0])
+        fprintf(out, " \"%s\"", th->name);
+}
+
+static void waiting_line(FILE *out, const struct stack_report *report, int index, const char *prefix)
+{
+    const struct report_thread *th = &report->threads[index];
+    char waiting[1024];
+    wait_describe(report, th, waiting, sizeof waiting);
+    fputs(prefix, out);
+    thread_label(out, th);
+    fprintf(out, ": %s\n", waiting[0] ? waiting : "(not waiting)");
+}
+
+static const char *state_text(const struct report_thread *th)
+{
+    switch (th->state) {
+    case THREAD_HOLDING_GIL: return th->syscall ? "blocked, holds the GIL" : "running, holds the GIL";
+    case THREAD_WAITING_GIL: return "waiting for the GIL";
+    case THREAD_RUNNING: return "running native code";
+    case THREAD_IDLE: return "idle";
+    case THREAD_UNKNOWN: break;
+    }
+    return "state unknown";
+}
+
+void why_report_write_text(FILE *out, const struct why_report *why, bool color)
+{
+    const struct palette *p = color ? &colors : &plain;
+    const struct stack_report *report = why->stacks;
+    fprintf(out, "%sProcess %d%s  %s  (CPython %s, %s)\n", p->bold, (int)report->pid, p->reset,
+            report->command, report->python_version, report->executable);
+    const char *tone = is_hang(why->verdict) ? p->red : why->verdict == WHY_NOT_HUNG ? p->green : p->yellow;
+    fprintf(out, "%sVerdict: %s%s%s\n", p->bold, tone, why_verdict_name(why->verdict), p->reset);
+    fprintf(out, "  %s\n", why->summary);
+
+    if (why->n_findings) {
+        fprintf(out, "\n%sFindings%s\n", p->bold, p->reset);
+        for (int k = 0; k < why->n_findings; k++) {
+            const struct why_finding *f = &why->findings[k];
+            fprintf(out, "  %d. %s%s%s%s\n", k + 1, p->red, why_verdict_name(f->kind), p->reset,
+                    f->kind == WHY_DEADLOCK && !f->certain ? " (probable)" : "");
+            /* A probable deadlock's holders are inferred, which only the
+             * summary says; elsewhere each thread's wait tells it all. */
+            bool summary = f->kind == WHY_GIL_BLOCKED || (f->kind == WHY_DEADLOCK && !f->certain);
+            if (summary)
+                fprintf(out, "     %s\n", f->summary);
+            else
+                for (int m = 0; m < f->n_threads; m++)
+                    waiting_line(out, report, f->threads[m], "     ");
+            for (int m = 0; m < f->n_blocked; m++)
+                waiting_line(out, report, f->blocked[m], "     stuck behind it: ");
+        }
+    }
+
+    const struct why_progress *pr = &why->progress;
+    fprintf(out, "\n%sProgress%s  ", p->bold, p->reset);
+    if (!pr->checked) {
+        fprintf(out, "not checked (--interval 0)\n");
+    } else {
+        fprintf(out, "%s over %d ms: %llu GIL hand-offs, %d of %zu threads changed",
+                pr->progressing ? "progressing" : "no progress", pr->interval_ms,
+                (unsigned long long)pr->gil_switches, pr->threads_changed, report->n_threads);
+        if (pr->cpu_ns >= 0)
+            fprintf(out, ", %.1f ms CPU", (double)pr->cpu_ns / 1e6);
+        if (pr->threads_started || pr->threads_gone)
+            fprintf(out, ", %d started, %d exited", pr->threads_started, pr->threads_gone);
+        fputc('\n', out);
+    }
+
+    fprintf(out, "\n%sThreads%s\n", p->bold, p->reset);
+    for (size_t i = 0; i < report->n_threads; i++) {
+        const struct report_thread *th = &report->threads[i];
+        fputs(p->bold, out);
+        thread_label(out, th);
+        fputs(p->reset, out);
+        fprintf(out, "  %s", state_text(th));
+        if (th->syscall && th->state != THREAD_WAITING_GIL)
+            fprintf(out, " (%s)", th->syscall);
+        if (why->threads[i].stuck)
+            fprintf(out, "  %s[stuck]%s", p->red, p->reset);
+        fputc('\n', out);
+        if (th->wait && th->wait->kind != WAIT_NONE) {
+            char waiting[1024];
+            wait_describe(report, th, waiting, sizeof waiting);
+            fprintf(out, "    %swaiting for:%s %s\n", p->yellow, p->reset, waiting);
+        }
+        for (size_t k = 0; k < th->n_frames && k < TEXT_FRAMES; k++) {
+            const struct report_frame *f = &th->frames[k];
+            fprintf(out, "    %s (%s:%d)\n", f->function, stack_report_short_path(f->file), f->line);
+        }
+        if (th->n_frames > TEXT_FRAMES)
+            fprintf(out, "    %s... %zu more frames%s\n", p->dim, th->n_frames - TEXT_FRAMES, p->reset);
+        if (!th->complete)
+            fprintf(out, "    %s<stack incomplete: %s>%s\n", p->red, th->error[0] ? th->error : "unreadable",
+                    p->reset);
+    }
+}
+
+static void json_thread_refs(struct json_writer *w, const char *key, const struct stack_report *report,
+                             const int *list, int n)
+{
+    json_key(w, key);
+    json_begin_array(w);
+    for (int k = 0; k < n; k++) {
+        const struct report_thread *th = &report->threads[list[k]];
+        json_begin_object(w);
+        if (th->tid)
+            json_member_int(w, "tid", th->tid);
+        else
+            json_member_null(w, "tid");
+        json_member_uint(w, "thread_id", th->thread_id);
+        json_member_string(w, "name", th->name[0] ? th->name : NULL);
+        json_end_object(w);
+    }
+    json_end_array(w);
+}
+
+static void json_progress(struct json_writer *w, const struct why_report *why)
+{
+    const struct why_progress *p = &why->progress;
+    json_key(w, "progress");
+    json_begin_object(w);
+    json_member_bool(w, "checked", p->checked);
+    if (p->checked) {
+        json_member_int(w, "interval_ms", p->interval_ms);
+        json_member_bool(w, "progressing", p->progressing);
+        json_member_uint(w, "gil_switches", p->gil_switches);
+        json_key(w, "cpu_ms");
+        if (p->cpu_ns >= 0)
+            json_double(w, (double)p->cpu_ns / 1e6);
+        else
+            json_null(w);
+        json_member_int(w, "threads_changed", p->threads_changed);
+        json_member_int(w, "threads_started", p->threads_started);
+        json_member_int(w, "threads_exited", p->threads_gone);
+    } else {
+        json_member_null(w, "interval_ms");
+        json_member_null(w, "progressing");
+        json_member_null(w, "gil_switches");
+        json_member_null(w, "cpu_ms");
+        json_member_null(w, "threads_changed");
+        json_member_null(w, "threads_started");
+        json_member_null(w, "threads_exited");
+    }
+    json_end_object(w);
+}
+
+void why_report_write_json(FILE *out, const struct why_report *why)
+{
+    const struct stack_report *report = why->stacks;
+    struct json_writer w;
+    json_init(&w, out, 2);
+    json_begin_object(&w);
+    json_member_string(&w, "pyscope_version", PYSCOPE_VERSION);
+    json_member_int(&w, "pid", report->pid);
+    json_member_string(&w, "command", report->command);
+    json_member_string(&w, "executable", report->executable);
+    json_member_string(&w, "python_version", report->python_version);
+    json_member_string(&w, "verdict", why_verdict_name(why->verdict));
+    json_member_bool(&w, "hung", is_hang(why->verdict));
+    json_member_string(&w, "summary", why->summary);
+    json_progress(&w, why);
+    json_key(&w, "findings");
+    json_begin_array(&w);
+    for (int k = 0; k < why->n_findings; k++) {
+        const struct why_finding *f = &why->findings[k];
+        json_begin_object(&w);
+        json_member_string(&w, "kind", why_verdict_name(f->kind));
+        json_member_bool(&w, "certain", f->kind == WHY_DEADLOCK ? f->certain : true);
+        json_member_string(&w, "summary", f->summary);
+        json_thread_refs(&w, "threads", report, f->threads, f->n_threads);
+        json_thread_refs(&w, "blocked_threads", report, f->blocked, f->n_blocked);
+        if (f->object)
+            json_member_uint(&w, "object", f->object);
+        else
+            json_member_null(&w, "object");
+        json_end_object(&w);
+    }
+    json_end_array(&w);
+    json_key(&w, "gil");
+    json_begin_object(&w);
+    const struct report_thread *holder = stack_report_gil_holder(report);
+    if (holder && holder->tid)
+        json_member_int(&w, "holder_tid", holder->tid);
+    else
+        json_member_null(&w, "holder_tid");
+    json_end_object(&w);
+    json_key(&w, "threads");
+    json_begin_array(&w);
+    for (size_t i = 0; i < report->n_threads; i++) {
+        const struct report_thread *th = &report->threads[i];
+        const struct why_thread *t = &why->threads[i];
+        json_begin_object(&w);
+        if (th->tid)
+            json_member_int(&w, "tid", th->tid);
+        else
+            json_member_null(&w, "tid");
+        json_member_uint(&w, "thread_id", th->thread_id);
+        json_member_string(&w, "name", th->name[0] ? th->name : NULL);
+        json_member_string(&w, "state", thread_state_name(th->state));
+        json_member_bool(&w, "holds_gil", th->holds_gil);
+        json_member_string(&w, "syscall", th->syscall);
+        json_member_bool(&w, "stuck", t->stuck);
+        if (why->progress.checked)
+            json_member_bool(&w, "changed", t->changed);
+        else
+            json_member_null(&w, "changed");
+        json_key(&w, "cpu_ms");
+        if (t->cpu_ns >= 0)
+            json_double(&w, (double)t->cpu_ns / 1e6);
+        else
+            json_null(&w);
+        wait_write_json(&w, report, th);
+        json_key(&w, "frames");
+        json_begin_array(&w);
+        for (size_t k = 0; k < th->n_frames; k++) {
+            const struct report_frame *f = &th->frames[k];
+            json_begin_object(&w);
+            json_member_string(&w, "function", f->function);
+            json_member_string(&w, "file", f->file);
+            if (f->line >= 0)
+                json_member_int(&w, "line", f->line);
+            else
+                json_member_null(&w, "line");
+            json_end_object(&w);
+        }
+        json_end_array(&w);
+        json_member_bool(&w, "frames_complete", th->complete);
+        json_end_object(&w);
+    }
+    json_end_array(&w);
+    json_end_object(&w);
+    json_finish(&w);
+}

@@ -1,0 +1,782 @@
+/* The hang diagnosis. A thread is live when it runs, waits for the GIL, has
+ * a timeout, waits for something outside the process, or moved between the
+ * snapshots; a thread blocked without timeout on an in-process object
+ * (lock, condition, queue, event, join) is live only if one of its possible
+ * releasers is: the lock's owner, the joined thread, or any other thread
+ * that can reach the object from its frames. What is not live after the
+ * fixpoint is stuck for good; cycles among stuck threads are deadlocks, and
+ * stuck threads without releasers are locks nobody will release, starved
+ * queues or events nobody can set. */
+#include "python/hang.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/text.h"
+
+#define MAX_RELEASERS 64
+
+struct node {
+    bool live;
+    bool needs_release;          /* waits, without timeout, for an in-process object */
+    int releasers[MAX_RELEASERS];
+    int n_releasers;
+    bool owner_edges;            /* releasers are known owners or a joined thread */
+    /* Tarjan's strongly connected components */
+    int index, lowlink, component;
+    bool on_stack;
+};
+
+struct analysis {
+    struct waits_ctx *ctx;
+    const struct hang_snapshot *first;
+    struct why_report *why;
+    struct node *nodes;
+    int n;
+    /* reachability per distinct object, computed once */
+    uint64_t *reach_objects;
+    bool **reach_rows;
+    int n_reach, cap_reach;
+    /* Tarjan state */
+    int *stack;
+    int stack_size, next_index, n_components;
+};
+
+const char *why_verdict_name(enum why_verdict verdict)
+{
+    switch (verdict) {
+    case WHY_NOT_HUNG: return "not_hung";
+    case WHY_IDLE: return "idle";
+    case WHY_UNCHECKED: return "unchecked";
+    case WHY_DEADLOCK: return "deadlock";
+    case WHY_GIL_BLOCKED: return "gil_held_while_blocked";
+    case WHY_LOCK_NEVER_RELEASED: return "lock_never_released";
+    case WHY_QUEUE_STARVED: return "queue_starved";
+    case WHY_NEVER_NOTIFIED: return "never_notified";
+    case WHY_NETWORK_WAIT: return "network_wait";
+    }
+    return "?";
+}
+
+void why_report_free(struct why_report *why)
+{
+    free(why->threads);
+    free(why->findings);
+    why->threads = NULL;
+    why->findings = NULL;
+    why->n_findings = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Progress between the snapshots */
+
+static bool same_frames(const struct report_thread *a, const struct report_thread *b)
+{
+    if (a->n_frames != b->n_frames || a->complete != b->complete)
+        return false;
+    for (size_t k = 0; k < a->n_frames; k++) {
+        const struct report_frame *x = &a->frames[k], *y = &b->frames[k];
+        if (x->line != y->line || strcmp(x->function, y->function) != 0 || strcmp(x->file, y->file) != 0)
+            return false;
+    }
+    return true;
+}
+
+static int find_thread(const struct stack_report *report, const struct report_thread *th)
+{
+    for (size_t j = 0; j < report->n_threads; j++)
+        if (report->threads[j].thread_id == th->thread_id && report->threads[j].tid == th->tid)
+            return (int)j;
+    return -1;
+}
+
+static void compare_snapshots(const struct hang_snapshot *first, const struct hang_snapshot *second,
+                              int interval_ms, struct why_report *why)
+{
+    struct why_progress *p = &why->progress;
+    const struct stack_report *a = first->report, *b = second->report;
+    p->checked = true;
+    p->interval_ms = interval_ms;
+    p->gil_switches = second->raw->gil_switches - first->raw->gil_switches;
+    p->cpu_ns = 0;
+    bool cpu_known = false;
+    for (size_t i = 0; i < a->n_threads; i++) {
+        struct why_thread *t = &why->threads[i];
+        int j = find_thread(b, &a->threads[i]);
+        if (j < 0) {
+            t->gone = t->changed = true;
+            p->threads_gone++;
+            continue;
+        }
+        const struct thread_activity *x = &first->raw->threads[i].activity;
+        const struct thread_activity *y = &second->raw->threads[j].activity;
+        t->changed = !same_frames(&a->threads[i], &b->threads[j]) || x->syscall_nr != y->syscall_nr ||
+                     x->syscall_args[0] != y->syscall_args[0] ||
+                     a->threads[i].holds_gil != b->threads[j].holds_gil;
+        if (t->changed)
+            p->threads_changed++;
+        if (first->cpu_ns[i] >= 0 && second->cpu_ns[j] >= first->cpu_ns[i]) {
+            t->cpu_ns = second->cpu_ns[j] - first->cpu_ns[i];
+            p->cpu_ns += t->cpu_ns;
+            cpu_known = true;
+        }
+    }
+    for (size_t j = 0; j < b->n_threads; j++)
+        if (find_thread(a, &b->threads[j]) < 0)
+            p->threads_started++;
+    if (!cpu_known)
+        p->cpu_ns = -1;
+    /* Busy means more than a twentieth of one CPU over the interval: a
+     * blocked process spends microseconds on its timed wake-ups. */
+    int64_t busy_ns = (int64_t)interval_ms * 1000000 / 20;
+    if (busy_ns < 2000000)
+        busy_ns = 2000000;
+    p->progressing = p->gil_switches > 0 || p->threads_changed > 0 || p->threads_started > 0 ||
+                     p->threads_gone > 0 || (p->cpu_ns >= 0 && p->cpu_ns >= busy_ns);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Who can release what */
+
+static const struct report_wait *wait_of(const struct analysis *an, int i)
+{
+    return an->first->report->threads[i].wait;
+}
+
+static bool in_process_wait(const struct report_wait *w)
+{
+    return w && (w->kind == WAIT_LOCK || w->kind == WAIT_NOTIFY || w->kind == WAIT_JOIN);
+}
+
+static const bool *reachers_of(struct analysis *an, uint64_t obj)
+{
+    for (int k = 0; k < an->n_reach; k++)
+        if (an->reach_objects[k] == obj)
+            return an->reach_rows[k];
+    if (an->n_reach == an->cap_reach) {
+        int cap = an->cap_reach ? an->cap_reach * 2 : 16;
+        uint64_t *objects = realloc(an->reach_objects, sizeof *objects * (size_t)cap);
+        if (!objects)
+            return NULL;
+        an->reach_objects = objects;
+        bool **rows = realloc(an->reach_rows, sizeof *rows * (size_t)cap);
+        if (!rows)
+            return NULL;
+        an->reach_rows = rows;
+        an->cap_reach = cap;
+    }
+    bool *row = calloc((size_t)an->n, sizeof *row);
+    if (!row)
+        return NULL;
+    for (int j = 0; j < an->n; j++)
+        row[j] = waits_thread_reaches(an->ctx, an->first->raw, (size_t)j, obj);
+    an->reach_objects[an->n_reach] = obj;
+    an->reach_rows[an->n_reach++] = row;
+    return row;
+}
+
+static void add_releaser(struct node *node, int j)
+{
+    for (int k = 0; k < node->n_releasers; k++)
+        if (node->releasers[k] == j)
+            return;
+    if (node->n_releasers < MAX_RELEASERS)
+        node->releasers[node->n_releasers++] = j;
+    else
+        node->live = true; /* too many candidates to call it stuck */
+}
+
+/* Threads that reach obj and do not wait on it the same way i does. */
+static void releasers_by_reach(struct analysis *an, int i, uint64_t obj, bool same_lock_only)
+{
+    const struct report_wait *w = wait_of(an, i);
+    const bool *row = reachers_of(an, obj);
+    struct node *node = &an->nodes[i];
+    if (!row) {
+        node->live = true;
+        return;
+    }
+    for (int j = 0; j < an->n; j++) {
+        if (!row[j] || j == i)
+            continue;
+        const struct report_wait *o = wait_of(an, j);
+        bool same_wait = o && o->kind == w->kind &&
+                         (same_lock_only ? o->lock == w->lock && o->lock
+                                         : o->object == w->object &&
+                                               strcmp(o->operation, w->operation) == 0);
+        if (!same_wait)
+            add_releaser(node, j);
+    }
+}
+
+/* Python runs signal handlers in the main thread, interrupting whatever it
+ * waits for: a main thread of a process that catches a signal a handler
+ * could use to set an event or feed a queue (anything but SIGINT and the
+ * fatal signals faulthandler catches) may be woken that way. */
+static bool main_thread_signalled(const struct analysis *an, int i)
+{
+    const uint64_t ignored = (1ull << (2 - 1)) | (1ull << (4 - 1)) | (1ull << (6 - 1)) |
+                             (1ull << (7 - 1)) | (1ull << (8 - 1)) | (1ull << (11 - 1));
+    const struct report_thread *th = &an->first->report->threads[i];
+    return th->tid && th->tid == an->first->report->pid && (an->first->caught_signals & ~ignored) != 0;
+}
+
+static void build_node(struct analysis *an, int i)
+{
+    const struct report_wait *w = wait_of(an, i);
+    const struct why_thread *t = &an->why->threads[i];
+    struct node *node = &an->nodes[i];
+    node->live = true;
+    if (t->changed || !in_process_wait(w) || w->timeout == WAIT_TIMEOUT_SET || main_thread_signalled(an, i))
+        return;
+    switch (w->kind) {
+    case WAIT_LOCK:
+        if (w->owner_status == WAIT_OWNER_FREE)
+            return;
+        node->live = false;
+        if (w->owner_status == WAIT_OWNER_ALIVE && w->owner >= 0) {
+            add_releaser(node, w->owner);
+            node->owner_edges = true;
+        } else if (w->owner_status == WAIT_OWNER_UNKNOWN) {
+            releasers_by_reach(an, i, w->lock ? w->lock : w->object, w->lock != 0);
+        }
+        break;
+    case WAIT_NOTIFY:
+        if (!w->object)
+            return;
+        node->live = false;
+        releasers_by_reach(an, i, w->object, false);
+        break;
+    case WAIT_JOIN:
+        if (w->join_target < 0)
+            return;
+        node->live = false;
+        add_releaser(node, w->join_target);
+        node->owner_edges = true;
+        break;
+    default:
+        return;
+    }
+    node->needs_release = !node->live;
+}
+
+static void propagate_liveness(struct analysis *an)
+{
+    for (int round = 0; round <= an->n; round++) {
+        bool changed = false;
+        for (int i = 0; i < an->n; i++) {
+            struct node *node = &an->nodes[i];
+            if (node->live)
+                continue;
+            for (int k = 0; k < node->n_releasers; k++) {
+                if (an->nodes[node->releasers[k]].live) {
+                    node->live = true;
+                    changed = true;
+                    break;
+                }
+            }
+        }
+        if (!changed)
+            return;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Explaining the stuck threads */
+
+static void strongconnect(struct analysis *an, int v)
+{
+    struct node *node = &an->nodes[v];
+    node->index = node->lowlink = an->next_index++;
+    an->stack[an->stack_size++] = v;
+    node->on_stack = true;
+    for (int k = 0; k < node->n_releasers; k++) {
+        int w = node->releasers[k];
+        struct node *next = &an->nodes[w];
+        if (next->live)
+            continue;
+        if (next->index < 0) {
+            strongconnect(an, w);
+            if (next->lowlink < node->lowlink)
+                node->lowlink = next->lowlink;
+        } else if (next->on_stack && next->index < node->lowlink) {
+            node->lowlink = next->index;
+        }
+    }
+    if (node->lowlink == node->index) {
+        int id = an->n_components++;
+        int member;
+        do {
+            member = an->stack[--an->stack_size];
+            an->nodes[member].on_stack = false;
+            an->nodes[member].component = id;
+        } while (member != v);
+    }
+}
+
+static void append_thread_name(char *out, size_t size, const struct report_thread *th)
+{
+    text_append(out, size, "Thread %d", (int)th->tid);
+    if (th->name[0])
+        text_append(out, size, " \"%s\"", th->name);
+}
+
+static void append_object(char *out, size_t size, const struct report_wait *w)
+{
+    text_append(out, size, "%s", w->object_type);
+    if (w->reference[0])
+        text_append(out, size, " %s", w->reference);
+    text_append(out, size, " (0x%llx)", (unsigned long long)w->object);
+}
+
+static struct why_finding *new_finding(struct analysis *an, enum why_verdict kind)
+{
+    struct why_report *why = an->why;
+    struct why_finding *findings = realloc(why->findings, sizeof *findings * (size_t)(why->n_findings + 1));
+    if (!findings)
+        return NULL;
+    why->findings = findings;
+    struct why_finding *f = &findings[why->n_findings++];
+    memset(f, 0, sizeof *f);
+    f->kind = kind;
+    return f;
+}
+
+static void add_thread(int *list, int *count, int i)
+{
+    for (int k = 0; k < *count; k++)
+        if (list[k] == i)
+            return;
+    if (*count < WHY_MAX_FINDING_THREADS)
+        list[(*count)++] = i;
+}
+
+static void describe_edge(struct analysis *an, int i, char *out, size_t size)
+{
+    const struct stack_report *report = an->first->report;
+    const struct report_wait *w = wait_of(an, i);
+    const struct node *node = &an->nodes[i];
+    append_thread_name(out, size, &report->threads[i]);
+    if (w->kind == WAIT_JOIN) {
+        text_append(out, size, " joins ");
+        if (w->join_target >= 0)
+            append_thread_name(out, size, &report->threads[w->join_target]);
+        return;
+    }
+    if (w->kind == WAIT_LOCK) {
+        text_append(out, size, " waits to acquire ");
+        append_object(out, size, w);
+    } else {
+        text_append(out, size, " waits in %s.%s on %s (0x%llx)", w->object_type, w->operation,
+                    w->reference[0] ? w->reference : "?", (unsigned long long)w->object);
+    }
+    if (node->owner_edges && w->owner >= 0) {
+        text_append(out, size, " held by ");
+        append_thread_name(out, size, &report->threads[w->owner]);
+    } else if (node->n_releasers) {
+        text_append(out, size, ", which only ");
+        for (int k = 0; k < node->n_releasers && k < 4; k++) {
+            if (k)
+                text_append(out, size, k + 1 == node->n_releasers ? " or " : ", ");
+            append_thread_name(out, size, &report->threads[node->releasers[k]]);
+        }
+        text_append(out, size, " could release");
+    }
+}
+
+static void deadlock_findings(struct analysis *an)
+{
+    for (int c = 0; c < an->n_components; c++) {
+        int members[WHY_MAX_FINDING_THREADS], n = 0;
+        bool self_loop = false;
+        for (int i = 0; i < an->n; i++) {
+            if (an->nodes[i].live || an->nodes[i].component != c)
+                continue;
+            if (n < WHY_MAX_FINDING_THREADS)
+                members[n++] = i;
+            for (int k = 0; k < an->nodes[i].n_releasers; k++)
+                self_loop |= an->nodes[i].releasers[k] == i;
+        }
+        if (n == 0 || (n == 1 && !self_loop))
+            continue;
+        struct why_finding *f = new_finding(an, WHY_DEADLOCK);
+        if (!f)
+            return;
+        f->certain = true;
+        f->summary[0] = '\0';
+        for (int m = 0; m < n; m++) {
+            add_thread(f->threads, &f->n_threads, members[m]);
+            f->certain &= an->nodes[members[m]].owner_edges;
+            if (m)
+                text_append(f->summary, sizeof f->summary, "; ");
+            describe_edge(an, members[m], f->summary + strlen(f->summary),
+                          sizeof f->summary - strlen(f->summary));
+        }
+        if (!f->certain)
+            text_append(f->summary, sizeof f->summary,
+                        " (a plain Lock records no owner: its holder is inferred)");
+    }
+}
+
+static bool queue_like(const struct report_wait *w)
+{
+    size_t len = strlen(w->object_type);
+    return w->kind == WAIT_NOTIFY && strcmp(w->operation, "get") == 0 &&
+           (w->queue_length >= 0 || (len >= 5 && strcmp(w->object_type + len - 5, "Queue") == 0));
+}
+
+/* The findings root_findings makes: one object nobody can release. */
+static bool root_kind(enum why_verdict kind)
+{
+    return kind == WHY_LOCK_NEVER_RELEASED || kind == WHY_QUEUE_STARVED || kind == WHY_NEVER_NOTIFIED;
+}
+
+static void root_findings(struct analysis *an)
+{
+    const struct stack_report *report = an->first->report;
+    for (int i = 0; i < an->n; i++) {
+        const struct node *node = &an->nodes[i];
+        if (node->live || node->n_releasers)
+            continue;
+        const struct report_wait *w = wait_of(an, i);
+        /* One finding per object: join it if it exists. */
+        struct why_finding *f = NULL;
+        for (int k = 0; k < an->why->n_findings && !f; k++)
+            if (root_kind(an->why->findings[k].kind) && an->why->findings[k].object == w->object)
+                f = &an->why->findings[k];
+        if (f) {
+            add_thread(f->threads, &f->n_threads, i);
+            continue;
+        }
+        enum why_verdict kind = w->kind == WAIT_LOCK ? WHY_LOCK_NEVER_RELEASED
+                                : queue_like(w)       ? WHY_QUEUE_STARVED
+                                                      : WHY_NEVER_NOTIFIED;
+        f = new_finding(an, kind);
+        if (!f)
+            return;
+        f->object = w->object;
+        add_thread(f->threads, &f->n_threads, i);
+    }
+    /* Summaries once every waiter is counted. */
+    for (int k = 0; k < an->why->n_findings; k++) {
+        struct why_finding *f = &an->why->findings[k];
+        if (!root_kind(f->kind))
+            continue;
+        const struct report_wait *w = wait_of(an, f->threads[0]);
+        char *s = f->summary;
+        size_t size = sizeof f->summary;
+        s[0] = '\0';
+        switch (f->kind) {
+        case WHY_LOCK_NEVER_RELEASED:
+            append_object(s, size, w);
+            if (w->owner_status == WAIT_OWNER_GONE)
+                text_append(s, size, " is held by thread ident 0x%llx, which has exited",
+                            (unsigned long long)w->owner_ident);
+            else
+                text_append(s, size, " is locked, but no live thread holds it in a with block or "
+                                     "can reach it to release it (it was probably acquired on a "
+                                     "path that raised or returned before release())");
+            break;
+        case WHY_QUEUE_STARVED:
+            append_object(s, size, w);
+            if (w->queue_length >= 0)
+                text_append(s, size, " has %lld item%s and", (long long)w->queue_length,
+                            w->queue_length == 1 ? "" : "s");
+            text_append(s, size, " no live thread can put into it");
+            break;
+        default:
+            append_object(s, size, w);
+            text_append(s, size, " (%s) cannot be signalled: no live thread can reach it",
+                        w->operation);
+            break;
+        }
+        text_append(s, size, "; waiting with no timeout: ");
+        for (int m = 0; m < f->n_threads; m++) {
+            if (m)
+                text_append(s, size, ", ");
+            append_thread_name(s, size, &report->threads[f->threads[m]]);
+        }
+    }
+}
+
+/* Stuck threads that are neither in a cycle nor at a root wait behind one. */
+static void attach_blocked(struct analysis *an)
+{
+    for (int i = 0; i < an->n; i++) {
+        if (an->nodes[i].live)
+            continue;
+        bool listed = false;
+        for (int k = 0; k < an->why->n_findings && !listed; k++)
+            for (int m = 0; m < an->why->findings[k].n_threads && !listed; m++)
+                listed = an->why->findings[k].threads[m] == i;
+        if (listed)
+            continue;
+        int at = i;
+        for (int step = 0; step < an->n && an->nodes[at].n_releasers; step++) {
+            at = an->nodes[at].releasers[0];
+            for (int k = 0; k < an->why->n_findings; k++) {
+                struct why_finding *f = &an->why->findings[k];
+                for (int m = 0; m < f->n_threads; m++) {
+                    if (f->threads[m] == at) {
+                        add_thread(f->blocked, &f->n_blocked, i);
+                        goto next;
+                    }
+                }
+            }
+        }
+    next:;
+    }
+}
+
+/* A client waiting for a reply that may never come: a read without
+ * timeout on a TCP connection this process opened. A server thread reading
+ * an accepted connection is waiting for its client's next request, which is
+ * idle, not hung. */
+static bool network_read(const struct report_wait *w)
+{
+    static const char *const reads[] = {"read", "readv", "recvfrom", "recvmsg", "recvmmsg", "poll", "ppoll"};
+    if (!w || w->kind != WAIT_SOCKET || w->timeout != WAIT_TIMEOUT_NONE || !w->syscall ||
+        !w->socket.found || strncmp(w->socket.protocol, "tcp", 3) != 0 || !w->socket.remote[0] ||
+        strcmp(w->socket.state, "ESTABLISHED") != 0 || w->socket.accepted)
+        return false;
+    for (size_t k = 0; k < sizeof reads / sizeof reads[0]; k++)
+        if (strcmp(w->syscall, reads[k]) == 0)
+            return true;
+    return false;
+}
+
+static void network_finding(struct analysis *an)
+{
+    const struct stack_report *report = an->first->report;
+    if (an->why->progress.checked && an->why->progress.progressing)
+        return;
+    int threads[WHY_MAX_FINDING_THREADS], n = 0, total = 0;
+    for (int i = 0; i < an->n; i++) {
+        if (network_read(wait_of(an, i)) && !an->why->threads[i].changed) {
+            if (n < WHY_MAX_FINDING_THREADS)
+                threads[n++] = i;
+            total++;
+        }
+    }
+    if (!n)
+        return;
+    struct why_finding *f = new_finding(an, WHY_NETWORK_WAIT);
+    if (!f)
+        return;
+    for (int m = 0; m < n; m++)
+        add_thread(f->threads, &f->n_threads, threads[m]);
+    text_format(f->summary, sizeof f->summary,
+                "%d of %d threads wait for replies on TCP connections they opened, with no "
+                "timeout, and nothing else progresses: ",
+                total, an->n);
+    for (int m = 0; m < n && m < 8; m++) {
+        const struct report_wait *w = wait_of(an, threads[m]);
+        if (m)
+            text_append(f->summary, sizeof f->summary, "; ");
+        append_thread_name(f->summary, sizeof f->summary, &report->threads[threads[m]]);
+        text_append(f->summary, sizeof f->summary, " on %s %s", w->socket.protocol, w->socket.local);
+        if (w->socket.remote[0])
+            text_append(f->summary, sizeof f->summary, " -> %s", w->socket.remote);
+    }
+    if (n > 8)
+        text_append(f->summary, sizeof f->summary, "; ...");
+}
+
+static void gil_finding(struct analysis *an, const struct hang_snapshot *second)
+{
+    const struct stack_report *report = an->first->report;
+    const struct why_progress *p = &an->why->progress;
+    if (!second || p->gil_switches > 0)
+        return;
+    for (int h = 0; h < an->n; h++) {
+        const struct report_thread *th = &report->threads[h];
+        if (!th->holds_gil || !th->syscall || an->why->threads[h].changed)
+            continue;
+        int waiters[WHY_MAX_FINDING_THREADS], n = 0;
+        for (int i = 0; i < an->n; i++)
+            if (report->threads[i].state == THREAD_WAITING_GIL && n < WHY_MAX_FINDING_THREADS)
+                waiters[n++] = i;
+        if (!n)
+            return;
+        struct why_finding *f = new_finding(an, WHY_GIL_BLOCKED);
+        if (!f)
+            return;
+        f->certain = true;
+        add_thread(f->threads, &f->n_threads, h);
+        for (int m = 0; m < n; m++)
+            add_thread(f->blocked, &f->n_blocked, waiters[m]);
+        f->summary[0] = '\0';
+        append_thread_name(f->summary, sizeof f->summary, th);
+        text_append(f->summary, sizeof f->summary,
+                    " holds the GIL while blocked in %s, so %d thread%s waiting for the GIL cannot run",
+                    th->syscall, n, n == 1 ? "" : "s");
+        if (th->n_frames)
+            text_append(f->summary, sizeof f->summary, " (it is in %s, line %d)",
+                        th->frames[0].function, th->frames[0].line);
+        return;
+    }
+}
+
+static int verdict_rank(enum why_verdict v)
+{
+    switch (v) {
+    case WHY_DEADLOCK: return 0;
+    case WHY_GIL_BLOCKED: return 1;
+    case WHY_LOCK_NEVER_RELEASED: return 2;
+    case WHY_QUEUE_STARVED: return 3;
+    case WHY_NEVER_NOTIFIED: return 4;
+    case WHY_NETWORK_WAIT: return 5;
+    default: return 6;
+    }
+}
+
+static int compare_findings(const void *x, const void *y)
+{
+    const struct why_finding *a = x, *b = y;
+    if (a->kind != b->kind)
+        return verdict_rank(a->kind) - verdict_rank(b->kind);
+    if (a->certain != b->certain)
+        return a->certain ? -1 : 1;
+    return a->threads[0] - b->threads[0];
+}
+
+/* One sentence for the verdict line; the findings carry the details. */
+static void headline(struct analysis *an)
+{
+    struct why_report *why = an->why;
+    const struct stack_report *report = an->first->report;
+    const struct why_finding *f = &why->findings[0];
+    char *s = why->summary;
+    size_t size = sizeof why->summary;
+    const struct report_wait *w = wait_of(an, f->threads[0]);
+    s[0] = '\0';
+    switch (f->kind) {
+    case WHY_DEADLOCK:
+        text_append(s, size, "%s between ", f->certain ? "deadlock" : "probable deadlock");
+        for (int m = 0; m < f->n_threads && m < 4; m++) {
+            if (m)
+                text_append(s, size, m + 1 == f->n_threads ? " and " : ", ");
+            append_thread_name(s, size, &report->threads[f->threads[m]]);
+        }
+        if (f->n_threads > 4)
+            text_append(s, size, " and %d more", f->n_threads - 4);
+        break;
+    case WHY_GIL_BLOCKED:
+        text_append(s, size, "%s", f->summary);
+        break;
+    case WHY_LOCK_NEVER_RELEASED:
+        text_append(s, size, "%d thread%s wait%s for ", f->n_threads, f->n_threads == 1 ? "" : "s",
+                    f->n_threads == 1 ? "s" : "");
+        append_object(s, size, w);
+        text_append(s, size, w->owner_status == WAIT_OWNER_GONE ? ", held by a thread that has exited"
+                                                                : ", which nobody will release");
+        break;
+    case WHY_QUEUE_STARVED:
+        text_append(s, size, "%d thread%s wait%s forever in %s.get on ", f->n_threads,
+                    f->n_threads == 1 ? "" : "s", f->n_threads == 1 ? "s" : "", w->object_type);
+        append_object(s, size, w);
+        text_append(s, size, ", which is empty and which no live thread can feed");
+        break;
+    case WHY_NEVER_NOTIFIED:
+        text_append(s, size, "%d thread%s wait%s forever in %s.%s on ", f->n_threads,
+                    f->n_threads == 1 ? "" : "s", f->n_threads == 1 ? "s" : "", w->object_type,
+                    w->operation);
+        append_object(s, size, w);
+        text_append(s, size, ", which no live thread can signal");
+        break;
+    case WHY_NETWORK_WAIT:
+        text_append(s, size, "%d thread%s wait%s with no timeout for replies from the network, "
+                             "and nothing else progresses",
+                    f->n_threads, f->n_threads == 1 ? "" : "s", f->n_threads == 1 ? "s" : "");
+        break;
+    default:
+        break;
+    }
+    if (f->n_blocked)
+        text_append(s, size, "; %d more thread%s stuck behind it", f->n_blocked,
+                    f->n_blocked == 1 ? " is" : "s are");
+    if (why->n_findings > 1)
+        text_append(s, size, " (%d finding%s in all)", why->n_findings, why->n_findings == 1 ? "" : "s");
+}
+
+static void conclude(struct analysis *an)
+{
+    struct why_report *why = an->why;
+    const struct why_progress *p = &why->progress;
+    if (why->n_findings) {
+        qsort(why->findings, (size_t)why->n_findings, sizeof *why->findings, compare_findings);
+        why->verdict = why->findings[0].kind;
+        headline(an);
+        return;
+    }
+    if (!p->checked) {
+        why->verdict = WHY_UNCHECKED;
+        text_format(why->summary, sizeof why->summary,
+                    "no thread is stuck for good (no deadlock, abandoned lock, starved queue or "
+                    "network wait); progress was not checked");
+        return;
+    }
+    if (p->progressing) {
+        why->verdict = WHY_NOT_HUNG;
+        text_format(why->summary, sizeof why->summary,
+                    "not hung: in %d ms the process made progress (%llu GIL hand-offs, %d thread%s "
+                    "changed stack or wait",
+                    p->interval_ms, (unsigned long long)p->gil_switches, p->threads_changed,
+                    p->threads_changed == 1 ? "" : "s");
+        if (p->cpu_ns >= 0)
+            text_append(why->summary, sizeof why->summary, ", %.1f ms of CPU", (double)p->cpu_ns / 1e6);
+        text_append(why->summary, sizeof why->summary, ")");
+        return;
+    }
+    why->verdict = WHY_IDLE;
+    text_format(why->summary, sizeof why->summary,
+                "idle: nothing changed in %d ms, but no thread is stuck for good: every thread "
+                "waits for a timer, a timeout or an event from outside the process",
+                p->interval_ms);
+}
+
+int hang_analyze(struct waits_ctx *ctx, const struct hang_snapshot *first,
+                 const struct hang_snapshot *second, int interval_ms, struct why_report *why)
+{
+    memset(why, 0, sizeof *why);
+    why->stacks = first->report;
+    int n = (int)first->report->n_threads;
+    if ((size_t)n > first->raw->n_threads)
+        n = (int)first->raw->n_threads;
+    why->threads = calloc((size_t)(n ? n : 1), sizeof *why->threads);
+    struct analysis an = {.ctx = ctx, .first = first, .why = why, .n = n};
+    an.nodes = calloc((size_t)(n ? n : 1), sizeof *an.nodes);
+    an.stack = calloc((size_t)(n ? n : 1), sizeof *an.stack);
+    int rc = -1;
+    if (!why->threads || !an.nodes || !an.stack)
+        goto out;
+    for (int i = 0; i < n; i++)
+        why->threads[i].cpu_ns = -1;
+    if (second)
+        compare_snapshots(first, second, interval_ms, why);
+    for (int i = 0; i < n; i++) {
+        build_node(&an, i);
+        an.nodes[i].index = -1;
+    }
+    propagate_liveness(&an);
+    for (int i = 0; i < n; i++)
+        if (!an.nodes[i].live && an.nodes[i].index < 0)
+            strongconnect(&an, i);
+    deadlock_findings(&an);
+    gil_finding(&an, second);
+    root_findings(&an);
+    attach_blocked(&an);
+    network_finding(&an);
+    for (int i = 0; i < n; i++)
+        why->threads[i].stuck = !an.nodes[i].live;
+    conclude(&an);
+    rc = 0;
+out:
+    for (int k = 0; k < an.n_reach; k++)
+        free(an.reach_rows[k]);
+    free(an.reach_rows);
+    free(an.reach_objects);
+    free(an.nodes);
+    free(an.stack);
+    return rc;
+}

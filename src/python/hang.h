@@ -1,0 +1,27 @@
+/* Hang diagnosis: from the waits of one snapshot and a second snapshot a
+ * moment later, decide which threads are stuck for good (nothing alive can
+ * release what they wait for), explain them as deadlock cycles, locks
+ * nobody will release, starved queues, events nobody can set, a GIL held
+ * while blocked, or network reads without timeout, and give a verdict. */
+#ifndef PYSCOPE_PYTHON_HANG_H
+#define PYSCOPE_PYTHON_HANG_H
+
+#include <stdint.h>
+#include "output/why_report.h"
+#include "python/stacks.h"
+#include "python/waits.h"
+
+struct hang_snapshot {
+    struct stack_report *report;
+    struct stacks_raw *raw;
+    int64_t *cpu_ns;             /* per thread, -1 unknown */
+    uint64_t caught_signals;     /* SigCgt: bit n-1 for signal n */
+};
+
+/* first has its waits analysed (waits_analyze with ctx); second may be NULL
+ * when no progress check was made. Fills why (why->stacks = first.report).
+ * 0, or -1 out of memory. */
+int hang_analyze(struct waits_ctx *ctx, const struct hang_snapshot *first,
+                 const struct hang_snapshot *second, int interval_ms, struct why_report *why);
+
+#endif
