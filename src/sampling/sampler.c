@@ -11,6 +11,7 @@
 
 #include "python/thread_state.h"
 #include "python/threads.h"
+#include "sampling/ring.h"
 #include "target/process.h"
 
 #define MAX_TIDS 8192
@@ -600,6 +601,9 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
     uint32_t holder_stack = UINT32_MAX;
     for (int k = 0; k < s->n_interps; k++)
         gc_now |= s->interps[k].gc_collecting;
+    uint64_t sampled_before = p->meta.stacks_sampled, torn_before = p->meta.stacks_torn;
+    if (s->ring)
+        sample_ring_begin_pass(s->ring, rel_ns);
     for (int i = 0; i < n_pass; i++) {
         struct sampled_thread *th = s->pass[i].th;
         if (!th)
@@ -618,8 +622,12 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
         }
         if (stack == UINT32_MAX)
             continue;
-        profile_add_sample(p, th->profile_thread, stack, state, in_gc, rel_ns);
-        track_segment(s, th, stack, state, in_gc, syscall, rel_ns);
+        if (s->ring) {
+            sample_ring_add(s->ring, th->profile_thread, stack, state, in_gc, syscall);
+        } else {
+            profile_add_sample(p, th->profile_thread, stack, state, in_gc, rel_ns);
+            track_segment(s, th, stack, state, in_gc, syscall, rel_ns);
+        }
         if (state == PROFILE_HOLDING_GIL && s->pass[i].interp == 0) {
             holder = th->tstate;
             switches = pi->gil_switches;
@@ -639,8 +647,23 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
         s->hold_switches = switches;
         s->hold_since_ns = now_ns;
     }
-    if (holder && waiters && holder_stack != UINT32_MAX)
-        profile_add_hog(p, holder_stack, now_ns - s->hold_since_ns > GIL_SWITCH_INTERVAL_NS);
+    bool hog = holder && waiters && holder_stack != UINT32_MAX;
+    bool hog_native = now_ns - s->hold_since_ns > GIL_SWITCH_INTERVAL_NS;
+    if (hog && !s->ring)
+        profile_add_hog(p, holder_stack, hog_native);
+    if (s->ring) {
+        struct ring_pass_facts facts = {
+            .failed = failed,
+            .gil_busy = holder != 0,
+            .gc = gc_now,
+            .gc_started = gc_now && !s->gc_was_collecting,
+            .hog_stack = hog ? holder_stack : UINT32_MAX,
+            .hog_native = hog && hog_native,
+            .stacks_sampled = (uint16_t)(p->meta.stacks_sampled - sampled_before),
+            .stacks_torn = (uint16_t)(p->meta.stacks_torn - torn_before),
+        };
+        sample_ring_end_pass(s->ring, &facts);
+    }
 
     p->meta.passes++;
     if (failed)

@@ -17,6 +17,7 @@
 struct sampled_thread;
 struct frame_key_cache;
 struct pass_thread;
+struct sample_ring;
 
 struct chain_entry {
     uint64_t tstate;
@@ -38,6 +39,10 @@ struct sampler {
     struct sampled_thread *threads;
     size_t n_threads, cap_threads;
     struct profile *profile;
+    /* When set, each pass goes into this ring (the flight recorder) instead
+     * of the profile's counts, hogs and timeline; the profile still interns
+     * the frames, stacks and threads, and keeps the running totals. */
+    struct sample_ring *ring;
     /* interpreters, re-read every 100 ms */
     struct py_interp interps[PY_MAX_INTERPRETERS];
     uint64_t gil_bufs[PY_MAX_INTERPRETERS][64];   /* copies of each GIL struct */
