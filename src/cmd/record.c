@@ -11,6 +11,7 @@
 
 #include "cmd/cli.h"
 #include "cmd/commands.h"
+#include "output/profile_formats.h"
 #include "output/profile_writers.h"
 #include "profile/profile.h"
 #include "sampling/session.h"
@@ -47,30 +48,6 @@ static void record_usage(FILE *out)
             "  -h, --help             this help\n");
 }
 
-struct format {
-    const char *name;
-    const char *extension;
-    int (*write)(FILE *out, const struct profile *p, const struct profile_write_options *o);
-};
-
-static const struct format formats[] = {
-    {"flamegraph", "txt", profile_write_collapsed},
-    {"collapsed", "txt", profile_write_collapsed},
-    {"speedscope", "speedscope.json", profile_write_speedscope},
-    {"chrome", "trace.json", profile_write_chrome},
-    {"pprof", "pb.gz", profile_write_pprof},
-    {"json", "json", profile_write_json},
-    {"html", "html", profile_write_html},
-};
-
-static const struct format *find_format(const char *name)
-{
-    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
-        if (strcmp(formats[i].name, name) == 0)
-            return &formats[i];
-    return NULL;
-}
-
 static void show_progress(struct session *s, void *ctx)
 {
     (void)ctx;
@@ -100,7 +77,7 @@ int cmd_record(int argc, char **argv)
     };
     pid_t pid = 0;
     const char *output = NULL;
-    const struct format *format = find_format("flamegraph");
+    const struct profile_format *format = profile_format_find("flamegraph");
     struct session_options opts = {.rate_hz = 100, .record_timeline = true};
     struct profile_write_options wopts = {0};
     bool quiet = false;
@@ -118,10 +95,10 @@ int cmd_record(int argc, char **argv)
             break;
         case 'o': output = optarg; break;
         case 'f':
-            format = find_format(optarg);
+            format = profile_format_find(optarg);
             if (!format) {
-                fprintf(stderr, "pyscope: unknown format '%s' (flamegraph, speedscope, chrome, "
-                                "pprof, json, html)\n", optarg);
+                fprintf(stderr, "pyscope: unknown format '%s' (%s)\n", optarg,
+                        profile_format_names());
                 return 2;
             }
             break;

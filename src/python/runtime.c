@@ -128,6 +128,7 @@ static bool load_bias(const struct target *t, const char *path, struct elf_image
 struct candidate_result {
     bool has_runtime;
     uint64_t runtime_addr;
+    uint64_t bias;
     unsigned version_hex;       /* from the file alone (Py_Version is const data) */
     unsigned major, minor;      /* from the file name, 0 if unknown */
     unsigned rodata_version;
@@ -148,6 +149,7 @@ static void inspect_candidate(struct target *t, const char *path, struct candida
         elf_image_section(img, ".PyRuntime", &value, &size) == 0) {
         res->has_runtime = true;
         res->runtime_addr = value + bias;
+        res->bias = bias;
     }
     uint64_t pyver_addr;
     uint32_t pyver = 0;
@@ -275,7 +277,7 @@ int py_runtime_find(struct target *t, struct py_runtime *rt, struct pyscope_erro
         }
         rt->layout = *table;
     }
-    rt->binary_bias = 0;
+    rt->binary_bias = best_res.bias;
     return 0;
 }
 

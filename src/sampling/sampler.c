@@ -11,6 +11,7 @@
 
 #include "python/thread_state.h"
 #include "python/threads.h"
+#include "sampling/ring.h"
 #include "target/process.h"
 
 #define MAX_TIDS 8192
@@ -51,6 +52,7 @@ struct frame_key {
     uint64_t code;
     long offset;
     uint32_t frame;
+    uint64_t serial;         /* of the py_code it was made from */
 };
 
 struct frame_key_cache {
@@ -233,9 +235,17 @@ static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, long offset)
 {
     uint64_t h = (code_addr >> 4) * 0x9e3779b97f4a7c15ull ^ (uint64_t)offset * 0xff51afd7ed558ccdull;
     struct frame_key *slot = &s->frame_keys->slots[(h >> 20) % FRAME_KEY_SLOTS];
-    if (slot->code == code_addr && slot->offset == offset && code_addr)
-        return slot->frame;
-    const struct py_code *code = py_code_get(s->codes, &s->reader, code_addr);
+    const struct py_code *code = NULL;
+    if (s->verify_codes) {
+        code = py_code_get_verified(s->codes, &s->reader, code_addr);
+        if (code && slot->code == code_addr && slot->offset == offset &&
+            slot->serial == code->serial)
+            return slot->frame;
+    } else {
+        if (slot->code == code_addr && slot->offset == offset && code_addr)
+            return slot->frame;
+        code = py_code_get(s->codes, &s->reader, code_addr);
+    }
     if (!code)
         return profile_frame_id(s->profile, "<unreadable code>", "?", -1, true);
     int line = py_code_line(code, &s->rt.layout, offset);
@@ -244,6 +254,7 @@ static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, long offset)
         slot->code = code_addr;
         slot->offset = offset;
         slot->frame = id;
+        slot->serial = code->serial;
     }
     return id;
 }
@@ -664,6 +675,9 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
     uint32_t holder_stack = UINT32_MAX;
     for (int k = 0; k < s->n_interps; k++)
         gc_now |= s->interps[k].gc_collecting;
+    uint64_t sampled_before = p->meta.stacks_sampled, torn_before = p->meta.stacks_torn;
+    if (s->ring)
+        sample_ring_begin_pass(s->ring, rel_ns);
     for (int i = 0; i < n_pass; i++) {
         struct sampled_thread *th = s->pass[i].th;
         if (!th)
@@ -682,8 +696,12 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
         }
         if (stack == UINT32_MAX)
             continue;
-        profile_add_sample(p, th->profile_thread, stack, state, in_gc, rel_ns);
-        track_segment(s, th, stack, state, in_gc, syscall, rel_ns);
+        if (s->ring) {
+            sample_ring_add(s->ring, th->profile_thread, stack, state, in_gc, syscall);
+        } else {
+            profile_add_sample(p, th->profile_thread, stack, state, in_gc, rel_ns);
+            track_segment(s, th, stack, state, in_gc, syscall, rel_ns);
+        }
         if (state == PROFILE_HOLDING_GIL && s->pass[i].interp == 0) {
             holder = th->tstate;
             switches = pi->gil_switches;
@@ -703,8 +721,23 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
         s->hold_switches = switches;
         s->hold_since_ns = now_ns;
     }
-    if (holder && waiters && holder_stack != UINT32_MAX)
-        profile_add_hog(p, holder_stack, now_ns - s->hold_since_ns > GIL_SWITCH_INTERVAL_NS);
+    bool hog = holder && waiters && holder_stack != UINT32_MAX;
+    bool hog_native = now_ns - s->hold_since_ns > GIL_SWITCH_INTERVAL_NS;
+    if (hog && !s->ring)
+        profile_add_hog(p, holder_stack, hog_native);
+    if (s->ring) {
+        struct ring_pass_facts facts = {
+            .failed = failed,
+            .gil_busy = holder != 0,
+            .gc = gc_now,
+            .gc_started = gc_now && !s->gc_was_collecting,
+            .hog_stack = hog ? holder_stack : UINT32_MAX,
+            .hog_native = hog && hog_native,
+            .stacks_sampled = (uint16_t)(p->meta.stacks_sampled - sampled_before),
+            .stacks_torn = (uint16_t)(p->meta.stacks_torn - torn_before),
+        };
+        sample_ring_end_pass(s->ring, &facts);
+    }
 
     p->meta.passes++;
     if (failed)

@@ -17,6 +17,7 @@
 struct sampled_thread;
 struct frame_key_cache;
 struct pass_thread;
+struct sample_ring;
 
 struct chain_entry {
     uint64_t tstate;
@@ -39,6 +40,10 @@ struct sampler {
     struct sampled_thread *threads;
     size_t n_threads, cap_threads;
     struct profile *profile;
+    /* When set, each pass goes into this ring (the flight recorder) instead
+     * of the profile's counts, hogs and timeline; the profile still interns
+     * the frames, stacks and threads, and keeps the running totals. */
+    struct sample_ring *ring;
     /* interpreters, re-read every 100 ms */
     struct py_interp interps[PY_MAX_INTERPRETERS];
     uint64_t gil_bufs[PY_MAX_INTERPRETERS][64];   /* copies of each GIL struct */
@@ -56,6 +61,10 @@ struct sampler {
     size_t cap_spans;
     bool record_timeline;
     bool recheck_running;             /* look twice at threads on CPU without the GIL */
+    /* Check every cached code object against the target on every pass, so
+     * that a freed one whose address is reused is never shown under its old
+     * name (costs a read per code page per pass). */
+    bool verify_codes;
     uint64_t start_ns;                /* monotonic time of the first pass */
     uint64_t last_names_ns;           /* when thread names were last refreshed */
     uint64_t last_code_flush_ns;

@@ -21,6 +21,9 @@ METADATA_NAMES = {
     "thread_name": "name",
     "thread_sort_index": "sort_index",
 }
+# Timestamps are microseconds written with nanosecond resolution; ts + dur
+# computed here in floating point may miss the next ts by far less than that.
+TS_EPSILON = 1e-4
 # Phases with a single timestamp that still sit on a thread's track.
 INSTANT_PHASES = {"i", "I", "n", "b", "e", "s", "t", "f", "O", "N", "D", "P", "R", "c"}
 
@@ -73,7 +76,7 @@ class Checker:
                                 f'tid={event["tid"]} (last {track["last_ts"]})')
         track["last_ts"] = ts
         # X slices that ended by now no longer enclose anything.
-        while track["x_ends"] and track["x_ends"][-1] <= ts:
+        while track["x_ends"] and track["x_ends"][-1] <= ts + TS_EPSILON:
             track["x_ends"].pop()
 
     def check_event(self, index, event):
@@ -112,7 +115,7 @@ class Checker:
             track = self.track(event)
             self.advance(index, event, track)
             end = event["ts"] + event["dur"]
-            if track["x_ends"] and end > track["x_ends"][-1]:
+            if track["x_ends"] and end > track["x_ends"][-1] + TS_EPSILON:
                 self.problem(index, f'X [{event["ts"]}, {end}] overlaps the end of an enclosing '
                                     f'X at {track["x_ends"][-1]}')
             track["x_ends"].append(end)

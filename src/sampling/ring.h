@@ -1,0 +1,108 @@
+/* A bounded ring of sampling passes for the flight recorder: it keeps only
+ * the passes of the last N seconds (each pass: its time, pass-wide facts, and
+ * one (thread, stack, state) record per thread), and turns the window into a
+ * struct profile that every profile writer can write. Stacks, frames and
+ * threads are ids interned in a source profile, which the sampler fills. */
+#ifndef PYSCOPE_SAMPLING_RING_H
+#define PYSCOPE_SAMPLING_RING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "profile/profile.h"
+
+/* One thread's sample in one pass: 12 bytes. */
+struct ring_sample {
+    uint32_t thread;          /* id in the source profile */
+    uint32_t stack;           /* id in the source profile */
+    uint16_t syscall;         /* as profile_segment.syscall */
+    uint8_t state;            /* enum profile_state */
+    uint8_t gc;
+};
+
+/* What one pass found besides the threads' samples. */
+struct ring_pass_facts {
+    bool failed;              /* some stack could not be read whole */
+    bool gil_busy;            /* some thread held the GIL */
+    bool gc;                  /* a collection was running */
+    bool gc_started;          /* ... and was not on the pass before */
+    uint32_t hog_stack;       /* GIL holder's stack while others waited, or UINT32_MAX */
+    bool hog_native;          /* ... held for longer than a switch interval */
+    uint16_t stacks_sampled;
+    uint16_t stacks_torn;
+};
+
+struct ring_pass {
+    uint64_t time_ns;         /* since the recording started */
+    uint64_t first_sample;    /* sequence number of its first sample */
+    uint32_t n_samples;
+    uint32_t hog_stack;
+    uint16_t stacks_sampled, stacks_torn;
+    uint8_t flags;
+};
+
+struct sample_ring {
+    uint64_t window_ns;
+    /* passes: a circular array of fixed capacity, oldest at pass_head */
+    struct ring_pass *passes;
+    size_t pass_cap, pass_head, n_passes;
+    bool in_pass;             /* between begin and end: the newest pass is open */
+    /* samples: live sequence numbers [first_seq, next_seq), sample s at
+     * samples[s % sample_cap]; the array doubles up to max_samples */
+    struct ring_sample *samples;
+    size_t sample_cap, max_samples;
+    uint64_t first_seq, next_seq;
+    /* Passes that left the ring before leaving the window, because the
+     * memory cap was reached, and samples that did not fit at all. */
+    uint64_t passes_evicted;
+    uint64_t samples_dropped;
+    uint64_t newest_evicted_ns;  /* the window cannot start before this */
+    bool evicted_any;
+};
+
+/* The default cap on the samples' memory. */
+#define RING_DEFAULT_MAX_BYTES (64u << 20)
+
+/* window_ns: how far back to keep; rate_hz: the pass rate, which sizes the
+ * pass array (window x rate plus room for extra passes); max_bytes: cap on
+ * the samples array (the pass array gets at most a quarter of it more).
+ * Returns 0, or -1 when out of memory. */
+int sample_ring_init(struct sample_ring *r, uint64_t window_ns, double rate_hz, size_t max_bytes);
+void sample_ring_free(struct sample_ring *r);
+
+/* A pass at time_ns (non-decreasing): passes older than the window are
+ * forgotten first. */
+void sample_ring_begin_pass(struct sample_ring *r, uint64_t time_ns);
+void sample_ring_add(struct sample_ring *r, uint32_t thread, uint32_t stack,
+                     enum profile_state state, bool gc, uint16_t syscall);
+void sample_ring_end_pass(struct sample_ring *r, const struct ring_pass_facts *facts);
+
+/* Replaces thread's sample in the newest pass with stack and state (or adds
+ * one): for what is known better than a sample could see it, e.g. the
+ * traceback of an uncaught exception. Returns 0, or -1 without a pass. */
+int sample_ring_set_last(struct sample_ring *r, uint32_t thread, uint32_t stack,
+                         enum profile_state state);
+
+/* Bytes the ring holds now, and at most. */
+size_t sample_ring_memory(const struct sample_ring *r);
+size_t sample_ring_memory_cap(const struct sample_ring *r);
+
+/* What a window covers, in the source recording's time. */
+struct ring_window {
+    uint64_t start_ns, end_ns;
+    uint64_t passes;
+    size_t threads;
+    bool shortened;           /* the memory cap cut it below window_ns */
+};
+
+/* Builds out (initialised here; the caller frees it with profile_free) from
+ * the passes in [end_ns - window, end_ns]: frames, stacks and threads that
+ * occur in them (names included), counts, hogs, pass statistics and the
+ * timeline, with times relative to the window's start. The meta is copied
+ * from src with start_unix_ns and duration_ns set to the window. Returns 0,
+ * or -1 when out of memory. */
+int sample_ring_window(const struct sample_ring *r, const struct profile *src, uint64_t end_ns,
+                       struct profile *out, struct ring_window *window);
+
+#endif
