@@ -250,8 +250,11 @@ void session_run(struct session *s, volatile int *stop,
     }
 }
 
-void session_finish(struct session *s, bool kill_child)
+void session_stop(struct session *s)
 {
+    if (s->stopped)
+        return;
+    s->stopped = true;
     uint64_t now = monotonic_ns();
     for (int i = 0; i < SESSION_MAX_PROCESSES; i++) {
         if (s->active[i]) {
@@ -261,11 +264,33 @@ void session_finish(struct session *s, bool kill_child)
     }
     if (s->profile && now > s->start_ns)
         s->profile->meta.duration_ns = now - s->start_ns;
-    if (s->started_child && !s->child_exited) {
-        if (kill_child)
-            kill(s->root, SIGTERM);
-        reap_child(s, true);
+}
+
+void session_wait_command(struct session *s, volatile sig_atomic_t *forward)
+{
+    while (s->started_child && !s->child_exited) {
+        if (forward && *forward) {
+            int sig = *forward;
+            *forward = 0;
+            kill(s->root, sig);
+        }
+        int status;
+        pid_t got = waitpid(s->root, &status, 0);
+        if (got == s->root) {
+            s->child_exited = true;
+            s->child_status = status;
+        } else if (got < 0 && errno != EINTR) {
+            break; /* not ours to wait for any more */
+        }
     }
+}
+
+void session_finish(struct session *s, bool kill_child)
+{
+    session_stop(s);
+    if (s->started_child && !s->child_exited && kill_child)
+        kill(s->root, SIGTERM);
+    session_wait_command(s, NULL);
 }
 
 int session_exit_status(const struct session *s)

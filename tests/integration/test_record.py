@@ -743,6 +743,48 @@ def test_ctrl_c_with_command(launch, tmp_path):
     assert doc["meta"]["passes"] > 0
 
 
+def wait_for_record(path, proc, timeout):
+    """Polls until path holds a whole recording; returns it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            if data.endswith(b"\n"):
+                return check_record(json.loads(data.decode("utf-8")))
+        except (OSError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail("no whole recording in %s within %.0f s (pyscope %s); stderr:\n%s"
+                        % (path, timeout, "running" if proc.poll() is None else
+                           "exited %s" % proc.returncode, stderr_of(proc)))
+        time.sleep(0.05)
+
+
+def test_stop_with_command_still_running(launch, tmp_path):
+    """A stop that reaches pyscope alone (kill -INT, kill -TERM) while the
+    command it started keeps running: the recording is written at once;
+    pyscope then waits for the command. The same signal sent to pyscope
+    again is passed on to the command, and pyscope exits with its status."""
+    interp = pick_interp("3.12", "3.11")
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        out = tmp_path / ("rec-%d.json" % sig)
+        report = tmp_path / ("report-%d.json" % sig)
+        proc = launch([PYSCOPE, "record", "-f", "json", "-q", "-o", out, "--",
+                       interp.path, program("rec_mixed.py"), report])
+        wait_for_file(report, proc, 30)
+        time.sleep(1.0)
+        proc.send_signal(sig)
+        doc = wait_for_record(out, proc, 15)
+        assert doc["meta"]["pid"] != proc.pid and doc["meta"]["passes"] > 0
+        time.sleep(0.5)
+        assert proc.poll() is None, "pyscope did not wait for its command (exit %s)" % proc.returncode
+        assert os.path.exists("/proc/%d" % doc["meta"]["pid"]), "the command got the first signal"
+        proc.send_signal(sig)
+        finish(proc, RECORD_SLACK, "pyscope record after passing %s on" % sig.name)
+        assert proc.returncode == 128 + sig, (sig.name, proc.returncode, stderr_of(proc))
+
+
 def test_duration_stops_on_time(interp, start_program, pyscope, tmp_path):
     """-d 2: the recording covers 2 s (within one period and a little) and
     pyscope is done soon after."""
@@ -754,6 +796,23 @@ def test_duration_stops_on_time(interp, start_program, pyscope, tmp_path):
     assert 2.0 <= duration < 2.5, "recorded for %.3f s with -d 2" % duration
     assert result.elapsed < 2 + 15, "pyscope took %.1f s with -d 2" % result.elapsed
     assert 150 <= doc["meta"]["passes"] <= 201, doc["meta"]
+
+
+def test_duration_with_command(launch, tmp_path):
+    """-d 1 -- COMMAND that runs for longer: the recording is written after
+    about 1 s, not when the command ends; the command's status is passed
+    on once it exits."""
+    interp = pick_interp("3.12", "3.11")
+    out = tmp_path / "rec.json"
+    started = time.monotonic()
+    proc = launch([PYSCOPE, "record", "-d", 1, "-f", "json", "-q", "-o", out, "--",
+                   interp.path, program("rec_exit.py"), tmp_path / "report.json", 12, 5])
+    doc = wait_for_record(out, proc, 10)
+    written = time.monotonic() - started
+    assert proc.poll() is None or written < 12, "recording only written once the command ended"
+    assert 1.0 <= doc["meta"]["duration_ns"] / 1e9 < 1.5, doc["meta"]
+    finish(proc, 12 + RECORD_SLACK, "pyscope waiting for its command")
+    assert proc.returncode == 5, (proc.returncode, stderr_of(proc))
 
 
 @pytest.mark.parametrize("how", ["exit", "_exit"])
@@ -986,3 +1045,4 @@ def test_torn_stacks(interp, start_program, pyscope, tmp_path):
         meta["stacks_torn"], 100.0 * meta["stacks_torn"] / max(meta["stacks_sampled"], 1)))
     assert meta["passes"] > 300, meta
     assert meta["stacks_sampled"] >= 4 * meta["passes"] * 0.9, meta
+
