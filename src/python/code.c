@@ -1,6 +1,7 @@
 /* Code-object decoding and its cache. A cache slot is keyed by address only;
- * callers that keep it across samples must clear it when the target may have
- * freed and reused code objects (pyscope dump reads each once). */
+ * callers that keep it across samples must check entries again (the
+ * py_code_id_* pair), since the target may free a code object and reuse its
+ * memory for another (pyscope dump reads each once). */
 #include "python/code.h"
 
 #include <stdio.h>
@@ -71,6 +72,10 @@ static struct py_code *code_read(struct py_reader *r, uint64_t addr)
     if (qualname == 0 || py_str(r, qualname, c->qualname, sizeof c->qualname) != 0)
         snprintf(c->qualname, sizeof c->qualname, "%s", c->name);
     c->firstlineno = firstlineno;
+    c->name_obj = name;
+    c->filename_obj = filename;
+    if (target_read_u64(r->t, addr + (uint64_t)L->ob_type, &c->type_obj) != 0)
+        goto fail;
     /* A missing line table leaves lines unknown rather than failing the frame. */
     if (read_bytes_object(r, linetable, &c->linetable, &c->linetable_len) != 0) {
         c->linetable = NULL;
@@ -93,6 +98,51 @@ const struct py_code *py_code_get(struct py_code_cache *cache, struct py_reader 
     code_free(cache->slots[slot]);
     cache->slots[slot] = c;
     return c;
+}
+
+const struct py_code *py_code_peek(const struct py_code_cache *cache, uint64_t addr)
+{
+    const struct py_code *c = cache->slots[(size_t)((addr >> 4) % PY_CODE_CACHE_SLOTS)];
+    return c && c->addr == addr ? c : NULL;
+}
+
+int py_code_id_span(const struct py_layout *L, long *offset, size_t *len)
+{
+    long fields[] = {L->ob_type, L->code_name, L->code_filename, L->code_firstlineno};
+    long lo = fields[0], hi = fields[0] + 8;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (fields[i] < 0)
+            return -1;
+        lo = fields[i] < lo ? fields[i] : lo;
+        hi = fields[i] + 8 > hi ? fields[i] + 8 : hi;
+    }
+    if (hi - lo > PY_CODE_ID_MAX)
+        return -1;
+    *offset = lo;
+    *len = (size_t)(hi - lo);
+    return 0;
+}
+
+static uint64_t id_u64(const unsigned char *bytes, long lo, long field)
+{
+    uint64_t v;
+    memcpy(&v, bytes + (field - lo), sizeof v);
+    return v;
+}
+
+bool py_code_id_matches(const struct py_code *code, const struct py_layout *L,
+                        const unsigned char *bytes)
+{
+    long lo;
+    size_t len;
+    if (py_code_id_span(L, &lo, &len) != 0)
+        return false;
+    int32_t firstlineno;
+    memcpy(&firstlineno, bytes + (L->code_firstlineno - lo), sizeof firstlineno);
+    return id_u64(bytes, lo, L->ob_type) == code->type_obj &&
+           id_u64(bytes, lo, L->code_name) == code->name_obj &&
+           id_u64(bytes, lo, L->code_filename) == code->filename_obj &&
+           firstlineno == code->firstlineno;
 }
 
 int py_code_line(const struct py_code *code, const struct py_layout *L, long byte_offset)

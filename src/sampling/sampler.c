@@ -15,10 +15,13 @@
 
 #define MAX_TIDS 8192
 #define FRAME_KEY_SLOTS 8192u
+/* Code objects tracked per pass; more than that are checked on every use. */
+#define CODE_MARK_SLOTS 4096u
+#define CODE_TRACKED_MAX 2048u
+#define CODE_CHECK_INTERVAL_NS 1000000ull
 #define MAX_STACK_DEPTH 4096u
-/* Code objects can be freed and their address reused: everything cached by
- * code address is forgotten this often, which bounds how long a stale name
- * could be shown. */
+/* Everything cached by code address is also forgotten this often, so that
+ * the caches only hold what is in use. */
 #define CODE_CACHE_LIFETIME_NS 2000000000ull
 #define NAMES_REFRESH_NS 1000000000ull
 /* CPython's default switch interval: a holder that keeps the GIL this long
@@ -51,6 +54,14 @@ struct frame_key {
 
 struct frame_key_cache {
     struct frame_key slots[FRAME_KEY_SLOTS];
+};
+
+/* A code object met in the pass numbered gen: trusted once checked (or read
+ * afresh) in this pass, used once a frame of this pass ran it. */
+struct code_mark {
+    uint64_t addr;
+    uint32_t gen;
+    bool trusted, used;
 };
 
 uint64_t monotonic_ns(void)
@@ -90,7 +101,14 @@ int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t
     s->frames = malloc(sizeof *s->frames * PY_MAX_FRAMES);
     s->stack_ids = malloc(sizeof *s->stack_ids * (MAX_STACK_DEPTH + 2));
     s->gc_frame = profile_frame_id(profile, "<GC>", "<gc>", -1, true);
-    if (!s->codes || !s->frame_keys || !s->frames || !s->stack_ids || s->gc_frame == UINT32_MAX) {
+    s->code_marks = calloc(CODE_MARK_SLOTS, sizeof *s->code_marks);
+    s->code_used = malloc(CODE_TRACKED_MAX * sizeof *s->code_used);
+    s->code_check = malloc(CODE_TRACKED_MAX * sizeof *s->code_check);
+    s->code_id_bufs = malloc((size_t)CODE_TRACKED_MAX * PY_CODE_ID_MAX);
+    if (py_code_id_span(&s->rt.layout, &s->code_id_offset, &s->code_id_len) != 0)
+        s->code_id_len = 0;
+    if (!s->codes || !s->frame_keys || !s->frames || !s->stack_ids || s->gc_frame == UINT32_MAX ||
+        !s->code_marks || !s->code_used || !s->code_check || !s->code_id_bufs) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         sampler_close(s, start_ns);
         return -1;
@@ -136,6 +154,10 @@ void sampler_close(struct sampler *s, uint64_t now_ns)
     free(s->frame_keys);
     free(s->frames);
     free(s->stack_ids);
+    free(s->code_marks);
+    free(s->code_used);
+    free(s->code_check);
+    free(s->code_id_bufs);
     if (s->target)
         target_close(s->target);
     memset(s, 0, sizeof *s);
@@ -223,10 +245,106 @@ static struct sampled_thread *add_thread(struct sampler *s, const struct py_thre
     return th;
 }
 
+/* This pass's mark for a code object, added if missing; NULL when the table
+ * is full. */
+static struct code_mark *code_mark(struct sampler *s, uint64_t code_addr)
+{
+    uint64_t h = (code_addr >> 4) * 0x9e3779b97f4a7c15ull;
+    for (uint32_t probe = 0; probe < 64; probe++) {
+        struct code_mark *m = &s->code_marks[(h + probe) % CODE_MARK_SLOTS];
+        if (m->gen != s->code_gen) {
+            *m = (struct code_mark){code_addr, s->code_gen, false, false};
+            return m;
+        }
+        if (m->addr == code_addr)
+            return m;
+    }
+    return NULL;
+}
+
+/* Whether what is cached about code_addr can be used: nothing is cached, or
+ * the code object there is still the one that was read. */
+static bool cached_code_still_there(struct sampler *s, uint64_t code_addr)
+{
+    const struct py_code *cached = py_code_peek(s->codes, code_addr);
+    if (!cached)
+        return true;
+    unsigned char bytes[PY_CODE_ID_MAX];
+    return s->code_id_len &&
+           target_read(s->target, code_addr + (uint64_t)s->code_id_offset, bytes,
+                       s->code_id_len) == 0 &&
+           py_code_id_matches(cached, &s->rt.layout, bytes);
+}
+
+/* Before a code object's cached name is used in a pass: checked already in
+ * this pass (with the stack reads), or checked now. */
+static void trust_code(struct sampler *s, uint64_t code_addr)
+{
+    if (code_addr == s->last_code)
+        return;
+    struct code_mark *m = code_mark(s, code_addr);
+    if (!m || !m->trusted) {
+        if (!cached_code_still_there(s, code_addr))
+            flush_code_caches(s);
+        if (m)
+            m->trusted = true;
+    }
+    if (m && !m->used && s->n_code_used < CODE_TRACKED_MAX) {
+        m->used = true;
+        s->code_used[s->n_code_used++] = code_addr;
+    }
+    if (m)
+        s->last_code = code_addr;
+}
+
+/* Starts a pass's code checks. The code objects used last pass are read
+ * again along with this pass's stacks (into spans; returns how many), at most
+ * every CODE_CHECK_INTERVAL_NS; in between they are trusted. So a code object
+ * freed and replaced at its address by another one that is already running
+ * is named after the first for at most that long. Checking on every pass
+ * costs a page per code object in each read: about 30% of the max rate. */
+static size_t plan_code_checks(struct sampler *s, struct target_span *spans, uint64_t now_ns)
+{
+    uint64_t *swap = s->code_check;
+    s->code_check = s->code_used;
+    s->code_used = swap;
+    s->n_code_check = s->n_code_used;
+    s->n_code_used = 0;
+    s->code_gen++;
+    s->last_code = 0;
+    s->code_check_due = s->code_id_len && now_ns - s->last_code_check_ns >= CODE_CHECK_INTERVAL_NS;
+    if (!s->code_check_due)
+        return 0;
+    s->last_code_check_ns = now_ns;
+    for (size_t i = 0; i < s->n_code_check; i++)
+        spans[i] = (struct target_span){s->code_check[i] + (uint64_t)s->code_id_offset,
+                                        s->code_id_bufs + i * PY_CODE_ID_MAX, s->code_id_len,
+                                        false};
+    return s->n_code_check;
+}
+
+static void finish_code_checks(struct sampler *s, const struct target_span *spans)
+{
+    bool reused = false;
+    for (size_t i = 0; s->code_check_due && i < s->n_code_check && !reused; i++) {
+        const struct py_code *cached = py_code_peek(s->codes, s->code_check[i]);
+        reused = cached && (!spans[i].ok ||
+                            !py_code_id_matches(cached, &s->rt.layout, spans[i].buf));
+    }
+    if (reused)
+        flush_code_caches(s);
+    for (size_t i = 0; i < s->n_code_check; i++) {
+        struct code_mark *m = code_mark(s, s->code_check[i]);
+        if (m)
+            m->trusted = true;
+    }
+}
+
 /* (code object, instruction offset) -> frame id, so that a frame seen
  * before costs neither a line-table decode nor a string hash. */
 static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, long offset)
 {
+    trust_code(s, code_addr);
     uint64_t h = (code_addr >> 4) * 0x9e3779b97f4a7c15ull ^ (uint64_t)offset * 0xff51afd7ed558ccdull;
     struct frame_key *slot = &s->frame_keys->slots[(h >> 20) % FRAME_KEY_SLOTS];
     if (slot->code == code_addr && slot->offset == offset && code_addr)
@@ -588,7 +706,21 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
                                          s->cap_spans - n_spans);
         n_spans += th->n_spans;
     }
+    /* The code objects of the last pass are checked in the same read. */
+    size_t first_code_span = n_spans;
+    if (n_spans + s->n_code_used > s->cap_spans) {
+        struct target_span *grown =
+            realloc(s->spans, (n_spans + s->n_code_used) * 2 * sizeof *grown);
+        if (grown) {
+            s->spans = grown;
+            s->cap_spans = (n_spans + s->n_code_used) * 2;
+        } else {
+            s->n_code_used = 0; /* checked again as they are met */
+        }
+    }
+    n_spans += plan_code_checks(s, s->spans + first_code_span, now_ns);
     target_read_spans(t, s->spans, n_spans);
+    finish_code_checks(s, s->spans + first_code_span);
     for (int i = 0; i < n_pass; i++)
         if (s->pass[i].th)
             py_stack_copy_commit(&s->pass[i].th->copy, s->spans + s->pass[i].th->first_span,

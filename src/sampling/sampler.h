@@ -17,6 +17,7 @@
 struct sampled_thread;
 struct frame_key_cache;
 struct pass_thread;
+struct code_mark;
 
 struct chain_entry {
     uint64_t tstate;
@@ -63,6 +64,21 @@ struct sampler {
     uint64_t hold_tstate, hold_switches, hold_since_ns;
     bool gc_was_collecting;
     uint32_t gc_frame;                /* the "<GC>" pseudo-frame */
+    /* A code object can be freed and another allocated at its address: the
+     * code objects a pass used are checked again with a later pass's stack
+     * reads (at most 1 ms later), and one reappearing after a pass without
+     * it is checked when it is met. */
+    struct code_mark *code_marks;     /* this pass's code objects, by address */
+    uint32_t code_gen;                /* the pass marks are valid for */
+    uint64_t *code_used;              /* used this pass, in first-use order */
+    uint64_t *code_check;             /* used last pass: checked this pass */
+    size_t n_code_used, n_code_check;
+    unsigned char *code_id_bufs;      /* the checked bytes, PY_CODE_ID_MAX each */
+    long code_id_offset;
+    size_t code_id_len;               /* 0: checking is not possible */
+    uint64_t last_code;               /* the last code object marked, this pass */
+    uint64_t last_code_check_ns;
+    bool code_check_due;              /* this pass reads the code objects again */
 };
 
 /* Attaches to pid (which must run CPython); samples go into profile. */

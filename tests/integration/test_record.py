@@ -1046,3 +1046,30 @@ def test_torn_stacks(interp, start_program, pyscope, tmp_path):
     assert meta["passes"] > 300, meta
     assert meta["stacks_sampled"] >= 4 * meta["passes"] * 0.9, meta
 
+
+# --------------------------------------------------------------------------
+# Names of code objects whose memory was reused
+
+def test_code_object_reuse(interp, start_program, pyscope, tmp_path):
+    """rec_reuse.py frees a function's code object and compiles another at
+    the same address, over and over: every frame is named after the code
+    object running at the time, never after the one freed before it."""
+    target = start_program(interp, "rec_reuse.py")
+    doc = record_pid(pyscope, tmp_path, target.pid, "-r", "200", duration=3)
+    thread = thread_named(doc, "reuser")
+    stale, seen = [], {"decoy": 0, "target": 0}
+    for t, stack, state, count in doc["samples"]:
+        if t != thread:
+            continue
+        frames = [doc["frames"][f] for f in doc["stacks"][stack]]
+        for caller, callee in zip(frames, frames[1:]):
+            if caller["function"] == "run_decoy" and callee["file"] == "<decoy>":
+                seen["decoy"] += count
+            if caller["function"] == "run_target" and callee["file"] == "<real>":
+                seen["target"] += count
+            if (caller["function"], callee["file"]) in (("run_target", "<decoy>"),
+                                                        ("run_decoy", "<real>")):
+                stale.append(([(f["function"], f["file"]) for f in frames[-3:]], count))
+    assert not stale, "frames named after a freed code object: %d samples, e.g. %s" % (
+        sum(n for _, n in stale), stale[:3])
+    assert seen["decoy"] > 0 and seen["target"] > 0, seen
