@@ -1,7 +1,7 @@
 # pyscope: build, test, demo, install.
 #   make            build ./pyscope
 #   make demo       build, start the bundled demo program and dump it
-#   make test       unit tests, integration tests, and both again under ASan+UBSan
+#   make test       unit tests, consumer checks, integration tests, and both again under ASan+UBSan
 #   make consumers  profile output read by its real consumers (go tool pprof, speedscope's schema)
 #   make bench-html size and opening time of the HTML report of 10 minutes x 50 threads
 #   make install PREFIX=/usr/local [PYTHON=/path/to/python]   (PYTHON: for %load_ext pyscope)
@@ -38,8 +38,9 @@ DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev python3-pytest python3-p
 # tests/integration/test_html.py.
 TEST_DEB_PACKAGES = chromium
 
-# `make consumers` only: go for `go tool pprof`, node and npm for speedscope's
-# schema check; the npm packages go under build/, never into the tree.
+# `make consumers` and `make test` (whose record tests use them too): go for
+# `go tool pprof`, node and npm for speedscope's schema check; the npm
+# packages go under build/, never into the tree.
 CONSUMER_DEB_GO   = golang-go
 CONSUMER_DEB_NODE = nodejs npm
 CONSUMER_NPM      = speedscope@1.25.0 ajv@8.20.0
@@ -169,9 +170,10 @@ integration-asan: build/asan/pyscope
 	PYSCOPE=$(CURDIR)/build/asan/pyscope ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 $(PYTHON_TEST) -m pytest -q $(PYTEST_RERUNS) tests/integration
 
-test: test-deps
+test: test-deps consumers-deps
 	$(MAKE) unit unit-asan
 	$(MAKE) fuzz
+	$(MAKE) consumers
 	$(MAKE) integration
 	$(MAKE) integration-asan
 

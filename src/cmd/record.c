@@ -17,11 +17,17 @@
 #include "sampling/session.h"
 
 static volatile int stop_requested;
+/* Once the profile is written, pyscope only waits for the command it started.
+ * A signal sent to pyscope alone meanwhile (by kill, not by the terminal,
+ * which signals the whole foreground group) is passed on to the command. */
+static volatile sig_atomic_t waiting_for_command, forward_signal;
 
-static void request_stop(int sig)
+static void request_stop(int sig, siginfo_t *info, void *ctx)
 {
-    (void)sig;
+    (void)ctx;
     stop_requested = 1;
+    if (waiting_for_command && info && info->si_code <= 0)
+        forward_signal = sig;
 }
 
 static void record_usage(FILE *out)
@@ -31,7 +37,9 @@ static void record_usage(FILE *out)
             "       pyscope record [options] -- COMMAND [ARGS...]\n"
             "\n"
             "Samples every thread's Python stack and GIL state without stopping the\n"
-            "process, until Ctrl-C, the end of --duration, or the process exits.\n"
+            "process, until Ctrl-C, the end of --duration, or the process exits. The\n"
+            "profile is written then; with -- COMMAND, pyscope goes on to wait for the\n"
+            "command (passing on signals sent to pyscope) and exits with its status.\n"
             "\n"
             "  -p, --pid PID          sample this running process\n"
             "  -o, --output FILE      where to write the profile (default: pyscope-PID.EXT; - for stdout)\n"
@@ -139,7 +147,8 @@ int cmd_record(int argc, char **argv)
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = request_stop;
+    sa.sa_sigaction = request_stop;
+    sa.sa_flags = SA_SIGINFO;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
@@ -155,8 +164,9 @@ int cmd_record(int argc, char **argv)
                 (int)session.root, profile.meta.python_version,
                 opts.rate_hz > 0 ? "the requested rate" : "the highest rate it can");
     session_run(&session, &stop_requested, progress ? show_progress : NULL, NULL);
-    /* Ctrl-C reached a started command too; let it exit on its own. */
-    session_finish(&session, false);
+    /* The profile is written before a started command is waited for: it may
+     * run for long after the recording stopped. */
+    session_stop(&session);
     if (progress)
         fputc('\n', stderr);
 
@@ -183,6 +193,9 @@ int cmd_record(int argc, char **argv)
     if (status == 0 && out != stdout)
         fprintf(stderr, "pyscope: wrote %s (%s)\n", output, format->name);
     profile_free(&profile);
+    fflush(stderr);
+    waiting_for_command = 1;
+    session_wait_command(&session, &forward_signal);
     if (status == 0)
         status = session_exit_status(&session);
     return status;

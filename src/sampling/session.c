@@ -50,6 +50,9 @@ static int add_process(struct session *s, pid_t pid, struct pyscope_error *err)
         /* Re-looking costs up to half a millisecond a pass: worth it at the
          * usual rates, not when sampling flat out. */
         s->samplers[i].recheck_running = s->opts.rate_hz > 0 && s->opts.rate_hz <= 1000;
+        /* Likewise re-checking cached code objects on every pass: flat out,
+         * the two-second cache lifetime bounds a stale name instead. */
+        s->samplers[i].verify_codes = s->opts.rate_hz > 0 && s->opts.rate_hz <= 1000;
         s->active[i] = true;
         return 0;
     }
@@ -250,8 +253,11 @@ void session_run(struct session *s, volatile int *stop,
     }
 }
 
-void session_finish(struct session *s, bool kill_child)
+void session_stop(struct session *s)
 {
+    if (s->stopped)
+        return;
+    s->stopped = true;
     uint64_t now = monotonic_ns();
     for (int i = 0; i < SESSION_MAX_PROCESSES; i++) {
         if (s->active[i]) {
@@ -261,11 +267,33 @@ void session_finish(struct session *s, bool kill_child)
     }
     if (s->profile && now > s->start_ns)
         s->profile->meta.duration_ns = now - s->start_ns;
-    if (s->started_child && !s->child_exited) {
-        if (kill_child)
-            kill(s->root, SIGTERM);
-        reap_child(s, true);
+}
+
+void session_wait_command(struct session *s, volatile sig_atomic_t *forward)
+{
+    while (s->started_child && !s->child_exited) {
+        if (forward && *forward) {
+            int sig = *forward;
+            *forward = 0;
+            kill(s->root, sig);
+        }
+        int status;
+        pid_t got = waitpid(s->root, &status, 0);
+        if (got == s->root) {
+            s->child_exited = true;
+            s->child_status = status;
+        } else if (got < 0 && errno != EINTR) {
+            break; /* not ours to wait for any more */
+        }
     }
+}
+
+void session_finish(struct session *s, bool kill_child)
+{
+    session_stop(s);
+    if (s->started_child && !s->child_exited && kill_child)
+        kill(s->root, SIGTERM);
+    session_wait_command(s, NULL);
 }
 
 int session_exit_status(const struct session *s)

@@ -4,6 +4,7 @@
 #ifndef PYSCOPE_SAMPLING_SESSION_H
 #define PYSCOPE_SAMPLING_SESSION_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -32,6 +33,7 @@ struct session {
     bool started_child;        /* we forked root */
     int child_status;          /* its wait status once it exited */
     bool child_exited;
+    bool stopped;              /* session_stop has run */
     uint64_t start_ns;
     uint64_t last_scan_ns;
 };
@@ -46,8 +48,17 @@ int session_start(struct session *s, pid_t pid, const struct session_options *op
 void session_run(struct session *s, volatile int *stop,
                  void (*on_tick)(struct session *s, void *ctx), void *ctx);
 
-/* Ends the session: closes open timeline segments, records the duration,
- * and (when the command was started by us) waits for it unless kill_child. */
+/* Stops sampling: closes open timeline segments and records the duration.
+ * A started command is left running. Calling it again does nothing. */
+void session_stop(struct session *s);
+
+/* Waits for the started command, if any, to exit. When a signal interrupts
+ * the wait with *forward set to its number, that signal is sent on to the
+ * command and *forward cleared; the wait goes on. forward may be NULL. */
+void session_wait_command(struct session *s, volatile sig_atomic_t *forward);
+
+/* Ends the session: session_stop, then (when the command was started by us)
+ * waits for it, after sending it SIGTERM if kill_child. */
 void session_finish(struct session *s, bool kill_child);
 
 /* The exit status to report for a started command (its own), or 0. */

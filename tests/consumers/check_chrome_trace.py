@@ -36,6 +36,13 @@ def is_number(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def ns(microseconds):
+    """A time in whole nanoseconds: ts and dur are decimal microseconds, and
+    float sums of them (ts + dur) can land a hair past the next slice's ts
+    when in decimal they abut exactly. Viewers keep nanoseconds (Perfetto)."""
+    return round(microseconds * 1000)
+
+
 class Checker:
     def __init__(self):
         self.problems = []
@@ -76,7 +83,7 @@ class Checker:
                                 f'tid={event["tid"]} (last {track["last_ts"]})')
         track["last_ts"] = ts
         # X slices that ended by now no longer enclose anything.
-        while track["x_ends"] and track["x_ends"][-1] <= ts + TS_EPSILON:
+        while track["x_ends"] and track["x_ends"][-1] <= ns(ts):
             track["x_ends"].pop()
 
     def check_event(self, index, event):
@@ -114,10 +121,10 @@ class Checker:
                 self.problem(index, f'X with negative dur {event["dur"]}')
             track = self.track(event)
             self.advance(index, event, track)
-            end = event["ts"] + event["dur"]
-            if track["x_ends"] and end > track["x_ends"][-1] + TS_EPSILON:
-                self.problem(index, f'X [{event["ts"]}, {end}] overlaps the end of an enclosing '
-                                    f'X at {track["x_ends"][-1]}')
+            end = ns(event["ts"]) + ns(event["dur"])
+            if track["x_ends"] and end > track["x_ends"][-1]:
+                self.problem(index, f'X [{event["ts"]}, {end / 1000}] overlaps the end of an '
+                                    f'enclosing X at {track["x_ends"][-1] / 1000}')
             track["x_ends"].append(end)
             self.max_depth = max(self.max_depth, len(track["x_ends"]))
         elif ph == "C":
