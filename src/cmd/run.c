@@ -23,8 +23,7 @@
 #include "target/core_write.h"
 #include "target/process.h"
 #include "target/signals.h"
-
-#define MAX_TRACED 8192
+#include "target/tracer.h"
 
 static pid_t child_pid;
 static volatile sig_atomic_t forwarded_signal;
@@ -60,70 +59,14 @@ static void forward_signal(int sig, siginfo_t *info, void *ctx)
     }
 }
 
-struct traced {
-    pid_t tids[MAX_TRACED];
-    int n;
-};
-
-static void traced_add(struct traced *tr, pid_t tid)
-{
-    for (int i = 0; i < tr->n; i++)
-        if (tr->tids[i] == tid)
-            return;
-    if (tr->n < MAX_TRACED)
-        tr->tids[tr->n++] = tid;
-}
-
-static void traced_remove(struct traced *tr, pid_t tid)
-{
-    for (int i = 0; i < tr->n; i++) {
-        if (tr->tids[i] == tid) {
-            tr->tids[i] = tr->tids[--tr->n];
-            return;
-        }
-    }
-}
-
-/* Stops every traced thread except the crashing one (already stopped),
- * waiting for each stop; events of other kinds seen meanwhile are noted. */
-static void stop_others(struct traced *tr, pid_t crashing)
-{
-    for (int i = 0; i < tr->n; i++)
-        if (tr->tids[i] != crashing)
-            ptrace(PTRACE_INTERRUPT, tr->tids[i], NULL, NULL);
-    for (int i = 0; i < tr->n; i++) {
-        pid_t tid = tr->tids[i];
-        if (tid == crashing)
-            continue;
-        for (int tries = 0; tries < 2000; tries++) {
-            int status;
-            pid_t got = waitpid(tid, &status, __WALL | WNOHANG);
-            if (got == tid) {
-                if (WIFEXITED(status) || WIFSIGNALED(status)) {
-                    traced_remove(tr, tid);
-                    i--;
-                }
-                break;
-            }
-            if (got < 0 && errno != EINTR) {
-                traced_remove(tr, tid);
-                i--;
-                break;
-            }
-            struct timespec ts = {0, 500000};
-            nanosleep(&ts, NULL);
-        }
-    }
-}
-
-static void report_crash(struct traced *tr, pid_t crashing, int sig, const char *core_dir,
+static void report_crash(struct tracer *tr, pid_t crashing, int sig, const char *core_dir,
                          const char *output, bool json, bool native)
 {
     siginfo_t info;
     memset(&info, 0, sizeof info);
     if (ptrace(PTRACE_GETSIGINFO, crashing, NULL, &info) != 0)
         info.si_signo = sig;
-    stop_others(tr, crashing);
+    tracer_stop_all(tr);
 
     FILE *out = stderr;
     if (output && !(out = fopen(output, "w"))) {
@@ -175,8 +118,8 @@ static void report_crash(struct traced *tr, pid_t crashing, int sig, const char 
             int n = 0;
             order[n++] = crashing;
             for (int i = 0; i < tr->n; i++)
-                if (tr->tids[i] != crashing)
-                    order[n++] = tr->tids[i];
+                if (tr->threads[i].tid != crashing)
+                    order[n++] = tr->threads[i].tid;
             memset(&err, 0, sizeof err);
             if (core_write(t, order, n, &info, path, &err) == 0)
                 fprintf(stderr, "pyscope: core written to %s\n", path);
@@ -189,40 +132,13 @@ static void report_crash(struct traced *tr, pid_t crashing, int sig, const char 
 done:
     if (out != stderr)
         fclose(out);
-    /* Let the others go; the signal then ends the process as it would have. */
-    for (int i = 0; i < tr->n; i++)
-        if (tr->tids[i] != crashing)
-            ptrace(PTRACE_CONT, tr->tids[i], NULL, NULL);
-}
-
-static int start_child(char **argv)
-{
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "pyscope: fork: %s\n", strerror(errno));
-        return -1;
+    /* Let the others go; the signal then ends the process as it would have.
+     * Threads that stopped with an event of their own keep it for the loop. */
+    for (int i = 0; i < tr->n; i++) {
+        const struct tracer_thread *th = &tr->threads[i];
+        if (th->tid != crashing && th->stopped && !th->has_event)
+            tracer_cont(tr, th->tid, 0);
     }
-    if (pid == 0) {
-        /* Wait for the tracer to attach before running anything. */
-        raise(SIGSTOP);
-        execvp(argv[0], argv);
-        fprintf(stderr, "pyscope: cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    int status;
-    if (waitpid(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) {
-        fprintf(stderr, "pyscope: the program did not start\n");
-        return -1;
-    }
-    long options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC;
-    if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)options) != 0) {
-        fprintf(stderr, "pyscope: cannot trace the program: %s\n", strerror(errno));
-        kill(pid, SIGKILL);
-        return -1;
-    }
-    child_pid = pid;
-    kill(pid, SIGCONT);
-    return 0;
 }
 
 int cmd_run(int argc, char **argv)
@@ -266,27 +182,24 @@ int cmd_run(int argc, char **argv)
     for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
         sigaction(forwarded[i], &sa, NULL);
     /* The terminal's Ctrl-C is for the program: it decides what to do. */
-    if (start_child(argv + optind) != 0)
-        return PYSCOPE_ERR_OTHER;
-
-    struct traced *tr = calloc(1, sizeof *tr);
-    if (!tr) {
-        kill(child_pid, SIGKILL);
+    struct tracer tr;
+    struct pyscope_error err = {0};
+    if (tracer_spawn(&tr, argv + optind, PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC, &err) != 0) {
+        error_report(&err);
         return PYSCOPE_ERR_OTHER;
     }
-    traced_add(tr, child_pid);
+    child_pid = tr.pid;
     bool reported = false;
     int exit_status = PYSCOPE_ERR_OTHER;
     for (;;) {
         int status;
-        pid_t tid = waitpid(-1, &status, __WALL);
+        pid_t tid = tracer_wait(&tr, &status);
         if (tid < 0) {
             if (errno == EINTR)
                 continue;
             break;
         }
         if (WIFEXITED(status) || WIFSIGNALED(status)) {
-            traced_remove(tr, tid);
             if (tid == child_pid) {
                 exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
                 break;
@@ -295,36 +208,28 @@ int cmd_run(int argc, char **argv)
         }
         if (!WIFSTOPPED(status))
             continue;
-        traced_add(tr, tid);
         int sig = WSTOPSIG(status);
         int event = status >> 16;
-        if (event == PTRACE_EVENT_CLONE) {
-            unsigned long new_tid = 0;
-            if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &new_tid) == 0)
-                traced_add(tr, (pid_t)new_tid);
-            ptrace(PTRACE_CONT, tid, NULL, NULL);
-            continue;
-        }
         if (event == PTRACE_EVENT_STOP) {
             /* A group stop (SIGSTOP, Ctrl-Z) must stay a stop: listen
              * instead of resuming. Other event stops just continue. */
-            if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU)
-                ptrace(PTRACE_LISTEN, tid, NULL, NULL);
+            if (tracer_is_group_stop(status))
+                tracer_listen(&tr, tid);
             else
-                ptrace(PTRACE_CONT, tid, NULL, NULL);
+                tracer_cont(&tr, tid, 0);
             continue;
         }
         if (event != 0) {
-            ptrace(PTRACE_CONT, tid, NULL, NULL);
+            tracer_cont(&tr, tid, 0);
             continue;
         }
         /* A signal for the program. */
         if (signal_is_crash(sig) && !reported) {
             reported = true;
-            report_crash(tr, tid, sig, core_dir, output, json, native);
+            report_crash(&tr, tid, sig, core_dir, output, json, native);
         }
-        ptrace(PTRACE_CONT, tid, NULL, (void *)(long)sig);
+        tracer_cont(&tr, tid, sig);
     }
-    free(tr);
+    tracer_free(&tr);
     return exit_status;
 }
