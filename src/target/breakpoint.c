@@ -1,0 +1,312 @@
+/* int3 breakpoints and debug registers. A breakpoint is stepped over by
+ * emulating the first instruction of the function when it is one that
+ * compilers put there (endbr64, push, mov between registers, sub from rsp),
+ * so the int3 never leaves memory while other threads run; anything else
+ * is single-stepped with the original byte back for that one step. */
+#include "target/breakpoint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define INT3 0xcc
+
+/* ---- the instruction emulator ---- */
+
+void insn_decode(const uint8_t *code, size_t n, struct insn *out)
+{
+    memset(out, 0, sizeof *out);
+    if (n >= 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa) {
+        out->kind = INSN_NOP;          /* endbr64 */
+        out->len = 4;
+        return;
+    }
+    if (n >= 1 && code[0] == 0x90) {
+        out->kind = INSN_NOP;
+        out->len = 1;
+        return;
+    }
+    if (n >= 1 && code[0] >= 0x50 && code[0] <= 0x57) {
+        out->kind = INSN_PUSH;
+        out->src = code[0] - 0x50;
+        out->len = 1;
+        return;
+    }
+    if (n >= 2 && code[0] == 0x41 && code[1] >= 0x50 && code[1] <= 0x57) {
+        out->kind = INSN_PUSH;
+        out->src = 8 + code[1] - 0x50;
+        out->len = 2;
+        return;
+    }
+    /* REX.W (no index extension) with a register-to-register mov. */
+    if (n >= 3 && (code[0] & 0xfa) == 0x48 && (code[1] == 0x89 || code[1] == 0x8b) &&
+        (code[2] & 0xc0) == 0xc0) {
+        int reg = ((code[2] >> 3) & 7) | ((code[0] & 4) ? 8 : 0);
+        int rm = (code[2] & 7) | ((code[0] & 1) ? 8 : 0);
+        out->kind = INSN_MOV_RR;
+        out->len = 3;
+        out->dst = code[1] == 0x89 ? rm : reg;
+        out->src = code[1] == 0x89 ? reg : rm;
+        return;
+    }
+    if (n >= 4 && code[0] == 0x48 && code[1] == 0x83 && code[2] == 0xec) {
+        out->kind = INSN_SUB_RSP;
+        out->imm = (int8_t)code[3];
+        out->len = 4;
+        return;
+    }
+    if (n >= 7 && code[0] == 0x48 && code[1] == 0x81 && code[2] == 0xec) {
+        int32_t imm;
+        memcpy(&imm, code + 3, sizeof imm);
+        out->kind = INSN_SUB_RSP;
+        out->imm = imm;
+        out->len = 7;
+        return;
+    }
+    out->kind = INSN_UNKNOWN;
+}
+
+static unsigned long long *reg_slot(struct user_regs_struct *r, int n)
+{
+    switch (n) {
+    case 0: return &r->rax;
+    case 1: return &r->rcx;
+    case 2: return &r->rdx;
+    case 3: return &r->rbx;
+    case 4: return &r->rsp;
+    case 5: return &r->rbp;
+    case 6: return &r->rsi;
+    case 7: return &r->rdi;
+    case 8: return &r->r8;
+    case 9: return &r->r9;
+    case 10: return &r->r10;
+    case 11: return &r->r11;
+    case 12: return &r->r12;
+    case 13: return &r->r13;
+    case 14: return &r->r14;
+    default: return &r->r15;
+    }
+}
+
+#define FLAG_CF (1u << 0)
+#define FLAG_PF (1u << 2)
+#define FLAG_AF (1u << 4)
+#define FLAG_ZF (1u << 6)
+#define FLAG_SF (1u << 7)
+#define FLAG_OF (1u << 11)
+
+/* The flags a 64-bit sub sets, as the CPU would. */
+static unsigned long long sub_flags(unsigned long long flags, uint64_t a, uint64_t b)
+{
+    uint64_t res = a - b;
+    flags &= ~(unsigned long long)(FLAG_CF | FLAG_PF | FLAG_AF | FLAG_ZF | FLAG_SF | FLAG_OF);
+    if (a < b)
+        flags |= FLAG_CF;
+    if (res == 0)
+        flags |= FLAG_ZF;
+    if (res >> 63)
+        flags |= FLAG_SF;
+    if (((a ^ b) & (a ^ res)) >> 63)
+        flags |= FLAG_OF;
+    if ((a ^ b ^ res) & 0x10)
+        flags |= FLAG_AF;
+    if (!(__builtin_popcount((unsigned)(res & 0xff)) & 1))
+        flags |= FLAG_PF;
+    return flags;
+}
+
+void insn_apply(const struct insn *in, struct user_regs_struct *regs, bool *store,
+                uint64_t *store_addr, uint64_t *store_value)
+{
+    *store = false;
+    switch (in->kind) {
+    case INSN_PUSH:
+        *store_value = *reg_slot(regs, in->src);   /* push %rsp pushes the old value */
+        regs->rsp -= 8;
+        *store_addr = regs->rsp;
+        *store = true;
+        break;
+    case INSN_MOV_RR:
+        *reg_slot(regs, in->dst) = *reg_slot(regs, in->src);
+        break;
+    case INSN_SUB_RSP:
+        regs->eflags = sub_flags(regs->eflags, regs->rsp, (uint64_t)in->imm);
+        regs->rsp -= (uint64_t)in->imm;
+        break;
+    case INSN_NOP:
+    case INSN_UNKNOWN:
+        break;
+    }
+    regs->rip += (unsigned long long)in->len;
+}
+
+/* ---- memory ---- */
+
+int bp_memory_open(struct bp_memory *m, pid_t pid, struct pyscope_error *err)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
+    m->pid = pid;
+    m->fd = open(path, O_RDWR | O_CLOEXEC);
+    if (m->fd < 0) {
+        error_set(err, errno == ENOENT ? PYSCOPE_ERR_NO_PROCESS : PYSCOPE_ERR_PERMISSION,
+                  "cannot open %s for writing breakpoints: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+void bp_memory_close(struct bp_memory *m)
+{
+    if (m->fd >= 0)
+        close(m->fd);
+    m->fd = -1;
+}
+
+static int mem_write(struct bp_memory *m, uint64_t addr, const void *buf, size_t len)
+{
+    return pwrite(m->fd, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -1;
+}
+
+int bp_insert(struct bp_memory *m, struct sw_breakpoint *bp, struct pyscope_error *err)
+{
+    if (bp->inserted)
+        return 0;
+    if (pread(m->fd, bp->original, sizeof bp->original, (off_t)bp->addr) !=
+        (ssize_t)sizeof bp->original) {
+        error_set(err, PYSCOPE_ERR_OTHER, "cannot read the code at 0x%llx: %s",
+                  (unsigned long long)bp->addr, strerror(errno));
+        return -1;
+    }
+    if (bp->original[0] == INT3) {
+        error_set(err, PYSCOPE_ERR_OTHER,
+                  "there is already a breakpoint at 0x%llx (is a debugger attached?)",
+                  (unsigned long long)bp->addr);
+        return -1;
+    }
+    insn_decode(bp->original, sizeof bp->original, &bp->first);
+    uint8_t int3 = INT3;
+    if (mem_write(m, bp->addr, &int3, 1) != 0) {
+        error_set(err, PYSCOPE_ERR_OTHER, "cannot write a breakpoint at 0x%llx: %s",
+                  (unsigned long long)bp->addr, strerror(errno));
+        return -1;
+    }
+    bp->inserted = true;
+    return 0;
+}
+
+int bp_remove(struct bp_memory *m, struct sw_breakpoint *bp)
+{
+    if (!bp->inserted)
+        return 0;
+    if (mem_write(m, bp->addr, bp->original, 1) != 0)
+        return -1;
+    bp->inserted = false;
+    return 0;
+}
+
+/* ---- stepping over ---- */
+
+static int single_step(struct tracer *tr, pid_t tid, int *pending_signal)
+{
+    for (int attempt = 0; attempt < 16; attempt++) {
+        if (ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) != 0)
+            return -1;
+        struct tracer_thread *th = tracer_thread(tr, tid);
+        if (th)
+            th->stopped = false;
+        int status;
+        if (tracer_wait_thread(tr, tid, &status, -1) != 0 || !WIFSTOPPED(status))
+            return -1;
+        if (WSTOPSIG(status) == SIGTRAP && (status >> 16) == 0)
+            return 0;
+        /* A signal or an interrupt arrived instead: the step did not run.
+         * Keep the signal for later and step again. */
+        if ((status >> 16) == 0)
+            *pending_signal = WSTOPSIG(status);
+    }
+    return -1;
+}
+
+int bp_step_over(struct tracer *tr, struct bp_memory *m, pid_t tid, struct sw_breakpoint *bp,
+                 bool *window, int *pending_signal)
+{
+    *window = false;
+    struct user_regs_struct regs;
+    if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) != 0)
+        return -1;
+    regs.rip = bp->addr;
+    if (bp->first.kind != INSN_UNKNOWN) {
+        bool store;
+        uint64_t store_addr, store_value;
+        insn_apply(&bp->first, &regs, &store, &store_addr, &store_value);
+        if (store && mem_write(m, store_addr, &store_value, sizeof store_value) != 0)
+            return -1;
+        return ptrace(PTRACE_SETREGS, tid, NULL, &regs) == 0 ? 0 : -1;
+    }
+    if (ptrace(PTRACE_SETREGS, tid, NULL, &regs) != 0)
+        return -1;
+    *window = true;
+    if (mem_write(m, bp->addr, bp->original, 1) != 0)
+        return -1;
+    int rc = single_step(tr, tid, pending_signal);
+    uint8_t int3 = INT3;
+    if (mem_write(m, bp->addr, &int3, 1) != 0)
+        bp->inserted = false;
+    return rc;
+}
+
+/* ---- debug registers ---- */
+
+static long dr_offset(int n)
+{
+    return (long)offsetof(struct user, u_debugreg) + (long)n * (long)sizeof(long);
+}
+
+static unsigned long dr7_value(unsigned enabled_mask)
+{
+    unsigned long v = 0;
+    for (int slot = 0; slot < DR_SLOTS; slot++) {
+        if (!(enabled_mask & (1u << slot)))
+            continue;
+        v |= 1ul << (slot * 2);                 /* local enable */
+        v |= 1ul << (16 + slot * 4);            /* R/W = 01: data writes */
+        v |= 3ul << (18 + slot * 4);            /* LEN = 11: 4 bytes */
+    }
+    return v;
+}
+
+int dr_enable(pid_t tid, unsigned enabled_mask)
+{
+    return ptrace(PTRACE_POKEUSER, tid, (void *)dr_offset(7), (void *)dr7_value(enabled_mask)) == 0
+               ? 0 : -1;
+}
+
+int dr_arm(pid_t tid, int slot, uint64_t addr, unsigned enabled_mask)
+{
+    if (slot < 0 || slot >= DR_SLOTS || (addr & 3))
+        return -1;
+    /* Disable the slot while its address changes: the kernel checks each
+     * write against the current DR7. */
+    if (dr_enable(tid, enabled_mask & ~(1u << slot)) != 0)
+        return -1;
+    if (ptrace(PTRACE_POKEUSER, tid, (void *)dr_offset(slot), (void *)addr) != 0)
+        return -1;
+    return dr_enable(tid, enabled_mask);
+}
+
+unsigned dr_hits(pid_t tid)
+{
+    errno = 0;
+    long dr6 = ptrace(PTRACE_PEEKUSER, tid, (void *)dr_offset(6), NULL);
+    if (errno)
+        return 0;
+    ptrace(PTRACE_POKEUSER, tid, (void *)dr_offset(6), NULL);
+    return (unsigned)dr6 & 0xf;
+}
