@@ -17,6 +17,7 @@ static const struct command commands[] = {
     {"record", cmd_record, "sample a process and write a profile with per-thread GIL states"},
     {"top", cmd_top, "live view of where a process spends its time, with GIL columns"},
     {"run", cmd_run, "run a program and dump every thread's stacks if it crashes"},
+    {"watch", cmd_watch, "report a function entered again while it is still running (re-entry)"},
 };
 
 static void usage(FILE *out)

@@ -8,5 +8,6 @@ int cmd_dump(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
 
 #endif

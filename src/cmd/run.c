@@ -134,11 +134,7 @@ done:
         fclose(out);
     /* Let the others go; the signal then ends the process as it would have.
      * Threads that stopped with an event of their own keep it for the loop. */
-    for (int i = 0; i < tr->n; i++) {
-        const struct tracer_thread *th = &tr->threads[i];
-        if (th->tid != crashing && th->stopped && !th->has_event)
-            tracer_cont(tr, th->tid, 0);
-    }
+    tracer_resume_all(tr, crashing);
 }
 
 int cmd_run(int argc, char **argv)

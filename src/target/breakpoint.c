@@ -213,7 +213,7 @@ int bp_remove(struct bp_memory *m, struct sw_breakpoint *bp)
 
 /* ---- stepping over ---- */
 
-static int single_step(struct tracer *tr, pid_t tid, int *pending_signal)
+int bp_single_step(struct tracer *tr, pid_t tid, int *pending_signal)
 {
     for (int attempt = 0; attempt < 16; attempt++) {
         if (ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) != 0)
@@ -255,7 +255,7 @@ int bp_step_over(struct tracer *tr, struct bp_memory *m, pid_t tid, struct sw_br
     *window = true;
     if (mem_write(m, bp->addr, bp->original, 1) != 0)
         return -1;
-    int rc = single_step(tr, tid, pending_signal);
+    int rc = bp_single_step(tr, tid, pending_signal);
     uint8_t int3 = INT3;
     if (mem_write(m, bp->addr, &int3, 1) != 0)
         bp->inserted = false;

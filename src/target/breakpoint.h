@@ -70,6 +70,10 @@ int bp_remove(struct bp_memory *m, struct sw_breakpoint *bp);
 int bp_step_over(struct tracer *tr, struct bp_memory *m, pid_t tid, struct sw_breakpoint *bp,
                  bool *window, int *pending_signal);
 
+/* One PTRACE_SINGLESTEP of a stopped thread, waited for. A signal that
+ * arrives instead is kept in *pending_signal and the step is retried. */
+int bp_single_step(struct tracer *tr, pid_t tid, int *pending_signal);
+
 /* ---- hardware watchpoints (debug registers DR0-DR3, per thread) ---- */
 
 #define DR_SLOTS 4

@@ -123,7 +123,7 @@ static bool note(struct tracer *tr, pid_t tid, int status)
     return true;
 }
 
-pid_t tracer_wait(struct tracer *tr, int *status)
+static pid_t saved_event(struct tracer *tr, int *status)
 {
     for (int i = 0; i < tr->n; i++) {
         struct tracer_thread *th = &tr->threads[i];
@@ -133,16 +133,34 @@ pid_t tracer_wait(struct tracer *tr, int *status)
             return th->tid;
         }
     }
+    return 0;
+}
+
+static pid_t next_event(struct tracer *tr, int *status, int flags)
+{
+    pid_t saved = saved_event(tr, status);
+    if (saved)
+        return saved;
     for (;;) {
-        pid_t tid = waitpid(-1, status, __WALL);
-        if (tid < 0)
-            return -1;
+        pid_t tid = waitpid(-1, status, __WALL | flags);
+        if (tid <= 0)
+            return tid;
         if (note(tr, tid, *status))
             return tid;
         /* A forked child's first stop: the owner asks for it by pid. */
         if (tr->n_foreign < TRACER_MAX_FOREIGN)
             tr->foreign[tr->n_foreign++] = tid;
     }
+}
+
+pid_t tracer_wait(struct tracer *tr, int *status)
+{
+    return next_event(tr, status, 0);
+}
+
+pid_t tracer_poll(struct tracer *tr, int *status)
+{
+    return next_event(tr, status, WNOHANG);
 }
 
 int tracer_wait_thread(struct tracer *tr, pid_t tid, int *status, int timeout_ms)
@@ -244,11 +262,11 @@ void tracer_stop_all(struct tracer *tr)
     }
 }
 
-void tracer_resume_all(struct tracer *tr)
+void tracer_resume_all(struct tracer *tr, pid_t except)
 {
     for (int i = 0; i < tr->n; i++) {
         struct tracer_thread *th = &tr->threads[i];
-        if (th->stopped && !th->has_event)
+        if (th->stopped && !th->has_event && th->tid != except)
             tracer_cont(tr, th->tid, 0);
     }
 }
@@ -306,6 +324,9 @@ int tracer_spawn(struct tracer *tr, char *const *argv, long options, struct pysc
         return -1;
     }
     if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
         /* Wait for the tracer to attach before running anything. */
         raise(SIGSTOP);
         execvp(argv[0], argv);

@@ -36,7 +36,8 @@ struct tracer {
 
 /* Forks and runs argv[0] (PATH searched) under ptrace: the child waits for
  * the seize before it execs, so nothing of the program runs untraced. The
- * exec is reported as PTRACE_EVENT_EXEC when options include TRACEEXEC. */
+ * exec is reported as PTRACE_EVENT_EXEC when options include TRACEEXEC.
+ * The program starts with no signals blocked, whatever the caller blocks. */
 int tracer_spawn(struct tracer *tr, char *const *argv, long options, struct pyscope_error *err);
 
 /* Seizes every thread of pid, including threads started meanwhile, and
@@ -54,6 +55,8 @@ void tracer_remove(struct tracer *tr, pid_t tid);
  * stopped (or removed when it exited; the leader's exit is recorded), new
  * threads are added and marked fresh. */
 pid_t tracer_wait(struct tracer *tr, int *status);
+/* tracer_wait without blocking: 0 when no event is ready. */
+pid_t tracer_poll(struct tracer *tr, int *status);
 /* Waits for one thread's next stop, bounded by timeout_ms; the status, or -1. */
 int tracer_wait_thread(struct tracer *tr, pid_t tid, int *status, int timeout_ms);
 
@@ -70,8 +73,9 @@ int tracer_listen(struct tracer *tr, pid_t tid);
  * that stops for another reason (a signal, a breakpoint, a new thread)
  * keeps that status as a saved event for tracer_wait. */
 void tracer_stop_all(struct tracer *tr);
-/* Continues every stopped thread that has no saved event. */
-void tracer_resume_all(struct tracer *tr);
+/* Continues every stopped thread that has no saved event, except one
+ * (0: none). */
+void tracer_resume_all(struct tracer *tr, pid_t except);
 /* The next thread marked fresh, clearing the mark, or NULL. */
 struct tracer_thread *tracer_take_fresh(struct tracer *tr);
 
