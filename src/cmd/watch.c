@@ -548,6 +548,36 @@ static void finish(struct watch_session *s, bool leave_stopped)
     s->left_stopped = leave_stopped;
 }
 
+/* After detaching with SIGSTOP pending, each thread enters the group stop
+ * when it next runs: wait for that (bounded), so that "left stopped" is
+ * true when it is printed. */
+static bool wait_group_stopped(pid_t pid)
+{
+    for (int tries = 0; tries < 400; tries++) {
+        pid_t tids[512];
+        int n = process_list_tids(pid, tids, 512);
+        if (n <= 0)
+            return false;
+        int stopped = 0;
+        for (int i = 0; i < n; i++) {
+            char path[64], buf[512];
+            snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tids[i]);
+            FILE *f = fopen(path, "r");
+            size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+            if (f)
+                fclose(f);
+            buf[len] = '\0';
+            const char *paren = strrchr(buf, ')');
+            stopped += paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+        }
+        if (stopped == n)
+            return true;
+        struct timespec pause = {0, 5000000};
+        nanosleep(&pause, NULL);
+    }
+    return false;
+}
+
 /* pyscope itself crashing must not leave int3s behind (the process would
  * die of SIGTRAP at the next hit): put the code back, best effort. */
 static struct watch_session *crash_session;
@@ -856,6 +886,10 @@ int cmd_watch(int argc, char **argv)
     if (gone)
         fprintf(stderr, "pyscope: process %d exited; %u re-entr%s reported\n", (int)s->tr.pid,
                 s->hits, s->hits == 1 ? "y" : "ies");
+    else if (s->left_stopped && !wait_group_stopped(s->tr.pid))
+        fprintf(stderr, "pyscope: warning: process %d was sent SIGSTOP but not every thread "
+                        "has stopped yet; resume it with: kill -CONT %d\n", (int)s->tr.pid,
+                (int)s->tr.pid);
     else if (s->left_stopped)
         fprintf(stderr, "pyscope: process %d is left stopped at re-entry #%u, all breakpoints "
                         "removed. Inspect it (gdb -p %d, pyscope dump --locals %d), then resume "

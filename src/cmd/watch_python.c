@@ -282,6 +282,9 @@ static int plant_eval_breakpoint(struct watch_session *s)
             return -1;
         }
         s->eval_bp_used = true;
+        if (s->verbose)
+            fprintf(stderr, "pyscope: C-to-Python entries: breakpoint at _PyEval_EvalFrameDefault "
+                            "(0x%llx)\n", (unsigned long long)s->eval_bp.addr);
         if (s->eval_bp.first.kind == INSN_UNKNOWN)
             fprintf(stderr, "pyscope: note: _PyEval_EvalFrameDefault starts with an instruction "
                             "pyscope does not emulate; see docs/watch.md (stepping window)\n");

@@ -6,12 +6,14 @@ garbage Blocks, and a Block's finalizer frees its memory into the same pool,
 so the append runs again on the same thread while the first one is half
 done. The thresholds are lowered so that this happens within moments.
 
-usage: python reentry_pool.py REPORT.json MODE [LIBRARY] [--seconds N]
+usage: python reentry_pool.py REPORT.json MODE [LIBRARY] [--seconds N] [--calm]
   MODE python: the pool is Python (watch Pool._append_to_free_list)
   MODE ext:    the append is C in the pyscope_reentry extension found in the
                directory LIBRARY (watch the C symbol pyscope_pool_append)
   MODE ctypes: the append is C in the library LIBRARY, called with ctypes,
                calling back into Python (watch pyscope_pool_append)
+--calm: no garbage Blocks, so the append is called all the time but never
+re-entered.
 The program runs until the file REPORT.json.stop exists (or N seconds
 passed, default 120), then prints "done N appends, M re-entries" and exits 0.
 It writes REPORT.json (see _target.py) once it is running.
@@ -20,6 +22,7 @@ It writes REPORT.json (see _target.py) once it is running.
 import ctypes
 import gc
 import os
+import random
 import sys
 import time
 
@@ -27,9 +30,19 @@ sys.dont_write_bytecode = True
 import _target  # noqa: E402
 
 
+class FreeBlock:
+    """The record of a free block. Not a list: small lists come from a free
+    list of their own, which the collector's count (3.8-3.11) never sees."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size):
+        self.size = size
+
+
 class Pool:
     def __init__(self, native_append=None):
-        self.free_sizes = [0, 1 << 20]   # kept sorted
+        self.free_list = [FreeBlock(0), FreeBlock(1 << 20)]   # sorted by size
         self.depth = 0
         self.appends = 0
         self.reentries = 0
@@ -40,16 +53,22 @@ class Pool:
         if self.depth > 1:
             self.reentries += 1
         self.appends += 1
-        seen = set()                  # an allocation: may start the collector
+        # Allocations that may start the collector. The record outlives the
+        # call: up to 3.11 the collector counts objects that stay, so with
+        # the trimming done elsewhere, collections start here most often.
+        record = FreeBlock(size)
+        seen = set()
         index = 0
         # A loop: 3.12+ run a pending collection at its back edge.
-        while self.free_sizes[index] < size:
+        while self.free_list[index].size < size:
             seen.add(index)
             index += 1
-        self.free_sizes.insert(index, size)
-        if len(self.free_sizes) > 64:
-            del self.free_sizes[1:33]
+        self.free_list.insert(index, record)
         self.depth -= 1
+
+    def trim(self):
+        if len(self.free_list) > 64:
+            del self.free_list[1:33]
 
     def insert_sorted(self, size):
         """The Python half of the C append (called back from C)."""
@@ -92,6 +111,7 @@ def main():
     seconds = 120.0
     if "--seconds" in sys.argv:
         seconds = float(sys.argv[sys.argv.index("--seconds") + 1])
+    calm = "--calm" in sys.argv
     pool = Pool()
     if mode != "python":
         pool.native_append = native_append_for(mode, library, pool)
@@ -100,10 +120,15 @@ def main():
     _target.write_report(path, _target.build_report(__file__, extra={"mode": mode}))
     deadline = time.monotonic() + seconds
     step = 0
+    # Irregular garbage: with a fixed pattern the collector can settle into
+    # always starting at the same allocation, outside the append.
+    rng = random.Random(5)
     while True:
         step += 1
-        Block(pool, step % 1000)
+        if not calm and rng.random() < 0.7:
+            Block(pool, step % 1000)
         pool.free(step % 997)
+        pool.trim()
         if step % 200 == 0 and (os.path.exists(stop_file) or time.monotonic() > deadline):
             break
     print("done %d appends, %d re-entries" % (pool.appends, pool.reentries), flush=True)
