@@ -283,7 +283,8 @@ static void handle_breakpoint(struct watch_session *s, pid_t tid, struct sw_brea
     if (!moved) {
         bool window = false;
         int sig = 0;
-        if (bp_step_over(&s->tr, &s->mem, tid, bp, &window, &sig) != 0)
+        struct user_regs_struct now = *regs;
+        if (bp_step_over_regs(&s->tr, &s->mem, tid, bp, &now, &window, &sig) != 0)
             rewind_to(tid, bp->addr);
         s->stats.single_step_windows += window;
         if (sig)
@@ -326,18 +327,20 @@ static void handle_stop(struct watch_session *s, pid_t tid, int status)
         return;
     }
     if (sig == SIGTRAP) {
+        /* Our int3s first, by the address alone: they are by far the most
+         * frequent stop and need no siginfo (only our int3 can leave a
+         * thread just past its address with SIGTRAP). */
+        struct user_regs_struct regs;
+        if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0) {
+            struct sw_breakpoint *bp = watch_breakpoint_at(s, regs.rip - 1);
+            if (bp) {
+                handle_breakpoint(s, tid, bp, &regs);
+                return;
+            }
+        }
         siginfo_t si;
         if (ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) == 0) {
-            if (si.si_code == SI_KERNEL) {
-                struct user_regs_struct regs;
-                struct sw_breakpoint *bp = NULL;
-                if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0)
-                    bp = watch_breakpoint_at(s, regs.rip - 1);
-                if (bp) {
-                    handle_breakpoint(s, tid, bp, &regs);
-                    return;
-                }
-            } else if (si.si_code == TRAP_HWBKPT) {
+            if (si.si_code == TRAP_HWBKPT) {
                 watch_python_dr_trap(s, tid);
                 if (!s->done)
                     tracer_cont(&s->tr, tid, watch_take_signal(s, tid));

@@ -44,16 +44,48 @@ void insn_decode(const uint8_t *code, size_t n, struct insn *out)
         out->len = 2;
         return;
     }
-    /* REX.W (no index extension) with a register-to-register mov. */
-    if (n >= 3 && (code[0] & 0xfa) == 0x48 && (code[1] == 0x89 || code[1] == 0x8b) &&
-        (code[2] & 0xc0) == 0xc0) {
-        int reg = ((code[2] >> 3) & 7) | ((code[0] & 4) ? 8 : 0);
-        int rm = (code[2] & 7) | ((code[0] & 1) ? 8 : 0);
-        out->kind = INSN_MOV_RR;
-        out->len = 3;
-        out->dst = code[1] == 0x89 ? rm : reg;
-        out->src = code[1] == 0x89 ? reg : rm;
-        return;
+    /* An optional REX prefix without the index extension (REX.X), then
+     * mov/xor between registers, or a rip-relative load or lea. */
+    size_t at = 0;
+    uint8_t rex = 0;
+    if (n >= 1 && (code[0] & 0xf0) == 0x40) {
+        rex = code[0];
+        at = 1;
+        if (rex & 2)
+            goto unknown;
+    }
+    if (n >= at + 2) {
+        uint8_t op = code[at], modrm = code[at + 1];
+        int reg = ((modrm >> 3) & 7) | ((rex & 4) ? 8 : 0);
+        int rm = (modrm & 7) | ((rex & 1) ? 8 : 0);
+        bool wide = (rex & 8) != 0;
+        bool regs_only = (modrm & 0xc0) == 0xc0;
+        bool rip_relative = (modrm & 0xc7) == 0x05;
+        if ((op == 0x89 || op == 0x8b) && regs_only) {
+            out->kind = INSN_MOV_RR;
+            out->len = (int)at + 2;
+            out->dst = op == 0x89 ? rm : reg;
+            out->src = op == 0x89 ? reg : rm;
+            out->wide = wide;
+            return;
+        }
+        if ((op == 0x31 || op == 0x33) && regs_only && reg == rm) {
+            out->kind = INSN_XOR_SELF;
+            out->len = (int)at + 2;
+            out->dst = reg;
+            out->wide = wide;
+            return;
+        }
+        if ((op == 0x8b || (op == 0x8d && wide)) && rip_relative && n >= at + 6) {
+            int32_t disp;
+            memcpy(&disp, code + at + 2, sizeof disp);
+            out->kind = op == 0x8b ? INSN_LOAD_RIP : INSN_LEA_RIP;
+            out->len = (int)at + 6;
+            out->dst = reg;
+            out->imm = disp;
+            out->wide = wide;
+            return;
+        }
     }
     if (n >= 4 && code[0] == 0x48 && code[1] == 0x83 && code[2] == 0xec) {
         out->kind = INSN_SUB_RSP;
@@ -69,6 +101,7 @@ void insn_decode(const uint8_t *code, size_t n, struct insn *out)
         out->len = 7;
         return;
     }
+unknown:
     out->kind = INSN_UNKNOWN;
 }
 
@@ -121,10 +154,13 @@ static unsigned long long sub_flags(unsigned long long flags, uint64_t a, uint64
     return flags;
 }
 
-void insn_apply(const struct insn *in, struct user_regs_struct *regs, bool *store,
-                uint64_t *store_addr, uint64_t *store_value)
+int insn_apply(const struct insn *in, struct user_regs_struct *regs, bool *store,
+               uint64_t *store_addr, uint64_t *store_value,
+               int (*read_mem)(void *ctx, uint64_t addr, void *buf, size_t len), void *ctx)
 {
     *store = false;
+    uint64_t next = regs->rip + (uint64_t)in->len;
+    uint64_t mask = in->wide ? ~(uint64_t)0 : 0xffffffffu;
     switch (in->kind) {
     case INSN_PUSH:
         *store_value = *reg_slot(regs, in->src);   /* push %rsp pushes the old value */
@@ -133,7 +169,24 @@ void insn_apply(const struct insn *in, struct user_regs_struct *regs, bool *stor
         *store = true;
         break;
     case INSN_MOV_RR:
-        *reg_slot(regs, in->dst) = *reg_slot(regs, in->src);
+        *reg_slot(regs, in->dst) = *reg_slot(regs, in->src) & mask;
+        break;
+    case INSN_XOR_SELF:
+        /* Zero, with CF OF SF cleared and ZF PF set (AF is undefined: 0). */
+        *reg_slot(regs, in->dst) = 0;
+        regs->eflags &= ~(unsigned long long)(FLAG_CF | FLAG_PF | FLAG_AF | FLAG_ZF | FLAG_SF |
+                                              FLAG_OF);
+        regs->eflags |= FLAG_ZF | FLAG_PF;
+        break;
+    case INSN_LOAD_RIP: {
+        uint64_t value = 0;
+        if (!read_mem || read_mem(ctx, next + (uint64_t)in->imm, &value, in->wide ? 8 : 4) != 0)
+            return -1;
+        *reg_slot(regs, in->dst) = value & mask;
+        break;
+    }
+    case INSN_LEA_RIP:
+        *reg_slot(regs, in->dst) = next + (uint64_t)in->imm;
         break;
     case INSN_SUB_RSP:
         regs->eflags = sub_flags(regs->eflags, regs->rsp, (uint64_t)in->imm);
@@ -143,7 +196,8 @@ void insn_apply(const struct insn *in, struct user_regs_struct *regs, bool *stor
     case INSN_UNKNOWN:
         break;
     }
-    regs->rip += (unsigned long long)in->len;
+    regs->rip = next;
+    return 0;
 }
 
 /* ---- memory ---- */
@@ -234,23 +288,29 @@ int bp_single_step(struct tracer *tr, pid_t tid, int *pending_signal)
     return -1;
 }
 
-int bp_step_over(struct tracer *tr, struct bp_memory *m, pid_t tid, struct sw_breakpoint *bp,
-                 bool *window, int *pending_signal)
+static int read_target(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+    struct bp_memory *m = ctx;
+    return pread(m->fd, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -1;
+}
+
+int bp_step_over_regs(struct tracer *tr, struct bp_memory *m, pid_t tid, struct sw_breakpoint *bp,
+                      struct user_regs_struct *regs, bool *window, int *pending_signal)
 {
     *window = false;
-    struct user_regs_struct regs;
-    if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) != 0)
-        return -1;
-    regs.rip = bp->addr;
+    regs->rip = bp->addr;
     if (bp->first.kind != INSN_UNKNOWN) {
+        struct user_regs_struct after = *regs;
         bool store;
         uint64_t store_addr, store_value;
-        insn_apply(&bp->first, &regs, &store, &store_addr, &store_value);
-        if (store && mem_write(m, store_addr, &store_value, sizeof store_value) != 0)
-            return -1;
-        return ptrace(PTRACE_SETREGS, tid, NULL, &regs) == 0 ? 0 : -1;
+        if (insn_apply(&bp->first, &after, &store, &store_addr, &store_value, read_target, m) == 0 &&
+            (!store || mem_write(m, store_addr, &store_value, sizeof store_value) == 0)) {
+            *regs = after;
+            return ptrace(PTRACE_SETREGS, tid, NULL, regs) == 0 ? 0 : -1;
+        }
+        /* A load that cannot be read here faults natively too: let the CPU do it. */
     }
-    if (ptrace(PTRACE_SETREGS, tid, NULL, &regs) != 0)
+    if (ptrace(PTRACE_SETREGS, tid, NULL, regs) != 0)
         return -1;
     *window = true;
     if (mem_write(m, bp->addr, bp->original, 1) != 0)
@@ -260,6 +320,15 @@ int bp_step_over(struct tracer *tr, struct bp_memory *m, pid_t tid, struct sw_br
     if (mem_write(m, bp->addr, &int3, 1) != 0)
         bp->inserted = false;
     return rc;
+}
+
+int bp_step_over(struct tracer *tr, struct bp_memory *m, pid_t tid, struct sw_breakpoint *bp,
+                 bool *window, int *pending_signal)
+{
+    struct user_regs_struct regs;
+    if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) != 0)
+        return -1;
+    return bp_step_over_regs(tr, m, tid, bp, &regs, window, pending_signal);
 }
 
 /* ---- debug registers ---- */

@@ -19,23 +19,29 @@ enum insn_kind {
     INSN_UNKNOWN = 0,
     INSN_NOP,          /* nop, endbr64 */
     INSN_PUSH,         /* push r64 */
-    INSN_MOV_RR,       /* mov r64, r64 */
+    INSN_MOV_RR,       /* mov r64, r64 / mov r32, r32 */
     INSN_SUB_RSP,      /* sub $imm, %rsp */
+    INSN_LOAD_RIP,     /* mov disp(%rip), r32/r64 */
+    INSN_LEA_RIP,      /* lea disp(%rip), r64 */
+    INSN_XOR_SELF,     /* xor r, r (the same register) */
 };
 
 struct insn {
     enum insn_kind kind;
     int len;
     int dst, src;      /* register numbers as encoded: 0 rax .. 7 rdi, 8..15 r8..r15 */
-    int64_t imm;
+    int64_t imm;       /* sub: the immediate; rip-relative forms: the displacement */
+    bool wide;         /* 64-bit operand (REX.W); 32-bit forms zero the upper half */
 };
 
 /* Decodes the instruction at the start of code (n bytes available). */
 void insn_decode(const uint8_t *code, size_t n, struct insn *out);
 /* Applies a decoded instruction to regs. A push also stores 8 bytes:
- * *store is set, with the address and value to write. */
-void insn_apply(const struct insn *in, struct user_regs_struct *regs, bool *store,
-                uint64_t *store_addr, uint64_t *store_value);
+ * *store is set, with the address and value to write. A load reads
+ * through read_mem (ctx passed along); returns -1 when that fails. */
+int insn_apply(const struct insn *in, struct user_regs_struct *regs, bool *store,
+               uint64_t *store_addr, uint64_t *store_value,
+               int (*read_mem)(void *ctx, uint64_t addr, void *buf, size_t len), void *ctx);
 
 struct sw_breakpoint {
     uint64_t addr;
@@ -69,6 +75,9 @@ int bp_remove(struct bp_memory *m, struct sw_breakpoint *bp);
  * *pending_signal for the caller to deliver. */
 int bp_step_over(struct tracer *tr, struct bp_memory *m, pid_t tid, struct sw_breakpoint *bp,
                  bool *window, int *pending_signal);
+/* The same with the thread's registers already in hand (saves a read). */
+int bp_step_over_regs(struct tracer *tr, struct bp_memory *m, pid_t tid, struct sw_breakpoint *bp,
+                      struct user_regs_struct *regs, bool *window, int *pending_signal);
 
 /* One PTRACE_SINGLESTEP of a stopped thread, waited for. A signal that
  * arrives instead is kept in *pending_signal and the step is retried. */

@@ -69,6 +69,45 @@ static void test_decode(void)
     CHECK_EQ_INT(in.imm, 0x1a8);
     CHECK_EQ_INT(in.len, 7);
 
+    const uint8_t load[] = {0x8b, 0x05, 0x06, 0x2f, 0x00, 0x00};   /* mov 0x2f06(%rip),%eax */
+    in = decode(load, sizeof load);
+    CHECK_EQ_INT(in.kind, INSN_LOAD_RIP);
+    CHECK_EQ_INT(in.dst, 0);
+    CHECK_EQ_INT(in.imm, 0x2f06);
+    CHECK_EQ_INT(in.len, 6);
+    CHECK(!in.wide);
+
+    const uint8_t load64[] = {0x4c, 0x8b, 0x1d, 0xf0, 0xff, 0xff, 0xff};  /* mov -0x10(%rip),%r11 */
+    in = decode(load64, sizeof load64);
+    CHECK_EQ_INT(in.kind, INSN_LOAD_RIP);
+    CHECK_EQ_INT(in.dst, 11);
+    CHECK_EQ_INT(in.imm, -0x10);
+    CHECK(in.wide);
+
+    const uint8_t lea[] = {0x48, 0x8d, 0x3d, 0x00, 0x01, 0x00, 0x00};   /* lea 0x100(%rip),%rdi */
+    in = decode(lea, sizeof lea);
+    CHECK_EQ_INT(in.kind, INSN_LEA_RIP);
+    CHECK_EQ_INT(in.dst, 7);
+    CHECK_EQ_INT(in.len, 7);
+
+    const uint8_t xor32[] = {0x31, 0xc0};                          /* xor %eax,%eax */
+    in = decode(xor32, 2);
+    CHECK_EQ_INT(in.kind, INSN_XOR_SELF);
+    CHECK_EQ_INT(in.dst, 0);
+    const uint8_t xor_r12[] = {0x45, 0x31, 0xe4};                  /* xor %r12d,%r12d */
+    in = decode(xor_r12, 3);
+    CHECK_EQ_INT(in.kind, INSN_XOR_SELF);
+    CHECK_EQ_INT(in.dst, 12);
+    const uint8_t xor_two[] = {0x31, 0xd8};                        /* xor %ebx,%eax: not self */
+    CHECK_EQ_INT(decode(xor_two, 2).kind, INSN_UNKNOWN);
+
+    const uint8_t mov32[] = {0x89, 0xf8};                          /* mov %edi,%eax */
+    in = decode(mov32, 2);
+    CHECK_EQ_INT(in.kind, INSN_MOV_RR);
+    CHECK_EQ_INT(in.src, 7);
+    CHECK_EQ_INT(in.dst, 0);
+    CHECK(!in.wide);
+
     /* Not emulated: memory operands, calls, truncated input. */
     const uint8_t mov_mem[] = {0x48, 0x89, 0x07};         /* mov %rax,(%rdi) */
     CHECK_EQ_INT(decode(mov_mem, 3).kind, INSN_UNKNOWN);
@@ -76,6 +115,15 @@ static void test_decode(void)
     CHECK_EQ_INT(decode(call, 5).kind, INSN_UNKNOWN);
     CHECK_EQ_INT(decode(sub32, 5).kind, INSN_UNKNOWN);
     CHECK_EQ_INT(decode(endbr, 3).kind, INSN_UNKNOWN);
+}
+
+static int fake_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+    const uint64_t *expect = ctx;
+    if (addr != expect[0])
+        return -1;
+    memcpy(buf, &expect[1], len);
+    return 0;
 }
 
 static void test_apply(void)
@@ -89,7 +137,7 @@ static void test_apply(void)
     struct insn in = decode(push_r15, 2);
     bool store;
     uint64_t addr, value;
-    insn_apply(&in, &regs, &store, &addr, &value);
+    CHECK_EQ_INT(insn_apply(&in, &regs, &store, &addr, &value, NULL, NULL), 0);
     CHECK(store);
     CHECK_EQ_INT(addr, 0x7fe8);
     CHECK_EQ_INT(value, 0x1234);
@@ -98,16 +146,51 @@ static void test_apply(void)
 
     const uint8_t push_rsp[] = {0x54};
     in = decode(push_rsp, 1);
-    insn_apply(&in, &regs, &store, &addr, &value);
+    insn_apply(&in, &regs, &store, &addr, &value, NULL, NULL);
     CHECK_EQ_INT(value, 0x7fe8);          /* the value before the push */
     CHECK_EQ_INT(regs.rsp, 0x7fe0);
 
     const uint8_t mov_rsp_rbp[] = {0x48, 0x89, 0xe5};
     in = decode(mov_rsp_rbp, 3);
-    insn_apply(&in, &regs, &store, &addr, &value);
+    insn_apply(&in, &regs, &store, &addr, &value, NULL, NULL);
     CHECK(!store);
     CHECK_EQ_INT(regs.rbp, 0x7fe0);
     CHECK_EQ_INT(regs.rip, 0x1006);
+
+    /* 32-bit forms zero the upper half, as the CPU does. */
+    regs.rdi = 0xffffffff12345678ull;
+    regs.rax = 0xdeadbeefdeadbeefull;
+    const uint8_t mov32[] = {0x89, 0xf8};
+    in = decode(mov32, 2);
+    insn_apply(&in, &regs, &store, &addr, &value, NULL, NULL);
+    CHECK_EQ_INT(regs.rax, 0x12345678);
+
+    /* A rip-relative load reads from the address after the instruction. */
+    regs.rip = 0x1100;
+    const uint8_t load[] = {0x8b, 0x05, 0x06, 0x2f, 0x00, 0x00};
+    in = decode(load, sizeof load);
+    uint64_t memory[2] = {0x1106 + 0x2f06, 0x1122334455667788ull};
+    CHECK_EQ_INT(insn_apply(&in, &regs, &store, &addr, &value, fake_read, memory), 0);
+    CHECK_EQ_INT(regs.rax, 0x55667788);
+    CHECK_EQ_INT(regs.rip, 0x1106);
+    memory[0] = 0;     /* unreadable: the emulator declines */
+    regs.rip = 0x1100;
+    CHECK_EQ_INT(insn_apply(&in, &regs, &store, &addr, &value, fake_read, memory), -1);
+
+    regs.rip = 0x2000;
+    const uint8_t lea[] = {0x48, 0x8d, 0x3d, 0x00, 0x01, 0x00, 0x00};
+    in = decode(lea, sizeof lea);
+    insn_apply(&in, &regs, &store, &addr, &value, NULL, NULL);
+    CHECK_EQ_INT(regs.rdi, 0x2107);
+
+    regs.eflags = 0x202 | 0x8d5;
+    regs.r12 = 77;
+    const uint8_t xor_r12[] = {0x45, 0x31, 0xe4};
+    in = decode(xor_r12, 3);
+    insn_apply(&in, &regs, &store, &addr, &value, NULL, NULL);
+    CHECK_EQ_INT(regs.r12, 0);
+    CHECK_EQ_INT(regs.eflags & 0x8d5, 0x44);       /* ZF and PF only */
+    CHECK_EQ_INT(regs.eflags & 0x200, 0x200);
 }
 
 static unsigned long long native_sub_flags(uint64_t a, uint64_t b)
@@ -132,7 +215,7 @@ static void test_sub_flags(void)
             struct insn in = {.kind = INSN_SUB_RSP, .len = 7, .imm = imms[k]};
             bool store;
             uint64_t addr, value;
-            insn_apply(&in, &regs, &store, &addr, &value);
+            insn_apply(&in, &regs, &store, &addr, &value, NULL, NULL);
             uint64_t b = (uint64_t)(int64_t)imms[k];
             CHECK_EQ_INT(regs.rsp, values[i] - b);
             CHECK_EQ_INT(regs.eflags & mask, native_sub_flags(values[i], b) & mask);
