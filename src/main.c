@@ -18,6 +18,7 @@ static const struct command commands[] = {
     {"top", cmd_top, "live view of where a process spends its time, with GIL columns"},
     {"run", cmd_run, "run a program and dump every thread's stacks if it crashes"},
     {"why", cmd_why, "explain why a process hangs: what each thread waits for, and a verdict"},
+    {"watch", cmd_watch, "report a function entered again while it is still running (re-entry)"},
 };
 
 static void usage(FILE *out)

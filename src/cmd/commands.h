@@ -9,5 +9,6 @@ int cmd_record(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_why(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
 
 #endif

@@ -433,3 +433,35 @@ struct report_native *native_unwind(struct native_unwinder *u, pid_t tid)
     }
     return out;
 }
+
+struct pc_walk {
+    uint64_t *pcs;
+    int max, n;
+    Dwarf_Addr last_pc;
+    int repeats;
+};
+
+static int pc_frame_cb(Dwfl_Frame *state, void *arg)
+{
+    struct pc_walk *w = arg;
+    Dwarf_Addr pc;
+    bool activation = false;
+    if (!dwfl_frame_pc(state, &pc, &activation) || w->n >= w->max)
+        return DWARF_CB_ABORT;
+    if (pc == w->last_pc && ++w->repeats > 16)
+        return DWARF_CB_ABORT;
+    if (pc != w->last_pc)
+        w->repeats = 0;
+    w->last_pc = pc;
+    /* Return addresses point after the call: report the call itself. */
+    w->pcs[w->n++] = activation ? pc : pc - 1;
+    return DWARF_CB_OK;
+}
+
+int native_unwind_pcs(struct native_unwinder *u, pid_t tid, uint64_t *pcs, int max)
+{
+    struct pc_walk w = {.pcs = pcs, .max = max};
+    u->current_tid = tid;
+    dwfl_getthread_frames(u->dwfl, tid, pc_frame_cb, &w);
+    return w.n;
+}

@@ -26,6 +26,12 @@ void native_close(struct native_unwinder *u);
  * memory); a failed unwind has complete=false and error set. */
 struct report_native *native_unwind(struct native_unwinder *u, pid_t tid);
 
+/* Unwinds one thread to addresses only (no symbols, no lines): for checks
+ * that run on every breakpoint hit. pcs[0] is the thread's pc; the others
+ * are the call instructions (return address - 1). Returns the count; an
+ * unwind that stops early gives the frames found so far. */
+int native_unwind_pcs(struct native_unwinder *u, pid_t tid, uint64_t *pcs, int max);
+
 /* Is this symbol an interpreter-loop activation? */
 bool native_is_eval_symbol(const char *symbol);
 

@@ -171,10 +171,52 @@ static void write_thread(struct json_writer *w, const struct stack_report *repor
     json_end_object(w);
 }
 
+static const char *role_name(enum reentry_role role)
+{
+    switch (role) {
+    case REENTRY_INNER: return "inner";
+    case REENTRY_OUTER: return "outer";
+    case REENTRY_BETWEEN: return "between";
+    }
+    return "?";
+}
+
+static void write_reentry(struct json_writer *w, const struct report_reentry *re)
+{
+    json_key(w, "reentry");
+    json_begin_object(w);
+    json_member_string(w, "function", re->function);
+    json_member_string(w, "kind", re->native ? "native" : "python");
+    json_member_int(w, "tid", re->tid);
+    json_member_uint(w, "hit", re->hit);
+    json_member_bool(w, "gc_collecting", re->gc_flag);
+    json_member_bool(w, "gc_frames", re->gc_frames);
+    json_member_bool(w, "finalizer", re->finalizer);
+    json_key(w, "frames");
+    json_begin_array(w);
+    for (size_t i = 0; i < re->n_marks; i++) {
+        const struct report_reentry_mark *m = &re->marks[i];
+        json_begin_object(w);
+        json_member_string(w, "kind", m->python ? "python" : "native");
+        json_member_uint(w, "index", m->index);
+        json_member_string(w, "role", role_name(m->role));
+        json_member_string(w, "category", m->category);
+        json_end_object(w);
+    }
+    json_end_array(w);
+    json_member_string(w, "note", re->note[0] ? re->note : NULL);
+    json_end_object(w);
+}
+
 void stack_report_write_json(FILE *out, const struct stack_report *report)
 {
+    stack_report_write_json_indent(out, report, 2);
+}
+
+void stack_report_write_json_indent(FILE *out, const struct stack_report *report, int indent)
+{
     struct json_writer w;
-    json_init(&w, out, 2);
+    json_init(&w, out, indent);
     json_begin_object(&w);
     json_member_string(&w, "pyscope_version", PYSCOPE_VERSION);
     json_member_int(&w, "pid", report->pid);
@@ -228,6 +270,8 @@ void stack_report_write_json(FILE *out, const struct stack_report *report)
     json_end_array(&w);
     if (report->print_expr)
         write_prints(&w, report);
+    if (report->reentry)
+        write_reentry(&w, report->reentry);
     json_end_object(&w);
     json_finish(&w);
 }

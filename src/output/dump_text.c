@@ -65,16 +65,45 @@ static void thread_state_text(FILE *out, const struct report_thread *th, const s
         fprintf(out, ", %scollecting garbage%s", p->yellow, p->reset);
 }
 
-static void write_python_frame(FILE *out, const struct stack_report *report,
-                               const struct report_frame *f, const struct palette *p)
+/* The gutter of a frame: re-entry marks, or plain indentation. */
+static void write_gutter(FILE *out, const struct report_reentry_mark *mark, const struct palette *p)
 {
-    fprintf(out, "    %s", p->bold);
+    if (!mark)
+        fputs("    ", out);
+    else if (mark->role == REENTRY_BETWEEN)
+        fprintf(out, "  %s|%s ", p->yellow, p->reset);
+    else
+        fprintf(out, "  %s>%s ", p->red, p->reset);
+}
+
+static void write_mark_tag(FILE *out, const struct report_reentry_mark *mark,
+                           const struct palette *p)
+{
+    if (!mark)
+        return;
+    if (mark->role == REENTRY_INNER)
+        fprintf(out, "  %s<- entered again here%s", p->red, p->reset);
+    else if (mark->role == REENTRY_OUTER)
+        fprintf(out, "  %s<- the activation already running%s", p->red, p->reset);
+    else if (mark->category)
+        fprintf(out, "  %s[%s]%s", p->yellow,
+                strcmp(mark->category, "gc") == 0 ? "GC" : mark->category, p->reset);
+}
+
+static void write_python_frame(FILE *out, const struct stack_report *report,
+                               const struct report_frame *f, const struct palette *p,
+                               const struct report_reentry_mark *mark)
+{
+    write_gutter(out, mark, p);
+    fputs(p->bold, out);
     put_sanitized(out, f->function);
     fprintf(out, "%s (", p->reset);
     put_sanitized(out, stack_report_short_path(f->file));
     if (f->line >= 0)
         fprintf(out, ":%d", f->line);
-    fputs(")\n", out);
+    fputs(")", out);
+    write_mark_tag(out, mark, p);
+    fputc('\n', out);
     if (!report->locals)
         return;
     if (f->locals_tried && !f->locals_read)
@@ -86,9 +115,10 @@ static void write_python_frame(FILE *out, const struct stack_report *report,
 }
 
 static void write_native_frame(FILE *out, const struct report_native_frame *f,
-                               const struct palette *p)
+                               const struct palette *p, const struct report_reentry_mark *mark)
 {
-    fprintf(out, "    %s[C]%s ", p->dim, p->reset);
+    write_gutter(out, mark, p);
+    fprintf(out, "%s[C]%s ", p->dim, p->reset);
     if (f->symbol)
         fprintf(out, "%s+0x%llx", f->symbol, (unsigned long long)f->offset);
     else
@@ -96,6 +126,7 @@ static void write_native_frame(FILE *out, const struct report_native_frame *f,
     fprintf(out, " %s(%s)%s", p->dim, f->module ? f->module : "?", p->reset);
     if (f->file)
         fprintf(out, " %s:%d", f->file, f->line);
+    write_mark_tag(out, mark, p);
     fputc('\n', out);
 }
 
@@ -104,13 +135,25 @@ static bool native_shown(const struct stack_report *report, const struct report_
     return report->native_all || !f->internal;
 }
 
+/* Between two activations of a re-entered function the interpreter's own
+ * frames (the collector, finalizer calls) are the point: show them, except
+ * the interpreter loop, which the Python frames already stand for. */
+static bool native_shown_marked(const struct stack_report *report,
+                                const struct report_native_frame *f,
+                                const struct report_reentry_mark *mark)
+{
+    return native_shown(report, f) || (mark && (!f->is_eval || mark->role != REENTRY_BETWEEN));
+}
+
 static void write_native_stack(FILE *out, const struct stack_report *report,
-                               const struct report_native *native, const struct palette *p)
+                               const struct report_thread *th, const struct report_native *native,
+                               const struct palette *p)
 {
     for (size_t k = 0; k < native->n_frames; k++) {
         const struct report_native_frame *f = &native->frames[k];
-        if (native_shown(report, f) || f->is_eval)
-            write_native_frame(out, f, p);
+        const struct report_reentry_mark *mark = th ? reentry_mark_of(report, th, false, k) : NULL;
+        if (native_shown_marked(report, f, mark) || f->is_eval)
+            write_native_frame(out, f, p, mark);
     }
     if (!native->complete)
         fprintf(out, "    %s<native stack incomplete: %s>%s\n", p->red, native->error, p->reset);
@@ -123,10 +166,12 @@ static void write_thread_frames(FILE *out, const struct stack_report *report,
     if (native && native->merged) {
         for (size_t e = 0; e < native->n_entries; e++) {
             const struct report_stack_entry *entry = &native->entries[e];
+            const struct report_reentry_mark *mark =
+                reentry_mark_of(report, th, entry->python, entry->index);
             if (entry->python)
-                write_python_frame(out, report, &th->frames[entry->index], p);
-            else if (native_shown(report, &native->frames[entry->index]))
-                write_native_frame(out, &native->frames[entry->index], p);
+                write_python_frame(out, report, &th->frames[entry->index], p, mark);
+            else if (native_shown_marked(report, &native->frames[entry->index], mark))
+                write_native_frame(out, &native->frames[entry->index], p, mark);
         }
         if (!native->complete)
             fprintf(out, "    %s<native stack incomplete: %s>%s\n", p->red, native->error,
@@ -134,11 +179,11 @@ static void write_thread_frames(FILE *out, const struct stack_report *report,
         return;
     }
     for (size_t k = 0; k < th->n_frames; k++)
-        write_python_frame(out, report, &th->frames[k], p);
+        write_python_frame(out, report, &th->frames[k], p, reentry_mark_of(report, th, true, k));
     if (native) {
         fprintf(out, "    %s-- native stack (%s) --%s\n", p->dim,
                 native->error[0] ? native->error : "not merged", p->reset);
-        write_native_stack(out, report, native, p);
+        write_native_stack(out, report, th, native, p);
     } else if (report->native && !th->tid) {
         fprintf(out, "    %s<no native stack: the thread's kernel id is unknown>%s\n", p->dim,
                 p->reset);
@@ -168,7 +213,7 @@ static void write_os_threads(FILE *out, const struct stack_report *report, const
         else
             fprintf(out, "state unknown\n");
         if (ot->native)
-            write_native_stack(out, report, ot->native, p);
+            write_native_stack(out, report, NULL, ot->native, p);
     }
 }
 
@@ -214,9 +259,71 @@ static void write_signal(FILE *out, const struct stack_report *report, const str
     fprintf(out, "%s\n", p->reset);
 }
 
+/* The frames between the two activations that say why it happened. */
+static void write_reentry_between(FILE *out, const struct stack_report *report,
+                                  const struct report_thread *th)
+{
+    const struct report_reentry *re = report->reentry;
+    int shown = 0;
+    for (size_t i = 0; i < re->n_marks && shown < 12; i++) {
+        const struct report_reentry_mark *m = &re->marks[i];
+        if (m->role != REENTRY_BETWEEN)
+            continue;
+        const char *name = NULL;
+        if (m->python)
+            name = th->frames[m->index].function;
+        else if (m->category && th->native)
+            name = th->native->frames[m->index].symbol;
+        if (!name)
+            continue;
+        fputs(shown++ ? ", " : "  between them: ", out);
+        put_sanitized(out, name);
+        if (m->category)
+            fprintf(out, " [%s]", strcmp(m->category, "gc") == 0 ? "GC" : m->category);
+    }
+    if (shown)
+        fputc('\n', out);
+}
+
+static void write_reentry(FILE *out, const struct stack_report *report, const struct palette *p)
+{
+    const struct report_reentry *re = report->reentry;
+    const struct report_thread *th = NULL;
+    for (size_t i = 0; i < report->n_threads; i++)
+        if (report->threads[i].tid == re->tid)
+            th = &report->threads[i];
+    fprintf(out, "%sRe-entry #%u: ", p->red, re->hit);
+    put_sanitized(out, re->function);
+    fprintf(out, " entered again in thread %d", (int)re->tid);
+    if (th && th->name[0]) {
+        fputs(" \"", out);
+        put_sanitized(out, th->name);
+        fputc('"', out);
+    }
+    fprintf(out, " while an earlier activation is still running%s\n", p->reset);
+    fprintf(out, "  GC in progress: %s", re->gc_flag || re->gc_frames ? "yes" : "no");
+    if (re->gc_flag && re->gc_frames)
+        fputs(" (the collector's flag is set, and its frames lie between the activations)", out);
+    else if (re->gc_flag)
+        fputs(" (the collector's flag is set)", out);
+    else if (re->gc_frames)
+        fputs(" (collector frames lie between the activations)", out);
+    fputc('\n', out);
+    if (th)
+        write_reentry_between(out, report, th);
+    if (re->note[0]) {
+        fputs("  note: ", out);
+        put_sanitized(out, re->note);
+        fputc('\n', out);
+    }
+    fputc('\n', out);
+}
+
 void stack_report_write_text(FILE *out, const struct stack_report *report, bool color)
 {
     const struct palette *p = color ? &colors : &plain;
+    if (report->reentry)
+        write_reentry(out, report, p);
     if (report->core_path[0]) {
         fprintf(out, "%sCore file ", p->bold);
         put_sanitized(out, report->core_path);

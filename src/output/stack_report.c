@@ -54,6 +54,11 @@ void stack_report_free(struct stack_report *report)
     report->n_prints = 0;
     free(report->print_expr);
     report->print_expr = NULL;
+    if (report->reentry) {
+        free(report->reentry->marks);
+        free(report->reentry);
+        report->reentry = NULL;
+    }
 }
 
 const struct report_thread *stack_report_gil_holder(const struct stack_report *report)

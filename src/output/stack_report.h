@@ -107,6 +107,36 @@ struct report_signal {
     pid_t tid;                   /* the thread that received it, 0 unknown */
 };
 
+/* `pyscope watch --reentry`: a thread entered a function while an earlier
+ * activation of it was still on its stack. The marks run from the new
+ * (inner) activation to the earlier (outer) one, innermost first, in the
+ * order the text writer prints the thread. */
+enum reentry_role {
+    REENTRY_INNER = 1,           /* the activation just entered */
+    REENTRY_BETWEEN,
+    REENTRY_OUTER,               /* the activation that was already running */
+};
+
+struct report_reentry_mark {
+    bool python;                 /* index into the thread's frames, else its native frames */
+    size_t index;
+    enum reentry_role role;
+    const char *category;        /* "gc", "finalizer", "dealloc" or NULL */
+};
+
+struct report_reentry {
+    char function[512];          /* what was watched, e.g. "Pool.release (pool.py:12)" */
+    bool native;                 /* a C function rather than a Python one */
+    pid_t tid;
+    unsigned hit;                /* 1 for the first re-entry reported */
+    bool gc_flag;                /* the interpreter's "collecting" flag was set */
+    bool gc_frames;              /* garbage-collector C frames lie between the activations */
+    bool finalizer;              /* a finalizer or dealloc lies between them */
+    struct report_reentry_mark *marks;
+    size_t n_marks;
+    char note[512];              /* what could not be shown, "" otherwise */
+};
+
 struct stack_report {
     pid_t pid;
     bool locals;                 /* --locals was asked */
@@ -126,6 +156,7 @@ struct stack_report {
     size_t n_os_threads;
     bool native;                 /* --native was asked */
     bool native_all;             /* --native-all: show interpreter frames too */
+    struct report_reentry *reentry;    /* watch --reentry; NULL otherwise */
 };
 
 void report_native_free(struct report_native *native);
@@ -138,8 +169,24 @@ const struct report_thread *stack_report_gc_thread(const struct stack_report *re
 /* A frame's file as the text outputs show it: standard-library and
  * installed-package paths from the package root, others unchanged. */
 const char *stack_report_short_path(const char *path);
+/* Marks the frames of thread th from the inner activation (a Python frame
+ * index, or a native frame index when native_func) to the outer one, with
+ * the category of each frame between; fills report->reentry (which the
+ * caller allocated, with function, native, tid and hit set). Uses the
+ * merged order when the thread's stacks are merged. -1 when out of memory. */
+int reentry_mark_frames(struct stack_report *report, const struct report_thread *th,
+                        size_t inner, size_t outer);
+/* "gc", "finalizer", "dealloc" or NULL for a frame: a Python function
+ * name or a C symbol (one of them NULL). */
+const char *reentry_frame_category(const char *python_function, const char *native_symbol);
+/* The mark of a frame of the re-entering thread, or NULL. */
+const struct report_reentry_mark *reentry_mark_of(const struct stack_report *report,
+                                                  const struct report_thread *th, bool python,
+                                                  size_t index);
 
 void stack_report_write_text(FILE *out, const struct stack_report *report, bool color);
 void stack_report_write_json(FILE *out, const struct stack_report *report);
+/* indent 0: the whole report on one line (one report per line). */
+void stack_report_write_json_indent(FILE *out, const struct stack_report *report, int indent);
 
 #endif

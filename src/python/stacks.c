@@ -16,22 +16,6 @@
 
 #define MAX_TIDS 8192
 
-static uint64_t reread_top_frame(struct py_reader *r, uint64_t tstate)
-{
-    const struct py_layout *L = r->L;
-    uint64_t frame = 0;
-    if (L->tstate_frame != PY_OFF_NONE) {
-        target_read_u64(r->t, tstate + (uint64_t)L->tstate_frame, &frame);
-    } else if (L->tstate_current_frame != PY_OFF_NONE) {
-        target_read_u64(r->t, tstate + (uint64_t)L->tstate_current_frame, &frame);
-    } else {
-        uint64_t cframe = 0;
-        if (target_read_u64(r->t, tstate + (uint64_t)L->tstate_cframe, &cframe) == 0 && cframe)
-            target_read_u64(r->t, cframe + (uint64_t)L->cframe_current_frame, &frame);
-    }
-    return frame;
-}
-
 static int fill_frames(struct py_walker *w, const struct py_frame *frames, size_t n,
                        struct report_thread *out)
 {
@@ -291,7 +275,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
                 /* The thread moved on: forget everything read of it. */
                 target_cache_invalidate(t);
                 stack_copy.len = 0;
-                top = reread_top_frame(&reader, pt->tstate);
+                top = py_tstate_top_frame(&reader, pt->tstate);
             }
             status = py_walk_frames(&walker, top, frames, PY_MAX_FRAMES, &count);
             if (status == PY_WALK_OK)

@@ -90,6 +90,22 @@ static uint64_t top_frame_of(struct py_reader *r, const unsigned char *ts)
     return frame;
 }
 
+uint64_t py_tstate_top_frame(struct py_reader *r, uint64_t tstate)
+{
+    const struct py_layout *L = r->L;
+    uint64_t frame = 0;
+    if (L->tstate_frame != PY_OFF_NONE) {
+        target_read_u64(r->t, tstate + (uint64_t)L->tstate_frame, &frame);
+    } else if (L->tstate_current_frame != PY_OFF_NONE) {
+        target_read_u64(r->t, tstate + (uint64_t)L->tstate_current_frame, &frame);
+    } else {
+        uint64_t cframe = 0;
+        if (target_read_u64(r->t, tstate + (uint64_t)L->tstate_cframe, &cframe) == 0 && cframe)
+            target_read_u64(r->t, cframe + (uint64_t)L->cframe_current_frame, &frame);
+    }
+    return frame;
+}
+
 uint64_t py_tstate_cframe(const struct py_layout *L, const unsigned char *ts)
 {
     return L->tstate_cframe != PY_OFF_NONE ? u64_at(ts, L->tstate_cframe) : 0;

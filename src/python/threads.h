@@ -57,6 +57,9 @@ void py_thread_from_block(struct py_reader *r, uint64_t tstate, const unsigned c
 /* The same without looking up the top frame (which on 3.11/3.12 costs a read). */
 void py_thread_from_block_no_frame(struct py_reader *r, uint64_t tstate, const unsigned char *block,
                                    struct py_thread *th);
+/* The thread's innermost frame, read afresh from its thread state (0 when
+ * it runs no Python code or the state is unreadable). */
+uint64_t py_tstate_top_frame(struct py_reader *r, uint64_t tstate);
 /* 3.11/3.12: the _PyCFrame the thread state points to (its current_frame
  * is the top frame), or 0 on other versions. */
 uint64_t py_tstate_cframe(const struct py_layout *L, const unsigned char *block);

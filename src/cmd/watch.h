@@ -1,0 +1,172 @@
+/* The state `pyscope watch` shares between its parts: the command and its
+ * event loop (watch.c), the Python-function detector (watch_python.c) and
+ * the native-function detector (watch_native.c). */
+#ifndef PYSCOPE_CMD_WATCH_H
+#define PYSCOPE_CMD_WATCH_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "native/unwind.h"
+#include "python/code.h"
+#include "python/frames.h"
+#include "python/func_lookup.h"
+#include "python/objects.h"
+#include "python/runtime.h"
+#include "target/breakpoint.h"
+#include "target/target.h"
+#include "target/tracer.h"
+
+#define WATCH_MAX_FUNCS 16
+#define WATCH_MAX_NATIVE 64
+#define WATCH_MAX_RECORDS 32
+#define WATCH_MAX_FILES 1024
+
+/* One --reentry argument. */
+struct watch_func {
+    const char *arg;
+    bool want_python, want_native;
+    struct py_func_spec spec;
+    char symbol[256];
+    bool found_python, found_native;
+    bool warned;               /* a warning about it was printed */
+};
+
+/* A Python code object watched through one debug-register slot. */
+struct py_watch {
+    uint64_t code;
+    int slot;
+    int func;
+    char label[512];           /* "Pool.release (pool.py:12)" */
+    uint32_t last_refcnt;      /* exact mode: the count after the last write seen */
+};
+
+/* A native function watched through an int3 at its entry. */
+struct native_watch {
+    struct sw_breakpoint bp;
+    uint64_t size;
+    int func;
+    char label[512];           /* "pool_append (libpool.so)" */
+    char module[PATH_MAX];
+};
+
+/* An entry of a native watch on a thread that may still be running. */
+struct watch_record {
+    int watch;
+    uint64_t rsp;              /* the stack pointer at entry; UINT64_MAX: unknown */
+};
+
+/* What watch remembers per thread. */
+struct watch_thread {
+    pid_t tid;
+    uint64_t tstate;           /* 0: not looked up yet or not a Python thread */
+    unsigned dr_mask;          /* debug-register slots armed on the thread */
+    struct watch_record records[WATCH_MAX_RECORDS];
+    int n_records;
+    int pending_signal;        /* arrived while we stepped the thread; delivered on resume */
+};
+
+struct watch_stats {
+    unsigned long eval_entries, dr_traps, native_entries, unwinds, candidates, steps,
+        single_step_windows;
+};
+
+struct watch_session {
+    /* options */
+    bool all, stop, json, native_all, locals, exact, verbose;
+    unsigned max_hits;
+    const char *core_path;
+    FILE *out;
+
+    struct tracer tr;
+    struct target *t;
+    struct bp_memory mem;
+    bool awaiting_exec;        /* started a program: nothing to look at before its exec */
+
+    struct watch_func funcs[WATCH_MAX_FUNCS];
+    int n_funcs;
+
+    /* Python */
+    bool have_rt;
+    struct py_runtime rt;
+    struct py_reader reader;
+    struct py_code_cache *codes;
+    struct py_frame *frames;   /* PY_MAX_FRAMES, for stack walks */
+    struct py_watch py[DR_SLOTS];
+    int n_py;
+    bool lazy;                 /* 3.11+ without --exact: arm on C->Python entries */
+    struct sw_breakpoint eval_bp;
+    bool eval_bp_used;
+
+    /* native */
+    struct native_watch native[WATCH_MAX_NATIVE];
+    int n_native;
+    char *searched[WATCH_MAX_FILES];   /* files already searched for symbols */
+    int n_searched;
+    struct sw_breakpoint dl_bp;        /* the dynamic linker's notification hook */
+    bool dl_bp_used;
+    struct native_unwinder *unwinder;
+
+    struct watch_thread *threads;
+    int n_threads;
+
+    unsigned hits;
+    bool done;                 /* stop watching (hits reached, --stop) */
+    bool left_stopped;
+    struct watch_stats stats;
+};
+
+struct watch_thread *watch_thread_get(struct watch_session *s, pid_t tid);
+void watch_thread_forget(struct watch_session *s, pid_t tid);
+
+/* A confirmed re-entry: thread tid (stopped) entered the watched function
+ * py_index (Python) or native_index (native; the other is -1). Writes the
+ * report and carries out --core and --stop. */
+void watch_report(struct watch_session *s, pid_t tid, int py_index, int native_index);
+/* Resumes every stopped thread except one (0: none), after setting up the
+ * threads that started meanwhile. */
+void watch_resume_others(struct watch_session *s, pid_t except);
+
+/* ---- watch_python.c ---- */
+
+/* Finds the Python functions not found yet and starts watching them.
+ * Returns the number of new code objects watched. */
+int watch_python_resolve(struct watch_session *s, pid_t except);
+/* Arms the debug registers a new thread needs (exact mode). */
+void watch_python_thread_started(struct watch_session *s, pid_t tid);
+/* A debug-register trap on thread tid (stopped). */
+void watch_python_dr_trap(struct watch_session *s, pid_t tid);
+/* The int3 at _PyEval_EvalFrameDefault (lazy mode): tid is stopped at it.
+ * Returns true when the thread was moved past the breakpoint already. */
+bool watch_python_eval_entry(struct watch_session *s, pid_t tid, const struct user_regs_struct *regs);
+/* Forgets everything about the process image (exec). */
+void watch_python_reset(struct watch_session *s);
+/* Disarms the debug registers of every (stopped) thread. */
+void watch_python_disarm_all(struct watch_session *s);
+
+/* ---- watch_native.c ---- */
+
+/* Searches newly mapped files for the native functions and plants their
+ * breakpoints (and the dynamic linker's hook). Returns watches added. */
+int watch_native_resolve(struct watch_session *s);
+/* tid stopped at the int3 of native watch index; regs as read there. */
+void watch_native_entry(struct watch_session *s, pid_t tid, int index,
+                        const struct user_regs_struct *regs);
+void watch_native_reset(struct watch_session *s);
+
+/* ---- shared helpers (watch.c) ---- */
+
+/* The breakpoint at addr (any kind), or NULL. */
+struct sw_breakpoint *watch_breakpoint_at(struct watch_session *s, uint64_t addr);
+/* Single-steps tid once, stepping over our own breakpoints as needed; a
+ * signal that arrives meanwhile is kept for the thread. -1 if the thread
+ * is gone or the step failed. */
+int watch_single_step(struct watch_session *s, pid_t tid);
+/* Signals that arrived while we stepped a thread, to deliver on resume. */
+void watch_note_signal(struct watch_session *s, pid_t tid, int sig);
+int watch_take_signal(struct watch_session *s, pid_t tid);
+
+#endif

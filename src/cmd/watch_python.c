@@ -1,0 +1,385 @@
+/* Re-entry of Python functions. Every frame of a function holds a
+ * reference to its code object (3.8-3.15), so a hardware watchpoint on the
+ * code object's reference count traps, in the very thread, whenever a frame
+ * of the function is created. If the function is already on that thread's
+ * stack, the thread is single-stepped until the new frame is pushed, and
+ * the report is made at that instant. 3.11+ (without --exact) arms the
+ * watchpoint on a thread only while something entered Python from C above
+ * a running activation, found by an int3 at _PyEval_EvalFrameDefault. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+
+#include "cmd/watch.h"
+#include "native/symbol_find.h"
+#include "python/threads.h"
+#include "target/process.h"
+
+/* Between a code object's reference being taken and its frame being
+ * pushed the interpreter runs a few hundred instructions; more when a
+ * collection or a finalizer runs in between, which is stepped through. */
+#define CONFIRM_MAX_STEPS 200000
+
+static bool python_minor_at_least(const struct watch_session *s, unsigned minor)
+{
+    return ((s->rt.version_hex >> 16) & 0xff) >= minor;
+}
+
+static uint32_t read_refcnt(struct watch_session *s, uint64_t code)
+{
+    uint32_t v = 0;
+    s->t->ops->read_raw(s->t, code, &v, sizeof v);
+    return v;
+}
+
+/* The thread state of tid, from the cache or a fresh snapshot. */
+static uint64_t tstate_of(struct watch_session *s, pid_t tid)
+{
+    struct watch_thread *wt = watch_thread_get(s, tid);
+    if (!wt)
+        return 0;
+    if (wt->tstate)
+        return wt->tstate;
+    pid_t *tids = malloc(sizeof *tids * TRACER_MAX_THREADS);
+    if (!tids)
+        return 0;
+    int n = target_list_threads(s->t, tids, TRACER_MAX_THREADS);
+    struct py_snapshot snap;
+    if (py_snapshot_read(&s->reader, tids, n > 0 ? n : 0, &snap) == 0) {
+        for (int i = 0; i < snap.n_threads; i++) {
+            struct watch_thread *other =
+                snap.threads[i].tid ? watch_thread_get(s, snap.threads[i].tid) : NULL;
+            if (other)
+                other->tstate = snap.threads[i].tstate;
+        }
+        py_snapshot_free(&snap);
+    }
+    free(tids);
+    wt = watch_thread_get(s, tid);
+    return wt ? wt->tstate : 0;
+}
+
+/* Walks the thread's Python stack into s->frames. */
+static size_t walk(struct watch_session *s, uint64_t top, enum py_walk_status *status)
+{
+    struct py_walker walker = {&s->reader, s->codes, NULL, true};
+    size_t count = 0;
+    *status = py_walk_frames(&walker, top, s->frames, PY_MAX_FRAMES, &count);
+    return count;
+}
+
+static int find_code(const struct watch_session *s, size_t count, uint64_t code)
+{
+    for (size_t i = 0; i < count; i++)
+        if (s->frames[i].code_addr == code)
+            return (int)i;
+    return -1;
+}
+
+static void arm(struct watch_session *s, pid_t tid, unsigned slots)
+{
+    struct watch_thread *wt = watch_thread_get(s, tid);
+    if (!wt)
+        return;
+    unsigned mask = wt->dr_mask | slots;
+    for (int i = 0; i < s->n_py; i++)
+        if ((slots & (1u << i)) && !(wt->dr_mask & (1u << i)))
+            dr_arm(tid, i, s->py[i].code, mask);
+    wt->dr_mask = mask;
+}
+
+static void disarm(struct watch_session *s, pid_t tid, unsigned slots)
+{
+    struct watch_thread *wt = watch_thread_get(s, tid);
+    if (!wt || !(wt->dr_mask & slots))
+        return;
+    wt->dr_mask &= ~slots;
+    dr_enable(tid, wt->dr_mask);
+}
+
+void watch_python_disarm_all(struct watch_session *s)
+{
+    for (int i = 0; i < s->tr.n; i++) {
+        const struct tracer_thread *th = &s->tr.threads[i];
+        struct watch_thread *wt = watch_thread_get(s, th->tid);
+        if (th->stopped && wt && wt->dr_mask) {
+            dr_enable(th->tid, 0);
+            wt->dr_mask = 0;
+        }
+    }
+}
+
+static unsigned all_slots(const struct watch_session *s)
+{
+    return (1u << s->n_py) - 1;
+}
+
+void watch_python_thread_started(struct watch_session *s, pid_t tid)
+{
+    if (s->n_py && !s->lazy)
+        arm(s, tid, all_slots(s));
+}
+
+static void resync_counts(struct watch_session *s)
+{
+    for (int i = 0; i < s->n_py; i++)
+        s->py[i].last_refcnt = read_refcnt(s, s->py[i].code);
+}
+
+/* Steps tid until a new frame of code is pushed above prev_top (true), or
+ * prev_top is popped (false): then the reference was not for a call. */
+static bool confirm_entry(struct watch_session *s, pid_t tid, uint64_t tstate, uint64_t code,
+                          uint64_t prev_top)
+{
+    s->stats.candidates++;
+    uint64_t settled = prev_top;   /* a top already judged: keep stepping */
+    bool found = false;
+    for (int step = 0; step < CONFIRM_MAX_STEPS; step++) {
+        if (watch_single_step(s, tid) != 0)
+            break;
+        s->stats.steps++;
+        target_cache_invalidate(s->t);
+        uint64_t top = py_tstate_top_frame(&s->reader, tstate);
+        if (top == settled)
+            continue;
+        if (top == 0)
+            break;
+        enum py_walk_status status;
+        size_t count = walk(s, top, &status);
+        if (status != PY_WALK_OK && count == 0)
+            continue;              /* pushed but not marked executing yet (<=3.10) */
+        int below = -1;
+        for (size_t i = 0; i < count; i++) {
+            if (s->frames[i].frame_addr == prev_top) {
+                below = (int)i;
+                break;
+            }
+        }
+        if (below < 0)
+            break;
+        int at = find_code(s, (size_t)below, code);
+        if (at >= 0) {
+            found = true;
+            break;
+        }
+        /* Something else runs above prev_top first (a finalizer, say):
+         * the frame of code comes when it returns. */
+        settled = top;
+    }
+    dr_hits(tid);                  /* the steps leave their traps in DR6 */
+    if (!s->lazy)
+        resync_counts(s);
+    return found;
+}
+
+/* The watch whose code is at index i of s->py that a trap concerns. */
+static void on_code_write(struct watch_session *s, pid_t tid, int i)
+{
+    struct py_watch *w = &s->py[i];
+    if (!s->lazy) {
+        uint32_t now = read_refcnt(s, w->code);
+        int32_t delta = (int32_t)(now - w->last_refcnt);
+        w->last_refcnt = now;
+        if (delta <= 0)
+            return;                /* a frame going away, not one coming */
+    }
+    uint64_t tstate = tstate_of(s, tid);
+    if (!tstate)
+        return;
+    uint64_t top = py_tstate_top_frame(&s->reader, tstate);
+    enum py_walk_status status;
+    size_t count = walk(s, top, &status);
+    if (find_code(s, count, w->code) < 0) {
+        /* Not running on this thread (any more): lazy mode stops looking. */
+        if (s->lazy)
+            disarm(s, tid, 1u << i);
+        return;
+    }
+    if (confirm_entry(s, tid, tstate, w->code, top))
+        watch_report(s, tid, i, -1);
+}
+
+void watch_python_dr_trap(struct watch_session *s, pid_t tid)
+{
+    s->stats.dr_traps++;
+    unsigned hits = dr_hits(tid);
+    target_cache_invalidate(s->t);
+    for (int i = 0; i < s->n_py && !s->done; i++)
+        if (hits & (1u << i))
+            on_code_write(s, tid, i);
+}
+
+bool watch_python_eval_entry(struct watch_session *s, pid_t tid, const struct user_regs_struct *regs)
+{
+    s->stats.eval_entries++;
+    /* _PyEval_EvalFrameDefault(tstate, frame, throwflag) on 3.11+. */
+    uint64_t tstate = regs->rdi, entered = regs->rsi;
+    struct watch_thread *wt = watch_thread_get(s, tid);
+    if (wt)
+        wt->tstate = tstate;
+    target_cache_invalidate(s->t);
+    uint64_t top = py_tstate_top_frame(&s->reader, tstate);
+    if (!top)
+        return false;
+    enum py_walk_status status;
+    size_t count = walk(s, top, &status);
+    unsigned present = 0;
+    for (int i = 0; i < s->n_py; i++)
+        if (find_code(s, count, s->py[i].code) >= 0)
+            present |= 1u << i;
+    if (!present)
+        return false;
+    /* C entered Python above a running activation: from now on, until that
+     * activation is gone, every new frame of the function on this thread
+     * must be seen. */
+    arm(s, tid, present);
+    const struct py_layout *L = s->reader.L;
+    uint64_t code = 0;
+    if (target_read_u64(s->t, entered + (uint64_t)L->iframe_executable, &code) != 0)
+        return false;
+    if (L->stackref_tagged)
+        code &= ~(uint64_t)7;
+    for (int i = 0; i < s->n_py; i++) {
+        if (!(present & (1u << i)) || s->py[i].code != code)
+            continue;
+        /* The function itself is entered from C: its reference was taken
+         * before this call, so confirm from here. */
+        bool window = false;
+        int sig = 0;
+        if (bp_step_over(&s->tr, &s->mem, tid, &s->eval_bp, &window, &sig) != 0)
+            return false;
+        if (sig)
+            watch_note_signal(s, tid, sig);
+        if (confirm_entry(s, tid, tstate, code, top))
+            watch_report(s, tid, i, -1);
+        return true;
+    }
+    return false;
+}
+
+static void label_of(const struct py_func_match *m, char *out, size_t outsize)
+{
+    const char *base = strrchr(m->filename, '/');
+    snprintf(out, outsize, "%s (%s:%d)", m->qualname, base ? base + 1 : m->filename,
+             m->firstlineno);
+}
+
+/* The interpreter loop's entry, in the file that holds the runtime. */
+static int plant_eval_breakpoint(struct watch_session *s)
+{
+    struct native_symbol found[4];
+    int n = native_find_symbol(s->t, "_PyEval_EvalFrameDefault", NULL, 0, found, 4);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(found[i].module, s->rt.binary) != 0 && n > 1)
+            continue;
+        memset(&s->eval_bp, 0, sizeof s->eval_bp);
+        s->eval_bp.addr = found[i].addr;
+        struct pyscope_error err = {0};
+        if (bp_insert(&s->mem, &s->eval_bp, &err) != 0) {
+            fprintf(stderr, "pyscope: %s\n", err.message);
+            return -1;
+        }
+        s->eval_bp_used = true;
+        if (s->verbose)
+            fprintf(stderr, "pyscope: C-to-Python entries: breakpoint at _PyEval_EvalFrameDefault "
+                            "(0x%llx)\n", (unsigned long long)s->eval_bp.addr);
+        if (s->eval_bp.first.kind == INSN_UNKNOWN)
+            fprintf(stderr, "pyscope: note: _PyEval_EvalFrameDefault starts with an instruction "
+                            "pyscope does not emulate; see docs/watch.md (stepping window)\n");
+        return 0;
+    }
+    return -1;
+}
+
+int watch_python_resolve(struct watch_session *s, pid_t except)
+{
+    if (s->awaiting_exec)
+        return 0;
+    bool pending = false;
+    for (int f = 0; f < s->n_funcs; f++)
+        pending |= s->funcs[f].want_python && !s->funcs[f].found_python;
+    if (!pending)
+        return 0;
+    if (!s->have_rt) {
+        struct pyscope_error err = {0};
+        process_read_maps(s->t);
+        if (py_runtime_find(s->t, &s->rt, &err) != 0)
+            return 0;
+        s->have_rt = true;
+        py_reader_init(&s->reader, &s->rt);
+        s->lazy = !s->exact && python_minor_at_least(s, 11);
+    }
+    target_cache_invalidate(s->t);
+    int first_new = s->n_py;
+    for (int f = 0; f < s->n_funcs; f++) {
+        struct watch_func *wf = &s->funcs[f];
+        if (!wf->want_python || wf->found_python)
+            continue;
+        struct py_func_match matches[8];
+        int n = py_find_functions(&s->rt, s->codes, &wf->spec, matches, 8);
+        if (n <= 0)
+            continue;
+        wf->found_python = true;
+        for (int m = 0; m < n; m++) {
+            bool known = false;
+            for (int i = 0; i < s->n_py; i++)
+                known |= s->py[i].code == matches[m].code;
+            if (known)
+                continue;
+            char label[512];
+            label_of(&matches[m], label, sizeof label);
+            if (s->n_py >= DR_SLOTS) {
+                fprintf(stderr, "pyscope: cannot also watch %s: the %d hardware watchpoints "
+                                "are in use\n", label, DR_SLOTS);
+                continue;
+            }
+            struct py_watch *w = &s->py[s->n_py];
+            memset(w, 0, sizeof *w);
+            w->code = matches[m].code;
+            w->slot = s->n_py;
+            w->func = f;
+            snprintf(w->label, sizeof w->label, "%s", label);
+            s->n_py++;
+            fprintf(stderr, "pyscope: watching Python function %s, %s\n", label,
+                    matches[m].filename);
+            if (matches[m].flags & (PY_CO_GENERATOR | PY_CO_COROUTINE | PY_CO_ASYNC_GENERATOR))
+                fprintf(stderr, "pyscope: warning: %s is a generator or coroutine function: "
+                                "resuming one is not a call and is not seen\n", label);
+        }
+    }
+    if (s->n_py == first_new)
+        return 0;
+    tracer_stop_all(&s->tr);
+    if (s->lazy && !s->eval_bp_used && plant_eval_breakpoint(s) != 0) {
+        fprintf(stderr, "pyscope: warning: cannot break on C-to-Python entries here; "
+                        "watching every call instead (as with --exact)\n");
+        s->lazy = false;
+    }
+    if (!s->lazy) {
+        unsigned fresh = all_slots(s) & ~((1u << first_new) - 1);
+        for (int i = 0; i < s->tr.n; i++)
+            if (s->tr.threads[i].stopped)
+                arm(s, s->tr.threads[i].tid, fresh);
+    }
+    resync_counts(s);
+    watch_resume_others(s, except);
+    return s->n_py - first_new;
+}
+
+void watch_python_reset(struct watch_session *s)
+{
+    s->have_rt = false;
+    s->n_py = 0;
+    s->eval_bp_used = false;
+    s->eval_bp.inserted = false;
+    for (int f = 0; f < s->n_funcs; f++)
+        s->funcs[f].found_python = false;
+    for (int i = 0; i < s->n_threads; i++) {
+        s->threads[i].tstate = 0;
+        s->threads[i].dr_mask = 0;
+    }
+    if (s->codes)
+        py_code_cache_clear(s->codes);
+}

@@ -1,0 +1,404 @@
+/* The ptrace bookkeeping of a traced process: which threads exist, which are
+ * stopped, and which stopped with an event nobody has handled yet, so that
+ * stopping everything for a look never loses a breakpoint hit or a signal. */
+#include "target/tracer.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "target/process.h"
+
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+bool tracer_is_interrupt_stop(int status)
+{
+    return WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP && WSTOPSIG(status) == SIGTRAP;
+}
+
+bool tracer_is_group_stop(int status)
+{
+    if (!WIFSTOPPED(status) || (status >> 16) != PTRACE_EVENT_STOP)
+        return false;
+    int sig = WSTOPSIG(status);
+    return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+struct tracer_thread *tracer_thread(struct tracer *tr, pid_t tid)
+{
+    for (int i = 0; i < tr->n; i++)
+        if (tr->threads[i].tid == tid)
+            return &tr->threads[i];
+    return NULL;
+}
+
+struct tracer_thread *tracer_add(struct tracer *tr, pid_t tid)
+{
+    struct tracer_thread *th = tracer_thread(tr, tid);
+    if (th)
+        return th;
+    if (!tr->threads) {
+        tr->threads = calloc(TRACER_MAX_THREADS, sizeof *tr->threads);
+        if (!tr->threads)
+            return NULL;
+    }
+    if (tr->n >= TRACER_MAX_THREADS)
+        return NULL;
+    th = &tr->threads[tr->n++];
+    memset(th, 0, sizeof *th);
+    th->tid = tid;
+    return th;
+}
+
+void tracer_remove(struct tracer *tr, pid_t tid)
+{
+    for (int i = 0; i < tr->n; i++) {
+        if (tr->threads[i].tid == tid) {
+            tr->threads[i] = tr->threads[--tr->n];
+            return;
+        }
+    }
+}
+
+/* A stopped task we have not met: one of our threads, or a child process
+ * (fork) that the kernel attached for us. */
+static pid_t thread_group_of(pid_t tid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    pid_t tgid = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Tgid: %d", &tgid) == 1)
+            break;
+    fclose(f);
+    return tgid;
+}
+
+/* Records what a wait status says about tid; returns false when tid is not
+ * one of our threads (a forked child stopping: kept aside for the owner). */
+static bool note(struct tracer *tr, pid_t tid, int status)
+{
+    if (WIFEXITED(status) || WIFSIGNALED(status)) {
+        tracer_remove(tr, tid);
+        if (tid == tr->pid) {
+            tr->leader_exited = true;
+            tr->leader_status = status;
+        }
+        return true;
+    }
+    if (!WIFSTOPPED(status))
+        return true;
+    struct tracer_thread *th = tracer_thread(tr, tid);
+    if (!th) {
+        if (tid != tr->pid && thread_group_of(tid) != tr->pid)
+            return false;
+        if (!(th = tracer_add(tr, tid)))
+            return true;
+        th->fresh = true;
+    }
+    th->stopped = true;
+    if ((status >> 16) == PTRACE_EVENT_CLONE) {
+        unsigned long new_tid = 0;
+        if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &new_tid) == 0 && new_tid > 0 &&
+            !tracer_thread(tr, (pid_t)new_tid)) {
+            struct tracer_thread *born = tracer_add(tr, (pid_t)new_tid);
+            if (born)
+                born->fresh = true;
+        }
+    }
+    return true;
+}
+
+static pid_t saved_event(struct tracer *tr, int *status)
+{
+    for (int i = 0; i < tr->n; i++) {
+        struct tracer_thread *th = &tr->threads[i];
+        if (th->has_event) {
+            th->has_event = false;
+            *status = th->event;
+            return th->tid;
+        }
+    }
+    return 0;
+}
+
+static pid_t next_event(struct tracer *tr, int *status, int flags)
+{
+    pid_t saved = saved_event(tr, status);
+    if (saved)
+        return saved;
+    for (;;) {
+        pid_t tid = waitpid(-1, status, __WALL | flags);
+        if (tid <= 0)
+            return tid;
+        if (note(tr, tid, *status))
+            return tid;
+        /* A forked child's first stop: the owner asks for it by pid. */
+        if (tr->n_foreign < TRACER_MAX_FOREIGN)
+            tr->foreign[tr->n_foreign++] = tid;
+    }
+}
+
+pid_t tracer_wait(struct tracer *tr, int *status)
+{
+    return next_event(tr, status, 0);
+}
+
+pid_t tracer_poll(struct tracer *tr, int *status)
+{
+    return next_event(tr, status, WNOHANG);
+}
+
+int tracer_wait_thread(struct tracer *tr, pid_t tid, int *status, int timeout_ms)
+{
+    long deadline = now_ms() + timeout_ms;
+    for (;;) {
+        pid_t got = waitpid(tid, status, timeout_ms < 0 ? __WALL : __WALL | WNOHANG);
+        if (got == tid) {
+            note(tr, tid, *status);
+            return 0;
+        }
+        if (got < 0 && errno != EINTR) {
+            tracer_remove(tr, tid);
+            return -1;
+        }
+        if (timeout_ms >= 0) {
+            if (now_ms() > deadline)
+                return -1;
+            struct timespec pause = {0, 50000};
+            nanosleep(&pause, NULL);
+        }
+    }
+}
+
+int tracer_wait_foreign(struct tracer *tr, pid_t pid, int timeout_ms)
+{
+    for (int i = 0; i < tr->n_foreign; i++) {
+        if (tr->foreign[i] == pid) {
+            tr->foreign[i] = tr->foreign[--tr->n_foreign];
+            return 0;
+        }
+    }
+    long deadline = now_ms() + timeout_ms;
+    for (;;) {
+        int status;
+        pid_t got = waitpid(pid, &status, __WALL | WNOHANG);
+        if (got == pid)
+            return WIFSTOPPED(status) ? 0 : -1;
+        if ((got < 0 && errno != EINTR) || now_ms() > deadline)
+            return -1;
+        struct timespec pause = {0, 100000};
+        nanosleep(&pause, NULL);
+    }
+}
+
+int tracer_cont(struct tracer *tr, pid_t tid, int sig)
+{
+    struct tracer_thread *th = tracer_thread(tr, tid);
+    if (th)
+        th->stopped = false;
+    return (int)ptrace(PTRACE_CONT, tid, NULL, (void *)(long)sig);
+}
+
+int tracer_listen(struct tracer *tr, pid_t tid)
+{
+    struct tracer_thread *th = tracer_thread(tr, tid);
+    if (th)
+        th->stopped = false;
+    return (int)ptrace(PTRACE_LISTEN, tid, NULL, NULL);
+}
+
+void tracer_stop_all(struct tracer *tr)
+{
+    /* New threads can appear while we wait (a clone event of a thread we
+     * stop): go round until every known thread is stopped. */
+    for (int round = 0; round < 16; round++) {
+        int running = 0;
+        for (int i = 0; i < tr->n; i++) {
+            if (!tr->threads[i].stopped) {
+                running++;
+                ptrace(PTRACE_INTERRUPT, tr->threads[i].tid, NULL, NULL);
+            }
+        }
+        if (running == 0)
+            return;
+        for (int i = 0; i < tr->n; i++) {
+            struct tracer_thread *th = &tr->threads[i];
+            if (th->stopped)
+                continue;
+            pid_t tid = th->tid;
+            int status;
+            /* A thread that cannot stop within the time is left as it is:
+             * better an incomplete look than a hang. */
+            if (tracer_wait_thread(tr, tid, &status, 2000) != 0) {
+                if (!tracer_thread(tr, tid))
+                    i--;
+                continue;
+            }
+            if (!WIFSTOPPED(status)) {
+                i--;                       /* removed: the slot holds another thread now */
+                continue;
+            }
+            th = tracer_thread(tr, tid);
+            if (th && !tracer_is_interrupt_stop(status)) {
+                th->has_event = true;
+                th->event = status;
+            }
+        }
+    }
+}
+
+void tracer_resume_all(struct tracer *tr, pid_t except)
+{
+    for (int i = 0; i < tr->n; i++) {
+        struct tracer_thread *th = &tr->threads[i];
+        if (th->stopped && !th->has_event && th->tid != except)
+            tracer_cont(tr, th->tid, 0);
+    }
+}
+
+struct tracer_thread *tracer_take_fresh(struct tracer *tr)
+{
+    for (int i = 0; i < tr->n; i++) {
+        if (tr->threads[i].fresh) {
+            tr->threads[i].fresh = false;
+            return &tr->threads[i];
+        }
+    }
+    return NULL;
+}
+
+/* The signal a saved event would deliver: signal-delivery stops only. Our
+ * own SIGTRAPs (breakpoints, steps) are the owner's to handle first. */
+static int signal_of_event(int status)
+{
+    if (!WIFSTOPPED(status) || (status >> 16) != 0)
+        return 0;
+    int sig = WSTOPSIG(status);
+    return sig == SIGTRAP ? 0 : sig;
+}
+
+void tracer_detach_all(struct tracer *tr, bool leave_stopped)
+{
+    tracer_stop_all(tr);
+    if (leave_stopped)
+        kill(tr->pid, SIGSTOP);
+    while (tr->n > 0) {
+        struct tracer_thread *th = &tr->threads[tr->n - 1];
+        int sig = th->has_event ? signal_of_event(th->event) : 0;
+        ptrace(PTRACE_DETACH, th->tid, NULL, (void *)(long)sig);
+        tr->n--;
+    }
+    for (int i = 0; i < tr->n_foreign; i++)
+        ptrace(PTRACE_DETACH, tr->foreign[i], NULL, NULL);
+    tr->n_foreign = 0;
+}
+
+void tracer_free(struct tracer *tr)
+{
+    free(tr->threads);
+    tr->threads = NULL;
+    tr->n = 0;
+}
+
+int tracer_spawn(struct tracer *tr, char *const *argv, long options, struct pyscope_error *err)
+{
+    memset(tr, 0, sizeof *tr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        error_set(err, PYSCOPE_ERR_OTHER, "fork: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        /* Wait for the tracer to attach before running anything. */
+        raise(SIGSTOP);
+        execvp(argv[0], argv);
+        fprintf(stderr, "pyscope: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    int status;
+    if (waitpid(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) {
+        error_set(err, PYSCOPE_ERR_OTHER, "the program did not start");
+        return -1;
+    }
+    if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)options) != 0) {
+        error_set(err, PYSCOPE_ERR_OTHER, "cannot trace the program: %s", strerror(errno));
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        return -1;
+    }
+    tr->pid = pid;
+    tr->spawned = true;
+    tr->options = options;
+    if (!tracer_add(tr, pid)) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        kill(pid, SIGKILL);
+        return -1;
+    }
+    kill(pid, SIGCONT);
+    return 0;
+}
+
+int tracer_attach(struct tracer *tr, pid_t pid, long options, struct pyscope_error *err)
+{
+    memset(tr, 0, sizeof *tr);
+    tr->pid = pid;
+    tr->options = options;
+    pid_t *tids = malloc(sizeof *tids * TRACER_MAX_THREADS);
+    if (!tids) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        return -1;
+    }
+    /* Threads may start while we seize: repeat until a pass finds none new
+     * (a thread started by a seized one is attached by TRACECLONE). */
+    for (int round = 0; round < 8; round++) {
+        int n = process_list_tids(pid, tids, TRACER_MAX_THREADS);
+        if (n <= 0) {
+            if (tr->n == 0) {
+                error_set(err, PYSCOPE_ERR_NO_PROCESS, "no process %d", (int)pid);
+                free(tids);
+                return -1;
+            }
+            break;
+        }
+        int added = 0;
+        for (int i = 0; i < n; i++) {
+            if (tracer_thread(tr, tids[i]))
+                continue;
+            if (ptrace(PTRACE_SEIZE, tids[i], NULL, (void *)options) != 0) {
+                if (errno == ESRCH)
+                    continue;
+                error_set(err, errno == EPERM ? PYSCOPE_ERR_PERMISSION : PYSCOPE_ERR_OTHER,
+                          "cannot trace thread %d of process %d: %s%s", (int)tids[i], (int)pid,
+                          strerror(errno), errno == EPERM ? " (is a debugger attached?)" : "");
+                tracer_detach_all(tr, false);
+                free(tids);
+                return -1;
+            }
+            if (!tracer_add(tr, tids[i]))
+                break;
+            added++;
+        }
+        if (added == 0)
+            break;
+    }
+    free(tids);
+    return 0;
+}

@@ -1,0 +1,414 @@
+"""Integration tests for `pyscope watch --reentry` (issue #5, part 2), on
+every interpreter conftest finds.
+
+The target is programs/reentry_pool.py: a pool whose append allocates, so
+that the collector runs and a finalizer frees into the same pool, re-entering
+the append on the same thread. The append is Python (watched by qualified
+name), or C: native/reentry_ext.c built against the interpreter's headers, or
+native/reentry_lib.c loaded with ctypes (the only C way on Debian 3.13-3.15,
+which ship no headers), watched by its symbol pyscope_pool_append.
+
+Besides the reports, the tests check that watching leaves nothing behind:
+after pyscope exits (max hits, Ctrl-C, --stop and SIGCONT) the code at every
+breakpoint address equals the file's bytes and the program finishes its work
+and exits 0."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import HERE, PROGRAMS, PYSCOPE, proc_state_task, run_pyscope
+from test_native import compile_c, expect_merge, interp_include
+
+NATIVE_SRC = HERE / "native"
+PY_FUNC = "reentry_pool.py:Pool._append_to_free_list"
+C_FUNC = "pyscope_pool_append"
+WATCH_TIMEOUT = 90
+DEBIAN_DBG = Path("/usr/lib/debug/.build-id")
+
+
+def python_name(interp, qualname):
+    """The function name pyscope shows: co_qualname on 3.11+, co_name before."""
+    major, minor = (int(p) for p in interp.version.split(".")[:2])
+    return qualname if (major, minor) >= (3, 11) else qualname.rsplit(".", 1)[-1]
+
+
+def named_gc_frames(interp):
+    """Where the collector's static functions have names: pyenv builds, and
+    Debian's 3.11 with python3.11-dbg. Debian 3.13-3.15 are stripped."""
+    if not interp.id.startswith("debian-"):
+        return True
+    return interp.id == "debian-3.11" and DEBIAN_DBG.is_dir()
+
+
+@pytest.fixture(scope="session")
+def reentry_lib(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reentry") / "libreentry.so"
+    compile_c(["-O0", "-g", "-shared", "-fPIC", "-o", str(out), str(NATIVE_SRC / "reentry_lib.c")])
+    return out
+
+
+@pytest.fixture
+def reentry_ext(interp, tmp_path):
+    """Directory holding pyscope_reentry.so for interp, or None (no headers)."""
+    include = interp_include(interp)
+    if include is None:
+        return None
+    compile_c(["-O0", "-g", "-shared", "-fPIC", "-I", include, "-o",
+               str(tmp_path / "pyscope_reentry.so"), str(NATIVE_SRC / "reentry_ext.c")])
+    return tmp_path
+
+
+def start_pool(start_program, interp, mode="python", library=None, calm=False):
+    args = [mode]
+    if library is not None:
+        args.append(library)
+    if calm:
+        args.append("--calm")
+    return start_program(interp, "reentry_pool.py", *args)
+
+
+def finish_target(target):
+    """Ask the program to stop; it must finish its work and exit 0."""
+    Path(str(target.report_path) + ".stop").write_text("")
+    try:
+        target.proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the program did not finish after watch; stderr:\n%s" % target.stderr())
+    assert target.proc.returncode == 0, (target.proc.returncode, target.stderr())
+
+
+def code_matches_file(pid, addr, length=16):
+    """The bytes at addr in the live process equal the mapped file's bytes."""
+    with open("/proc/%d/maps" % pid) as maps:
+        for line in maps:
+            parts = line.split()
+            start, end = (int(x, 16) for x in parts[0].split("-"))
+            if start <= addr < end and len(parts) >= 6 and parts[5].startswith("/"):
+                offset = int(parts[2], 16) + addr - start
+                path = parts[5]
+                break
+        else:
+            pytest.fail("0x%x is not in a file mapping of %d" % (addr, pid))
+    with open("/proc/%d/mem" % pid, "rb") as mem:
+        mem.seek(addr)
+        live = mem.read(length)
+    with open(path, "rb") as f:
+        f.seek(offset)
+        disk = f.read(length)
+    return live == disk
+
+
+def check_code_restored(pid, stderr):
+    found = re.findall(r"watching native function .* at 0x([0-9a-f]+)", stderr)
+    found += re.findall(r"breakpoint at _PyEval_EvalFrameDefault \(0x([0-9a-f]+)\)", stderr)
+    for addr in found:
+        assert code_matches_file(pid, int(addr, 16)), "0x%s still patched" % addr
+    return len(found)
+
+
+def watch(args, timeout=WATCH_TIMEOUT):
+    return run_pyscope(["watch"] + [str(a) for a in args], timeout=timeout)
+
+
+def read_reports(path):
+    lines = [line for line in Path(path).read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in lines]
+
+
+def reentering_thread(doc):
+    tid = doc["reentry"]["tid"]
+    found = [t for t in doc["threads"] if t["tid"] == tid]
+    assert found, "re-entering thread %d not among %s" % (tid, [t["tid"] for t in doc["threads"]])
+    return found[0]
+
+
+def marked(doc, thread, role=None):
+    """The marked frames as (kind, name, role, category)."""
+    out = []
+    for m in doc["reentry"]["frames"]:
+        if role and m["role"] != role:
+            continue
+        if m["kind"] == "python":
+            name = thread["frames"][m["index"]]["function"]
+        else:
+            name = thread["native"]["frames"][m["index"]]["symbol"]
+        out.append((m["kind"], name, m["role"], m["category"]))
+    return out
+
+
+# --------------------------------------------------------------------------
+# The pool in Python
+
+def test_python_pool_reentry(interp, start_program, tmp_path):
+    target = start_pool(start_program, interp)
+    out = tmp_path / "reports.jsonl"
+    result = watch(["-v", "--json", "-o", out, "--reentry", PY_FUNC, "-p", target.pid])
+    assert result.returncode == 0, result
+    assert "re-entry #1 of Pool._append_to_free_list" in result.stderr, result
+    [doc] = read_reports(out)
+    re_ = doc["reentry"]
+    assert re_["kind"] == "python" and re_["hit"] == 1
+    assert re_["function"].startswith("Pool._append_to_free_list (reentry_pool.py:")
+    main = reentering_thread(doc)
+    assert main["tid"] == target.pid
+    name = python_name(interp, "Pool._append_to_free_list")
+    functions = [f["function"] for f in main["frames"]]
+    # Both activations, the new one on top, with the finalizer between.
+    assert functions[0] == name and functions.count(name) >= 2, functions
+    outer = functions.index(name, 1)
+    assert python_name(interp, "Block.__del__") in functions[1:outer], functions
+    inner_marks = marked(doc, main, "inner")
+    outer_marks = marked(doc, main, "outer")
+    assert inner_marks == [("python", name, "inner", None)], inner_marks
+    assert outer_marks == [("python", name, "outer", None)], outer_marks
+    between = marked(doc, main, "between")
+    assert ("python", python_name(interp, "Block.__del__"), "between", "finalizer") in between
+    assert re_["finalizer"] is True
+    # The collector is running: its flag always, its frames where named.
+    assert re_["gc_collecting"] is True
+    assert doc["gc"]["collecting"] is True
+    if named_gc_frames(interp):
+        assert re_["gc_frames"] is True, between
+        assert any(kind == "native" and cat == "gc" for kind, _, _, cat in between), between
+        if expect_merge(interp):
+            assert main["native"]["merged"], main["native"]["error"]
+            assert re_["note"] is None
+    else:
+        assert "could not be placed" in re_["note"]
+    # Nothing left behind: the code is the file's, and the work goes on.
+    assert target.alive()
+    check_code_restored(target.pid, result.stderr)
+    finish_target(target)
+
+
+def test_text_report(interp, start_program):
+    target = start_pool(start_program, interp)
+    result = watch(["--reentry", PY_FUNC, "-p", target.pid])
+    assert result.returncode == 0, result
+    text = result.stdout
+    name = python_name(interp, "Pool._append_to_free_list")
+    assert re.search(r"^Re-entry #1: Pool\._append_to_free_list \(reentry_pool\.py:\d+\) entered "
+                     r"again in thread %d \"MainThread\"" % target.pid, text, re.M), text
+    assert "  GC in progress: yes" in text
+    assert re.search(r"^  > %s \(.*reentry_pool\.py:\d+\)  <- entered again here$"
+                     % re.escape(name), text, re.M), text
+    assert re.search(r"^  > %s \(.*\)  <- the activation already running$" % re.escape(name),
+                     text, re.M), text
+    assert re.search(r"^  \| %s \(.*\)  \[finalizer\]$"
+                     % re.escape(python_name(interp, "Block.__del__")), text, re.M), text
+    if named_gc_frames(interp) and expect_merge(interp):
+        assert re.search(r"^  \| \[C\] \S+\+0x[0-9a-f]+ \(.*\)  \[GC\]$", text, re.M), text
+    finish_target(target)
+
+
+# --------------------------------------------------------------------------
+# The pool's append in C
+
+@pytest.mark.parametrize("mode", ["ext", "ctypes"])
+def test_native_pool_reentry(interp, start_program, reentry_ext, reentry_lib, tmp_path, mode):
+    if mode == "ext" and reentry_ext is None:
+        pytest.skip("no Python.h for %s (the ctypes mode covers it)" % interp.id)
+    target = start_pool(start_program, interp, mode, reentry_ext if mode == "ext" else reentry_lib)
+    out = tmp_path / "reports.jsonl"
+    result = watch(["--json", "-o", out, "--reentry", C_FUNC, "-p", target.pid])
+    assert result.returncode == 0, result
+    assert "watching native function pyscope_pool_append" in result.stderr, result
+    [doc] = read_reports(out)
+    re_ = doc["reentry"]
+    assert re_["kind"] == "native"
+    main = reentering_thread(doc)
+    native = main["native"]
+    symbols = [f["symbol"] for f in native["frames"]]
+    # The new activation is stopped at the function's first instruction.
+    assert symbols[0] == C_FUNC and native["frames"][0]["offset"] == 0, symbols[:3]
+    assert symbols.count(C_FUNC) >= 2, symbols
+    inner = marked(doc, main, "inner")
+    outer = marked(doc, main, "outer")
+    assert inner == [("native", C_FUNC, "inner", None)], inner
+    assert outer == [("native", C_FUNC, "outer", None)], outer
+    assert re_["gc_collecting"] is True
+    between = marked(doc, main, "between")
+    if native["merged"]:
+        names = [name for _, name, _, _ in between]
+        assert python_name(interp, "Block.__del__") in names, between
+        assert re_["finalizer"] is True
+        if named_gc_frames(interp):
+            assert re_["gc_frames"] is True, between
+    else:
+        # Stripped interpreter: the C frames between are there, unnamed
+        # where the binary has no symbol; the Python ones cannot be placed.
+        assert not expect_merge(interp), native["error"]
+        assert between, native["frames"]
+        assert "Python frames could not be placed" in re_["note"]
+        functions = [f["function"] for f in main["frames"]]
+        assert python_name(interp, "Block.__del__") in functions, functions
+    assert target.alive()
+    assert check_code_restored(target.pid, result.stderr) >= 1
+    finish_target(target)
+
+
+# --------------------------------------------------------------------------
+# Leaving nothing behind
+
+def test_ctrl_c_removes_everything(interp, start_program, reentry_lib):
+    """Watch a Python and a C function that are called all the time but
+    never re-entered, then interrupt pyscope."""
+    target = start_pool(start_program, interp, "ctypes", reentry_lib, calm=True)
+    proc = subprocess.Popen([str(PYSCOPE), "watch", "-v", "--reentry", PY_FUNC,
+                             "--reentry", C_FUNC, "-p", str(target.pid)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        stderr = b""
+        # Wait until both are watched (stderr stays open while it runs).
+        os.set_blocking(proc.stderr.fileno(), False)
+        while time.monotonic() < deadline:
+            chunk = proc.stderr.read() or b""
+            stderr += chunk
+            text = stderr.decode(errors="replace")
+            if "watching Python function" in text and "watching native function" in text:
+                break
+            assert proc.poll() is None, text
+            time.sleep(0.05)
+        else:
+            pytest.fail("pyscope did not start watching: %s" % stderr.decode(errors="replace"))
+        time.sleep(1.0)           # let it handle traps for a while
+        proc.send_signal(signal.SIGINT)
+        os.set_blocking(proc.stderr.fileno(), True)
+        out, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = (stderr + rest).decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "0 re-entries reported; breakpoints removed, process %d continues" % target.pid in text
+    assert out == b""
+    assert check_code_restored(target.pid, text) >= 1
+    assert proc_state_task(target.pid, target.pid) in ("R", "S", "D"), "left stopped"
+    finish_target(target)
+
+
+def test_max_hits_all(interp, start_program, tmp_path):
+    target = start_pool(start_program, interp)
+    out = tmp_path / "reports.jsonl"
+    result = watch(["--json", "-o", out, "--all", "--max-hits", 3, "--reentry", PY_FUNC,
+                    "-p", target.pid])
+    assert result.returncode == 0, result
+    docs = read_reports(out)
+    assert [d["reentry"]["hit"] for d in docs] == [1, 2, 3]
+    assert "3 re-entries reported" in result.stderr
+    check_code_restored(target.pid, result.stderr)
+    finish_target(target)
+
+
+# --------------------------------------------------------------------------
+# --stop and --core
+
+def test_stop_leaves_process_stopped(interp, start_program):
+    target = start_pool(start_program, interp)
+    result = watch(["--stop", "--reentry", PY_FUNC, "-p", target.pid])
+    assert result.returncode == 0, result
+    assert "resume it with: kill -CONT %d" % target.pid in result.stderr
+    tids = [int(t) for t in os.listdir("/proc/%d/task" % target.pid)]
+    assert all(proc_state_task(target.pid, tid) == "t" or proc_state_task(target.pid, tid) == "T"
+               for tid in tids), [proc_state_task(target.pid, tid) for tid in tids]
+    # Another tool can look at the moment of the re-entry.
+    doc = json.loads(run_pyscope(["dump", "--json", "--locals", target.pid]).stdout)
+    main = [t for t in doc["threads"] if t["tid"] == target.pid][0]
+    name = python_name(interp, "Pool._append_to_free_list")
+    functions = [f["function"] for f in main["frames"]]
+    assert functions[0] == name and functions.count(name) >= 2, functions
+    locals_ = {l["name"]: l["repr"] for l in main["frames"][0]["locals"]}
+    assert "size" in locals_ and "self" in locals_, locals_
+    assert doc["gc"]["collecting"] is True
+    os.kill(target.pid, signal.SIGCONT)
+    finish_target(target)
+
+
+def test_core_at_reentry(interp, start_program, tmp_path):
+    target = start_pool(start_program, interp)
+    core = tmp_path / "reentry.core"
+    result = watch(["--core", core, "--reentry", PY_FUNC, "-p", target.pid])
+    assert result.returncode == 0, result
+    assert "core written to %s" % core in result.stderr
+    doc = json.loads(run_pyscope(["dump", "--json", "--core", core]).stdout)
+    assert doc["signal"] is None
+    main = [t for t in doc["threads"] if t["tid"] == target.pid][0]
+    name = python_name(interp, "Pool._append_to_free_list")
+    functions = [f["function"] for f in main["frames"]]
+    assert functions[0] == name and functions.count(name) >= 2, functions
+    assert python_name(interp, "Block.__del__") in functions
+    finish_target(target)
+
+
+# --------------------------------------------------------------------------
+# Starting the program, recursion, errors
+
+def test_program_mode(interp, tmp_path):
+    out = tmp_path / "reports.jsonl"
+    result = watch(["--json", "-o", out, "--reentry", PY_FUNC, "--", interp.path,
+                    PROGRAMS / "reentry_pool.py", tmp_path / "r.json", "python", "--seconds", "3"])
+    assert result.returncode == 0, result           # the program's own status
+    assert "started %s as process" % interp.path in result.stderr
+    assert "done " in result.stdout                 # it finished its work
+    [doc] = read_reports(out)
+    assert doc["reentry"]["kind"] == "python"
+    status = watch(["--reentry", "never_defined", "--", interp.path, "-c",
+                    "import sys, time; time.sleep(0.5); sys.exit(3)"])
+    assert status.returncode == 3, status
+    assert "never_defined not found yet" in status.stderr
+
+
+RECURSION = """
+import time
+def walk(n):
+    if n:
+        walk(n - 1)
+end = time.monotonic() + 3
+while time.monotonic() < end:
+    walk(3)
+"""
+
+
+def test_python_recursion(interp, tmp_path):
+    """Plain Python-to-Python recursion: always seen up to 3.10; on 3.11+
+    only with --exact (no C frame lies between the activations)."""
+    major, minor = (int(p) for p in interp.version.split(".")[:2])
+    args = ["--json", "-o", tmp_path / "r.jsonl", "--reentry", "walk", "--", interp.path,
+            "-c", RECURSION]
+    result = watch(args)
+    assert result.returncode == 0, result
+    if (major, minor) <= (3, 10):
+        assert len(read_reports(tmp_path / "r.jsonl")) == 1
+    else:
+        assert read_reports(tmp_path / "r.jsonl") == [], "3.11+ default should not trap these"
+        exact = watch(["--exact"] + args)
+        assert exact.returncode == 0, exact
+        [doc] = read_reports(tmp_path / "r.jsonl")
+        functions = [f["function"] for f in reentering_thread(doc)["frames"]]
+        assert functions[:2] == ["walk", "walk"], functions
+
+
+def test_usage_errors(tmp_path, pyscope):
+    assert pyscope("watch", "-p", "1").returncode == 2
+    assert pyscope("watch", "--reentry", "f").returncode == 2
+    assert pyscope("watch", "--reentry", "f", "-p", "1", "--", "true").returncode == 2
+    assert pyscope("watch", "--reentry", "f", "--max-hits", "0", "-p", "1").returncode == 2
+    assert pyscope("watch", "--reentry", "py:", "-p", "1").returncode == 2
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        result = pyscope("watch", "--reentry", "pool.py:Pool.f", "-p", sleeper.pid)
+        assert result.returncode == 5, result       # not a Python process
+        assert sleeper.poll() is None               # and left running
+    finally:
+        sleeper.kill()
+        sleeper.wait()
