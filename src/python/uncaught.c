@@ -95,6 +95,8 @@ static uint64_t tstate_of(struct py_reader *r, pid_t pid, pid_t tid, char *name,
             tstate = snap.threads[i].tstate;
             if (names && names[i][0])
                 snprintf(name, namesize, "%s", names[i]);
+            else
+                process_thread_comm(pid, tid, name, namesize);
         }
         free(names);
         py_snapshot_free(&snap);
@@ -103,10 +105,11 @@ static uint64_t tstate_of(struct py_reader *r, pid_t pid, pid_t tid, char *name,
     return tstate;
 }
 
-/* What str(exc) shows: the one str argument as it is, any other single
- * argument or several as their repr. */
+/* What str(exc) shows: the one str argument as it is (KeyError: its repr),
+ * any other single argument or several as their repr. */
 static void exception_message(struct py_reader *r, uint64_t value, bool is_instance,
-                              const struct exc_offsets *o, char *out, size_t outsize)
+                              bool key_error, const struct exc_offsets *o, char *out,
+                              size_t outsize)
 {
     out[0] = '\0';
     if (!value)
@@ -130,7 +133,7 @@ static void exception_message(struct py_reader *r, uint64_t value, bool is_insta
         uint64_t first = 0;
         if (target_read_u64(r->t, args + (uint64_t)r->L->tuple_items, &first) != 0)
             return;
-        if (py_str(r, first, out, outsize) == 0)
+        if (!key_error && py_str(r, first, out, outsize) == 0)
             return;
         locals_repr(r, first, &limits, out, outsize);
         return;
@@ -226,7 +229,8 @@ int py_uncaught_read(struct py_runtime *rt, pid_t pid, pid_t tid, struct py_unca
     }
     snprintf(out->type_name, sizeof out->type_name, "%s", name);
     out->system_exit = strcmp(name, "SystemExit") == 0;
-    exception_message(r, value, is_instance, &o, out->message, sizeof out->message);
+    exception_message(r, value, is_instance, strcmp(name, "KeyError") == 0, &o, out->message,
+                      sizeof out->message);
     if (is_instance && !tb &&
         target_read_u64(r->t, value + (uint64_t)o.exc_traceback, &tb) != 0)
         tb = 0;

@@ -13,6 +13,8 @@
  * (16 + 4i) stay 00 = break on instruction execution, length 1. */
 #define DR7_LOCAL_ENABLE(i) (1ul << (2 * (i)))
 #define DR6_HIT_MASK 0xful
+/* RFLAGS.RF: the next instruction does not raise a debug exception. */
+#define EFLAGS_RESUME (1ull << 16)
 
 static int poke_debugreg(pid_t tid, int reg, unsigned long value)
 {
@@ -38,6 +40,15 @@ int hwbreak_arm(pid_t tid, const uint64_t *addrs, int n)
 int hwbreak_disarm(pid_t tid)
 {
     return poke_debugreg(tid, 7, 0);
+}
+
+int hwbreak_step_over(pid_t tid)
+{
+    struct user_regs_struct regs;
+    if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) != 0)
+        return -1;
+    regs.eflags |= EFLAGS_RESUME;
+    return ptrace(PTRACE_SETREGS, tid, NULL, &regs) == 0 ? 0 : -1;
 }
 
 int hwbreak_which(pid_t tid)

@@ -17,6 +17,10 @@ int hwbreak_arm(pid_t tid, const uint64_t *addrs, int n);
 /* Clears all of tid's breakpoints. */
 int hwbreak_disarm(pid_t tid);
 
+/* Lets tid execute the instruction its breakpoint stopped it at (sets the
+ * resume flag), for when the breakpoint stays armed. */
+int hwbreak_step_over(pid_t tid);
+
 /* After a SIGTRAP stop: which breakpoint fired (0..3, from DR6), or -1 when
  * none did. Clears DR6. */
 int hwbreak_which(pid_t tid);

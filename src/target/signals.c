@@ -5,7 +5,9 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define NULL_PAGE 4096u
 
@@ -23,6 +25,22 @@ const char *signal_name(int signo, char *buf, size_t bufsize)
             return names[i].name;
     snprintf(buf, bufsize, "signal %d", signo);
     return buf;
+}
+
+int signal_from_name(const char *text)
+{
+    char *end;
+    long number = strtol(text, &end, 10);
+    if (end != text && *end == '\0')
+        return number > 0 && number < NSIG ? (int)number : 0;
+    if (strncasecmp(text, "SIG", 3) == 0)
+        text += 3;
+    for (int signo = 1; signo < NSIG; signo++) {
+        const char *abbrev = sigabbrev_np(signo);
+        if (abbrev && strcasecmp(abbrev, text) == 0)
+            return signo;
+    }
+    return 0;
 }
 
 int signal_is_fatal_by_default(int signo)

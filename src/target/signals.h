@@ -24,6 +24,10 @@ void signal_cause(const struct signal_facts *sig, char *out, size_t outsize);
  * ignore-by-default signals, such as the SIGSTOP gdb's gcore records. */
 int signal_is_fatal_by_default(int signo);
 
+/* The signal named by text: "SIGUSR2", "USR2" (any case) or a number.
+ * Returns 0 when there is none. */
+int signal_from_name(const char *text);
+
 /* Is this one of the signals `run` treats as a crash? */
 int signal_is_crash(int signo);
 
