@@ -198,6 +198,8 @@ int flight_write(struct flight *f, uint64_t end_ns, const char *path,
         fprintf(stderr, "pyscope: no flight recording before %s: out of memory\n", before_what);
         return -1;
     }
+    /* What every thread was doing matters here, blocked ones included. */
+    struct profile_write_options options = {.include_idle = true};
     /* Written beside the destination, then renamed over it: a reader (or a
      * later failure) never sees half a file. */
     char tmp[4096];
@@ -207,7 +209,7 @@ int flight_write(struct flight *f, uint64_t end_ns, const char *path,
     if (!out) {
         fprintf(stderr, "pyscope: cannot write the flight recording to %s: %s\n", path,
                 strerror(errno));
-    } else if (format->write(out, &window, NULL) != 0 || fclose(out) != 0) {
+    } else if (format->write(out, &window, &options) != 0 || fclose(out) != 0) {
         fprintf(stderr, "pyscope: writing the flight recording to %s failed\n", path);
         unlink(tmp);
     } else if (rename(tmp, path) != 0) {
