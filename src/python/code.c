@@ -71,6 +71,10 @@ static struct py_code *code_read(struct py_reader *r, uint64_t addr)
     if (qualname == 0 || py_str(r, qualname, c->qualname, sizeof c->qualname) != 0)
         snprintf(c->qualname, sizeof c->qualname, "%s", c->name);
     c->firstlineno = firstlineno;
+    c->name_obj = name;
+    c->filename_obj = filename;
+    static uint64_t serials;
+    c->serial = ++serials;
     /* A missing line table leaves lines unknown rather than failing the frame. */
     if (read_bytes_object(r, linetable, &c->linetable, &c->linetable_len) != 0) {
         c->linetable = NULL;
@@ -93,6 +97,26 @@ const struct py_code *py_code_get(struct py_code_cache *cache, struct py_reader 
     code_free(cache->slots[slot]);
     cache->slots[slot] = c;
     return c;
+}
+
+const struct py_code *py_code_get_verified(struct py_code_cache *cache, struct py_reader *r,
+                                           uint64_t addr)
+{
+    size_t slot = (size_t)((addr >> 4) % PY_CODE_CACHE_SLOTS);
+    struct py_code *c = cache->slots[slot];
+    if (c && c->addr == addr) {
+        const struct py_layout *L = r->L;
+        uint64_t name, filename;
+        int32_t firstlineno;
+        if (target_read_u64(r->t, addr + (uint64_t)L->code_name, &name) == 0 &&
+            target_read_u64(r->t, addr + (uint64_t)L->code_filename, &filename) == 0 &&
+            target_read_i32(r->t, addr + (uint64_t)L->code_firstlineno, &firstlineno) == 0 &&
+            name == c->name_obj && filename == c->filename_obj && firstlineno == c->firstlineno)
+            return c;
+        code_free(c);
+        cache->slots[slot] = NULL;
+    }
+    return py_code_get(cache, r, addr);
 }
 
 int py_code_line(const struct py_code *code, const struct py_layout *L, long byte_offset)

@@ -15,6 +15,9 @@ struct py_code {
     int firstlineno;
     uint8_t *linetable;
     size_t linetable_len;
+    /* What identifies the object at addr, for py_code_get_verified. */
+    uint64_t name_obj, filename_obj;
+    uint64_t serial;         /* distinct for every code object read */
 };
 
 #define PY_CODE_CACHE_SLOTS 1024
@@ -25,6 +28,11 @@ struct py_code_cache {
 
 /* The code object at addr, read and checked (type "code"), or NULL. */
 const struct py_code *py_code_get(struct py_code_cache *cache, struct py_reader *r, uint64_t addr);
+/* The same, but a cached entry is first checked against the object now at
+ * addr (its name and file objects and first line): for callers that keep the
+ * cache while the target may free a code object and reuse its address. */
+const struct py_code *py_code_get_verified(struct py_code_cache *cache, struct py_reader *r,
+                                           uint64_t addr);
 /* The line for the instruction byte_offset bytes into the bytecode; -1 if none. */
 int py_code_line(const struct py_code *code, const struct py_layout *L, long byte_offset);
 void py_code_cache_clear(struct py_code_cache *cache);

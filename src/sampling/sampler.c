@@ -48,6 +48,7 @@ struct frame_key {
     uint64_t code;
     long offset;
     uint32_t frame;
+    uint64_t serial;         /* of the py_code it was made from */
 };
 
 struct frame_key_cache {
@@ -230,9 +231,17 @@ static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, long offset)
 {
     uint64_t h = (code_addr >> 4) * 0x9e3779b97f4a7c15ull ^ (uint64_t)offset * 0xff51afd7ed558ccdull;
     struct frame_key *slot = &s->frame_keys->slots[(h >> 20) % FRAME_KEY_SLOTS];
-    if (slot->code == code_addr && slot->offset == offset && code_addr)
-        return slot->frame;
-    const struct py_code *code = py_code_get(s->codes, &s->reader, code_addr);
+    const struct py_code *code = NULL;
+    if (s->verify_codes) {
+        code = py_code_get_verified(s->codes, &s->reader, code_addr);
+        if (code && slot->code == code_addr && slot->offset == offset &&
+            slot->serial == code->serial)
+            return slot->frame;
+    } else {
+        if (slot->code == code_addr && slot->offset == offset && code_addr)
+            return slot->frame;
+        code = py_code_get(s->codes, &s->reader, code_addr);
+    }
     if (!code)
         return profile_frame_id(s->profile, "<unreadable code>", "?", -1, true);
     int line = py_code_line(code, &s->rt.layout, offset);
@@ -241,6 +250,7 @@ static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, long offset)
         slot->code = code_addr;
         slot->offset = offset;
         slot->frame = id;
+        slot->serial = code->serial;
     }
     return id;
 }

@@ -60,6 +60,10 @@ struct sampler {
     size_t cap_spans;
     bool record_timeline;
     bool recheck_running;             /* look twice at threads on CPU without the GIL */
+    /* Check every cached code object against the target on every pass, so
+     * that a freed one whose address is reused is never shown under its old
+     * name (costs a read per code page per pass). */
+    bool verify_codes;
     uint64_t start_ns;                /* monotonic time of the first pass */
     uint64_t last_names_ns;           /* when thread names were last refreshed */
     uint64_t last_code_flush_ns;
