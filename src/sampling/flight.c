@@ -101,6 +101,9 @@ static bool try_attach(struct flight *f, uint64_t now)
     /* As record does at ordinary rates: look twice at a thread on CPU
      * without the GIL, so waiters between two futex waits are told apart. */
     f->sampler.recheck_running = f->opts.rate_hz <= 1000;
+    /* Attached while the program starts, when module code objects are made
+     * and freed by the hundred: a name shown must be the code's own. */
+    f->sampler.verify_codes = true;
     f->attached = true;
     f->ever_attached = true;
     f->next_attach_ns = NO_DEADLINE;
@@ -143,8 +146,12 @@ bool flight_tick(struct flight *f, uint64_t now_ns)
 
 void flight_pass_now(struct flight *f)
 {
-    if (f->attached)
-        pass(f, monotonic_ns());
+    if (!f->attached)
+        return;
+    /* Names are refreshed once a second; a thread started just before the
+     * failure gets its own now. */
+    f->sampler.last_names_ns = 0;
+    pass(f, monotonic_ns());
 }
 
 struct py_runtime *flight_runtime(struct flight *f)
