@@ -17,14 +17,19 @@
 /* Room for passes beyond window x rate: extra passes taken at stops, and a
  * clock that runs a little fast. */
 #define EXTRA_PASSES 256u
-#define MAX_PASSES (1u << 24)
 
 int sample_ring_init(struct sample_ring *r, uint64_t window_ns, double rate_hz, size_t max_bytes)
 {
     memset(r, 0, sizeof *r);
     r->window_ns = window_ns;
+    /* The passes get at most a quarter of the cap again (a pass without any
+     * thread takes no sample, so the samples' cap alone would not bound them). */
+    size_t max_passes = max_bytes / 4 / sizeof(struct ring_pass);
+    if (max_passes < EXTRA_PASSES)
+        max_passes = EXTRA_PASSES;
     double expected = (double)window_ns / 1e9 * (rate_hz > 0 ? rate_hz : 1000.0) * 1.25;
-    r->pass_cap = expected < (double)MAX_PASSES ? (size_t)expected + EXTRA_PASSES : MAX_PASSES;
+    r->pass_cap = expected + EXTRA_PASSES < (double)max_passes ? (size_t)expected + EXTRA_PASSES
+                                                               : max_passes;
     r->max_samples = max_bytes / sizeof(struct ring_sample);
     if (r->max_samples < MIN_SAMPLES)
         r->max_samples = MIN_SAMPLES;

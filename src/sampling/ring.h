@@ -66,7 +66,8 @@ struct sample_ring {
 
 /* window_ns: how far back to keep; rate_hz: the pass rate, which sizes the
  * pass array (window x rate plus room for extra passes); max_bytes: cap on
- * the samples array. Returns 0, or -1 when out of memory. */
+ * the samples array (the pass array gets at most a quarter of it more).
+ * Returns 0, or -1 when out of memory. */
 int sample_ring_init(struct sample_ring *r, uint64_t window_ns, double rate_hz, size_t max_bytes);
 void sample_ring_free(struct sample_ring *r);
 

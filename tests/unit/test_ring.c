@@ -238,8 +238,30 @@ static void test_memory_cap(void)
     profile_free(&s.p);
 }
 
+/* A week at 10 kHz asks for more passes than the cap allows: the pass array
+ * stays within a quarter of the cap, and passes without any sample (no
+ * thread yet) still leave room by dropping the oldest. */
+static void test_pass_cap(void)
+{
+    struct sample_ring r;
+    uint64_t week = 7ull * 24 * 3600 * SEC;
+    CHECK_EQ_INT(sample_ring_init(&r, week, 10000, RING_DEFAULT_MAX_BYTES), 0);
+    CHECK(sample_ring_memory_cap(&r) <= RING_DEFAULT_MAX_BYTES + RING_DEFAULT_MAX_BYTES / 4);
+    sample_ring_free(&r);
+    CHECK_EQ_INT(sample_ring_init(&r, 10 * SEC, 100, 1), 0);
+    CHECK_EQ_INT(r.pass_cap, 256);
+    for (uint64_t t = 0; t < 1000; t++) {
+        sample_ring_begin_pass(&r, t * MS);
+        sample_ring_end_pass(&r, &(struct ring_pass_facts){.hog_stack = UINT32_MAX});
+    }
+    CHECK_EQ_INT(r.n_passes, 256);
+    CHECK_EQ_INT(r.passes_evicted, 1000 - 256);
+    sample_ring_free(&r);
+}
+
 int main(void)
 {
+    test_pass_cap();
     test_window();
     test_short_recording();
     test_memory_cap();
