@@ -1,7 +1,6 @@
-/* pyscope run: start a program under ptrace and let it run (stopped only when
- * a signal arrives for it); on a crash signal print every thread's stacks and
- * optionally write a core; with --record-last, keep a flight recording of the
- * last seconds and write it when the program fails. Exit status passes through. */
+/* pyscope run: a program under ptrace, stopped only for signals; on a crash,
+ * every thread's stacks (and optionally a core); with --record-last, a flight
+ * recording of the last seconds, written when it fails. Its status passes through. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>

@@ -1,9 +1,6 @@
 /* Reading an uncaught exception out of a stopped thread: the thread state's
  * pending exception, its type and message, and its traceback chain
- * (tb_frame, tb_lasti/tb_lineno, tb_next) down to the frame that raised.
- * The offsets below are not in struct py_layout; they were measured with
- * offsetof() against every supported header set (tools/gen_layouts/
- * exc_offsets.c) and every object read is checked by its type. */
+ * (tb_frame, tb_lasti/tb_lineno, tb_next) down to the frame that raised. */
 #include "python/uncaught.h"
 
 #include <stdlib.h>
@@ -19,6 +16,9 @@
 /* Py_TPFLAGS_BASE_EXC_SUBCLASS: set on BaseException and every subclass. */
 #define TPFLAGS_BASE_EXC_SUBCLASS (1ul << 30)
 
+/* These offsets are not in struct py_layout. They were measured with
+ * offsetof() against every supported header set (tools/gen_layouts/
+ * exc_offsets.c), and every object read through them is checked by its type. */
 struct exc_offsets {
     long curexc_type, curexc_value, curexc_traceback;   /* PyThreadState, <= 3.11 */
     long current_exception;                             /* PyThreadState, 3.12+ */

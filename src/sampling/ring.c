@@ -1,7 +1,6 @@
-/* The flight recorder's memory: a circular array of passes and one of
- * samples, both forgetting what is older than the window, and the
- * conversion of a window into a fresh struct profile (ids re-interned, the
- * timeline rebuilt from consecutive samples as the sampler builds it). */
+/* The flight recorder's memory: circular arrays of passes and of samples that
+ * forget what is older than the window, and the window turned into a fresh
+ * struct profile (ids re-interned, the timeline rebuilt as the sampler would). */
 #include "sampling/ring.h"
 
 #include <stdlib.h>
