@@ -83,8 +83,16 @@ static void add_watch(struct watch_session *s, int func, const struct native_sym
     w->bp.addr = sym->addr;
     w->size = sym->size;
     w->func = func;
-    snprintf(w->module, sizeof w->module, "%s", sym->module);
-    snprintf(w->label, sizeof w->label, "%s (%s)", s->funcs[func].symbol, base_name(sym->module));
+    /* sym may live in memory the compiler cannot tell apart from *w:
+     * go through a local copy. */
+    char module[sizeof w->module];
+    size_t len = strnlen(sym->module, sizeof module - 1);
+    memcpy(module, sym->module, len);
+    module[len] = '\0';
+    memcpy(w->module, module, len + 1);
+    char label[sizeof w->label];
+    snprintf(label, sizeof label, "%.200s (%.200s)", s->funcs[func].symbol, base_name(module));
+    memcpy(w->label, label, sizeof label);
     struct pyscope_error err = {0};
     if (bp_insert(&s->mem, &w->bp, &err) != 0) {
         fprintf(stderr, "pyscope: cannot watch %s: %s\n", w->label, err.message);
