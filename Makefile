@@ -124,9 +124,10 @@ FUZZ_TIME ?= 20
 FUZZ_FLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TARGETS = core elf
 
-build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC)
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC) $(HTML_ASSETS_C)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CFLAGS_COMMON) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(LIBS)
+	@echo "  FUZZ    $@"
+	@$(FUZZ_CC) $(CFLAGS_COMMON) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(HTML_ASSETS_C) $(LIBS)
 
 fuzz: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 	@set -e; for t in $(FUZZ_TARGETS); do \
