@@ -459,6 +459,15 @@ def test_gil_states_vs_truth(interp, workload, launch, pyscope, tmp_path):
         print(attempts[-1])
         if not problems:
             return
+    # Both the sampler and the uprobe reference see a machine whose CPUs are
+    # taken by other work differently (a runnable waiter is "waiting" to one
+    # and "on CPU" to the other); such a run compares nothing. Say so instead
+    # of failing, but only when the machine really was that busy.
+    load = os.getloadavg()[0]
+    cpus = os.cpu_count() or 1
+    if load > 2 * cpus:
+        pytest.skip("machine too loaded for a ground-truth comparison (load average %.1f "
+                    "on %d CPUs):\n%s" % (load, cpus, "\n\n".join(attempts)))
     pytest.fail("\n\n".join(attempts))
 
 
