@@ -298,7 +298,11 @@ def test_time_split(interp, start_program, pyscope, tmp_path):
     thirty = sum(n for functions, _, n in samples if "thirty" in functions)
     shares = (100.0 * seventy / total, 100.0 * thirty / total)
     print("%s: seventy %.1f%%, thirty %.1f%% of %d samples" % (interp.id, shares[0], shares[1], total))
-    assert abs(shares[0] - 70) <= 3 and abs(shares[1] - 30) <= 3, (
+    within = abs(shares[0] - 70) <= 3 and abs(shares[1] - 30) <= 3
+    if not within and os.getloadavg()[0] > 2 * (os.cpu_count() or 1):
+        pytest.skip("machine too loaded to time a 70/30 split (load average %.1f): %.1f/%.1f"
+                    % ((os.getloadavg()[0],) + shares))
+    assert within, (
         "shares %.1f/%.1f, expected 70/30 within 3 points (%d samples)" % (shares + (total,)))
     assert doc["threads"][thread]["state_pct"]["holding_gil"] > 90
 
