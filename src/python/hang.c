@@ -18,10 +18,11 @@
 
 struct node {
     bool live;
-    bool needs_release;          /* waits, without timeout, for an in-process object */
     int releasers[MAX_RELEASERS];
     int n_releasers;
     bool owner_edges;            /* releasers are known owners or a joined thread */
+    uint64_t reach_obj;          /* releasers are the threads that can reach this object */
+    bool reach_same_lock;        /* ... and do not wait to acquire the same lock */
     /* Tarjan's strongly connected components */
     int index, lowlink, component;
     bool on_stack;
@@ -33,10 +34,6 @@ struct analysis {
     struct why_report *why;
     struct node *nodes;
     int n;
-    /* reachability per distinct object, computed once */
-    uint64_t *reach_objects;
-    bool **reach_rows;
-    int n_reach, cap_reach;
     /* Tarjan state */
     int *stack;
     int stack_size, next_index, n_components;
@@ -148,33 +145,6 @@ static bool in_process_wait(const struct report_wait *w)
     return w && (w->kind == WAIT_LOCK || w->kind == WAIT_NOTIFY || w->kind == WAIT_JOIN);
 }
 
-static const bool *reachers_of(struct analysis *an, uint64_t obj)
-{
-    for (int k = 0; k < an->n_reach; k++)
-        if (an->reach_objects[k] == obj)
-            return an->reach_rows[k];
-    if (an->n_reach == an->cap_reach) {
-        int cap = an->cap_reach ? an->cap_reach * 2 : 16;
-        uint64_t *objects = realloc(an->reach_objects, sizeof *objects * (size_t)cap);
-        if (!objects)
-            return NULL;
-        an->reach_objects = objects;
-        bool **rows = realloc(an->reach_rows, sizeof *rows * (size_t)cap);
-        if (!rows)
-            return NULL;
-        an->reach_rows = rows;
-        an->cap_reach = cap;
-    }
-    bool *row = calloc((size_t)an->n, sizeof *row);
-    if (!row)
-        return NULL;
-    for (int j = 0; j < an->n; j++)
-        row[j] = waits_thread_reaches(an->ctx, an->first->raw, (size_t)j, obj);
-    an->reach_objects[an->n_reach] = obj;
-    an->reach_rows[an->n_reach++] = row;
-    return row;
-}
-
 static void add_releaser(struct node *node, int j)
 {
     for (int k = 0; k < node->n_releasers; k++)
@@ -186,26 +156,41 @@ static void add_releaser(struct node *node, int j)
         node->live = true; /* too many candidates to call it stuck */
 }
 
-/* Threads that reach obj and do not wait on it the same way i does. */
-static void releasers_by_reach(struct analysis *an, int i, uint64_t obj, bool same_lock_only)
+/* Does thread j wait on the same thing the same way as thread i? Then it is
+ * no releaser of i, whatever it can reach. */
+static bool same_wait(const struct analysis *an, int i, int j)
 {
-    const struct report_wait *w = wait_of(an, i);
-    const bool *row = reachers_of(an, obj);
-    struct node *node = &an->nodes[i];
-    if (!row) {
-        node->live = true;
-        return;
-    }
-    for (int j = 0; j < an->n; j++) {
-        if (!row[j] || j == i)
+    const struct report_wait *w = wait_of(an, i), *o = wait_of(an, j);
+    if (!o || o->kind != w->kind)
+        return false;
+    if (an->nodes[i].reach_same_lock)
+        return o->lock && o->lock == w->lock;
+    return o->object == w->object && strcmp(o->operation, w->operation) == 0;
+}
+
+/* Reach-based releasers. One live thread that can reach the object is
+ * enough to make i live, so live threads are tried first; only a thread
+ * none of them can help needs the full list, for the cycle search. */
+static void resolve_reach(struct analysis *an)
+{
+    for (int i = 0; i < an->n; i++) {
+        struct node *node = &an->nodes[i];
+        if (node->live || !node->reach_obj)
             continue;
-        const struct report_wait *o = wait_of(an, j);
-        bool same_wait = o && o->kind == w->kind &&
-                         (same_lock_only ? o->lock == w->lock && o->lock
-                                         : o->object == w->object &&
-                                               strcmp(o->operation, w->operation) == 0);
-        if (!same_wait)
-            add_releaser(node, j);
+        for (int j = 0; j < an->n && !node->live; j++) {
+            if (j == i || !an->nodes[j].live || same_wait(an, i, j))
+                continue;
+            if (waits_thread_reaches(an->ctx, an->first->raw, (size_t)j, node->reach_obj)) {
+                add_releaser(node, j);
+                node->live = true;
+            }
+        }
+        for (int j = 0; j < an->n && !node->live; j++) {
+            if (j == i || an->nodes[j].live || same_wait(an, i, j))
+                continue;
+            if (waits_thread_reaches(an->ctx, an->first->raw, (size_t)j, node->reach_obj))
+                add_releaser(node, j);
+        }
     }
 }
 
@@ -238,14 +223,15 @@ static void build_node(struct analysis *an, int i)
             add_releaser(node, w->owner);
             node->owner_edges = true;
         } else if (w->owner_status == WAIT_OWNER_UNKNOWN) {
-            releasers_by_reach(an, i, w->lock ? w->lock : w->object, w->lock != 0);
+            node->reach_obj = w->lock ? w->lock : w->object;
+            node->reach_same_lock = w->lock != 0;
         }
         break;
     case WAIT_NOTIFY:
         if (!w->object)
             return;
         node->live = false;
-        releasers_by_reach(an, i, w->object, false);
+        node->reach_obj = w->object;
         break;
     case WAIT_JOIN:
         if (w->join_target < 0)
@@ -257,7 +243,6 @@ static void build_node(struct analysis *an, int i)
     default:
         return;
     }
-    node->needs_release = !node->live;
 }
 
 static void propagate_liveness(struct analysis *an)
@@ -758,6 +743,7 @@ int hang_analyze(struct waits_ctx *ctx, const struct hang_snapshot *first,
         build_node(&an, i);
         an.nodes[i].index = -1;
     }
+    resolve_reach(&an);
     propagate_liveness(&an);
     for (int i = 0; i < n; i++)
         if (!an.nodes[i].live && an.nodes[i].index < 0)
@@ -772,10 +758,6 @@ int hang_analyze(struct waits_ctx *ctx, const struct hang_snapshot *first,
     conclude(&an);
     rc = 0;
 out:
-    for (int k = 0; k < an.n_reach; k++)
-        free(an.reach_rows[k]);
-    free(an.reach_rows);
-    free(an.reach_objects);
     free(an.nodes);
     free(an.stack);
     return rc;
