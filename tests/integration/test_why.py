@@ -254,13 +254,20 @@ def test_gil_held_while_blocked(interp, start_program, pyscope):
     target = start_program(interp, "why_gil.py")
     tid = tids(target)
     target.wait_in_syscall(tid["gil-holder"], {34})  # pause
-    doc = why_json(pyscope, target)
-    threads = by_name(doc, target)
-    assert doc["verdict"] == "gil_held_while_blocked", explain(doc)
-    finding = doc["findings"][0]
-    assert finding_tids(finding) == [tid["gil-holder"]]
     spinners = sorted([tid["spinner-0"], tid["spinner-1"]])
-    assert finding_tids(finding, "blocked_threads") == spinners, explain(doc)
+    # A GIL waiter whose timed wait just expired is briefly on CPU: which
+    # threads wait for the GIL is an instant's fact, the verdict is not.
+    for attempt in range(5):
+        doc = why_json(pyscope, target)
+        assert doc["verdict"] == "gil_held_while_blocked", explain(doc)
+        finding = doc["findings"][0]
+        assert finding_tids(finding) == [tid["gil-holder"]]
+        blocked = finding_tids(finding, "blocked_threads")
+        assert blocked and set(blocked) <= set(spinners), explain(doc)
+        if blocked == spinners:
+            break
+    assert blocked == spinners, explain(doc)
+    threads = by_name(doc, target)
     holder = threads["gil-holder"]
     assert holder["holds_gil"] is True and holder["syscall"] == "pause"
     assert doc["gil"]["holder_tid"] == tid["gil-holder"]
