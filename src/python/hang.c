@@ -301,7 +301,10 @@ static void strongconnect(struct analysis *an, int v)
 
 static void append_thread_name(char *out, size_t size, const struct report_thread *th)
 {
-    text_append(out, size, "Thread %d", (int)th->tid);
+    if (th->tid)
+        text_append(out, size, "Thread %d", (int)th->tid);
+    else
+        text_append(out, size, "Thread 0x%llx", (unsigned long long)th->thread_id);
     if (th->name[0])
         text_append(out, size, " \"%s\"", th->name);
 }
