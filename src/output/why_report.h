@@ -50,6 +50,7 @@ struct why_progress {
     int threads_changed;        /* threads whose stack or wait changed */
     int threads_started;        /* threads only in the second snapshot */
     int threads_gone;
+    int threads_running;        /* on CPU or runnable in the second snapshot (Python or native code) */
 };
 
 struct why_report {

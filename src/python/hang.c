@@ -118,9 +118,13 @@ static void compare_snapshots(const struct hang_snapshot *first, const struct ha
             cpu_known = true;
         }
     }
-    for (size_t j = 0; j < b->n_threads; j++)
-        if (find_thread(a, &b->threads[j]) < 0)
+    for (size_t j = 0; j < b->n_threads; j++) {
+        const struct report_thread *th = &b->threads[j];
+        if (find_thread(a, th) < 0)
             p->threads_started++;
+        if (th->state == THREAD_RUNNING || (th->state == THREAD_HOLDING_GIL && !th->syscall))
+            p->threads_running++;
+    }
     if (!cpu_known)
         p->cpu_ns = -1;
     /* Busy means more than a twentieth of one CPU over the interval: a
@@ -128,8 +132,11 @@ static void compare_snapshots(const struct hang_snapshot *first, const struct ha
     int64_t busy_ns = (int64_t)interval_ms * 1000000 / 20;
     if (busy_ns < 2000000)
         busy_ns = 2000000;
+    /* A thread that runs (or is runnable) is busy even if a loaded machine
+     * gave it no CPU during the interval: a stuck process runs nothing. */
     p->progressing = p->gil_switches > 0 || p->threads_changed > 0 || p->threads_started > 0 ||
-                     p->threads_gone > 0 || (p->cpu_ns >= 0 && p->cpu_ns >= busy_ns);
+                     p->threads_gone > 0 || p->threads_running > 0 ||
+                     (p->cpu_ns >= 0 && p->cpu_ns >= busy_ns);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -708,9 +715,9 @@ static void conclude(struct analysis *an)
         why->verdict = WHY_NOT_HUNG;
         text_format(why->summary, sizeof why->summary,
                     "not hung: in %d ms the process made progress (%llu GIL hand-offs, %d thread%s "
-                    "changed stack or wait",
+                    "changed stack or wait, %d running",
                     p->interval_ms, (unsigned long long)p->gil_switches, p->threads_changed,
-                    p->threads_changed == 1 ? "" : "s");
+                    p->threads_changed == 1 ? "" : "s", p->threads_running);
         if (p->cpu_ns >= 0)
             text_append(why->summary, sizeof why->summary, ", %.1f ms of CPU", (double)p->cpu_ns / 1e6);
         text_append(why->summary, sizeof why->summary, ")");

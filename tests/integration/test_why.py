@@ -58,7 +58,7 @@ def check_why_schema(doc, pid):
     assert isinstance(doc["hung"], bool)
     assert isinstance(doc["summary"], str) and doc["summary"]
     for key in ("checked", "interval_ms", "progressing", "gil_switches", "cpu_ms",
-                "threads_changed", "threads_started", "threads_exited"):
+                "threads_changed", "threads_started", "threads_exited", "threads_running"):
         assert key in doc["progress"], "progress.%s missing" % key
     for finding in doc["findings"]:
         for key in ("kind", "certain", "summary", "threads", "blocked_threads", "object"):
