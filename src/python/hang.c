@@ -79,6 +79,21 @@ static bool same_frames(const struct report_thread *a, const struct report_threa
     return true;
 }
 
+/* Waiting for the GIL and being on CPU without it are one state for this
+ * purpose: a GIL waiter wakes every few milliseconds to ask again, which
+ * is not progress. A thread idle in a syscall must stay in the same one. */
+static bool same_activity(const struct report_thread *a, const struct thread_activity *x,
+                          const struct report_thread *b, const struct thread_activity *y)
+{
+    bool a_wants = a->state == THREAD_WAITING_GIL || a->state == THREAD_RUNNING;
+    bool b_wants = b->state == THREAD_WAITING_GIL || b->state == THREAD_RUNNING;
+    if (a->holds_gil != b->holds_gil || a_wants != b_wants)
+        return false;
+    if (a_wants)
+        return true;
+    return x->syscall_nr == y->syscall_nr && x->syscall_args[0] == y->syscall_args[0];
+}
+
 static int find_thread(const struct stack_report *report, const struct report_thread *th)
 {
     for (size_t j = 0; j < report->n_threads; j++)
@@ -105,11 +120,10 @@ static void compare_snapshots(const struct hang_snapshot *first, const struct ha
             p->threads_gone++;
             continue;
         }
-        const struct thread_activity *x = &first->raw->threads[i].activity;
-        const struct thread_activity *y = &second->raw->threads[j].activity;
-        t->changed = !same_frames(&a->threads[i], &b->threads[j]) || x->syscall_nr != y->syscall_nr ||
-                     x->syscall_args[0] != y->syscall_args[0] ||
-                     a->threads[i].holds_gil != b->threads[j].holds_gil;
+        t->later_state = b->threads[j].state;
+        t->changed = !same_frames(&a->threads[i], &b->threads[j]) ||
+                     !same_activity(&a->threads[i], &first->raw->threads[i].activity, &b->threads[j],
+                                    &second->raw->threads[j].activity);
         if (t->changed)
             p->threads_changed++;
         if (first->cpu_ns[i] >= 0 && second->cpu_ns[j] >= first->cpu_ns[i]) {
@@ -122,7 +136,10 @@ static void compare_snapshots(const struct hang_snapshot *first, const struct ha
         const struct report_thread *th = &b->threads[j];
         if (find_thread(a, th) < 0)
             p->threads_started++;
-        if (th->state == THREAD_RUNNING || (th->state == THREAD_HOLDING_GIL && !th->syscall))
+        /* Only a thread running Python (holding the GIL outside any
+         * syscall) counts: one seen on CPU without the GIL may be a GIL
+         * waiter between two timed waits. */
+        if (th->state == THREAD_HOLDING_GIL && !th->syscall)
             p->threads_running++;
     }
     if (!cpu_known)
@@ -587,10 +604,18 @@ static void gil_finding(struct analysis *an, const struct hang_snapshot *second)
         const struct report_thread *th = &report->threads[h];
         if (!th->holds_gil || !th->syscall || an->why->threads[h].changed)
             continue;
+        /* The threads that cannot run Python: seen waiting for the GIL in
+         * either snapshot (between two timed waits a waiter is briefly on
+         * CPU, or runnable for long on a loaded machine), or without the
+         * GIL in both and not an instruction further. */
         int waiters[WHY_MAX_FINDING_THREADS], n = 0;
-        for (int i = 0; i < an->n; i++)
-            if (report->threads[i].state == THREAD_WAITING_GIL && n < WHY_MAX_FINDING_THREADS)
+        for (int i = 0; i < an->n; i++) {
+            enum thread_run_state now = report->threads[i].state, later = an->why->threads[i].later_state;
+            bool waiting = now == THREAD_WAITING_GIL || later == THREAD_WAITING_GIL ||
+                           (now == THREAD_RUNNING && later == THREAD_RUNNING && !an->why->threads[i].changed);
+            if (waiting && n < WHY_MAX_FINDING_THREADS)
                 waiters[n++] = i;
+        }
         if (!n)
             return;
         struct why_finding *f = new_finding(an, WHY_GIL_BLOCKED);
