@@ -11,7 +11,7 @@ given, waits for it to settle, and runs pyscope repeatedly:
 
 It prints the median and the spread of the wall-clock times, per interpreter.
 
-usage: bench/bench_why.py [--pyscope PATH] [--runs N] [--python PATH ...]
+usage: bench/bench_why.py [--pyscope PATH] [--runs N] [--nice N] [--python PATH ...]
 """
 
 import argparse
@@ -73,12 +73,17 @@ def main():
     parser.add_argument("--pyscope", default=os.path.join(REPO, "pyscope"))
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--python", action="append", help="interpreter (repeatable)")
+    parser.add_argument("--nice", type=int, default=None,
+                        help="run pyscope at this nice level (e.g. -10 as root), to measure it "
+                             "apart from other load on a shared machine")
     args = parser.parse_args()
+    prefix = ["nice", "-n", str(args.nice)] if args.nice is not None else []
     pythons = args.python or default_pythons()
     print("pyscope on %s (101 threads), %d runs each; milliseconds, median [min-max];"
           % (os.path.basename(TARGET), args.runs))
     print("cpu = median user+system time of the pyscope process")
-    print("load average before: %.2f %.2f %.2f" % os.getloadavg())
+    print("load average before: %.2f %.2f %.2f%s" % (os.getloadavg() + (
+        "; pyscope at nice %d" % args.nice if args.nice is not None else "",)))
     print("%-10s %-22s %-8s %-22s %-22s %-8s %s" % ("python", "why --interval 0", "cpu",
                                                   "why (150 ms interval)", "dump", "cpu",
                                                   "threads/verdict"))
@@ -87,11 +92,11 @@ def main():
             proc, report = start_target(python, workdir)
             try:
                 pid = str(proc.pid)
-                fast, fast_cpu, out = time_runs([args.pyscope, "why", "--json", "--interval", "0", pid],
+                fast, fast_cpu, out = time_runs(prefix + [args.pyscope, "why", "--json", "--interval", "0", pid],
                                                 args.runs)
                 doc = json.loads(out)
-                full, _, _ = time_runs([args.pyscope, "why", "--json", pid], max(5, args.runs // 3))
-                dump, dump_cpu, _ = time_runs([args.pyscope, "dump", "--json", pid], args.runs)
+                full, _, _ = time_runs(prefix + [args.pyscope, "why", "--json", pid], max(5, args.runs // 3))
+                dump, dump_cpu, _ = time_runs(prefix + [args.pyscope, "dump", "--json", pid], args.runs)
 
                 def fmt(t):
                     return "%5.1f [%4.1f-%6.1f]" % (statistics.median(t), min(t), max(t))

@@ -94,6 +94,8 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
                 (unsigned long long)pr->gil_switches, pr->threads_changed, report->n_threads);
         if (pr->cpu_ns >= 0)
             fprintf(out, ", %.1f ms CPU", (double)pr->cpu_ns / 1e6);
+        if (pr->threads_running)
+            fprintf(out, ", %d running", pr->threads_running);
         if (pr->threads_started || pr->threads_gone)
             fprintf(out, ", %d started, %d exited", pr->threads_started, pr->threads_gone);
         fputc('\n', out);
@@ -165,6 +167,7 @@ static void json_progress(struct json_writer *w, const struct why_report *why)
         json_member_int(w, "threads_changed", p->threads_changed);
         json_member_int(w, "threads_started", p->threads_started);
         json_member_int(w, "threads_exited", p->threads_gone);
+        json_member_int(w, "threads_running", p->threads_running);
     } else {
         json_member_null(w, "interval_ms");
         json_member_null(w, "progressing");
@@ -173,6 +176,7 @@ static void json_progress(struct json_writer *w, const struct why_report *why)
         json_member_null(w, "threads_changed");
         json_member_null(w, "threads_started");
         json_member_null(w, "threads_exited");
+        json_member_null(w, "threads_running");
     }
     json_end_object(w);
 }

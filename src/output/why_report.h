@@ -39,6 +39,7 @@ struct why_thread {
     bool changed;               /* stack or wait differed in the second snapshot */
     bool gone;                  /* not in the second snapshot */
     int64_t cpu_ns;             /* CPU used between the snapshots; -1 unknown */
+    enum thread_run_state later_state;  /* its state in the second snapshot; UNKNOWN when none */
 };
 
 struct why_progress {
@@ -50,6 +51,7 @@ struct why_progress {
     int threads_changed;        /* threads whose stack or wait changed */
     int threads_started;        /* threads only in the second snapshot */
     int threads_gone;
+    int threads_running;        /* running Python (GIL held, no syscall) in the second snapshot */
 };
 
 struct why_report {

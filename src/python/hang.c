@@ -18,10 +18,11 @@
 
 struct node {
     bool live;
-    bool needs_release;          /* waits, without timeout, for an in-process object */
     int releasers[MAX_RELEASERS];
     int n_releasers;
     bool owner_edges;            /* releasers are known owners or a joined thread */
+    uint64_t reach_obj;          /* releasers are the threads that can reach this object */
+    bool reach_same_lock;        /* ... and do not wait to acquire the same lock */
     /* Tarjan's strongly connected components */
     int index, lowlink, component;
     bool on_stack;
@@ -33,10 +34,6 @@ struct analysis {
     struct why_report *why;
     struct node *nodes;
     int n;
-    /* reachability per distinct object, computed once */
-    uint64_t *reach_objects;
-    bool **reach_rows;
-    int n_reach, cap_reach;
     /* Tarjan state */
     int *stack;
     int stack_size, next_index, n_components;
@@ -82,6 +79,21 @@ static bool same_frames(const struct report_thread *a, const struct report_threa
     return true;
 }
 
+/* Waiting for the GIL and being on CPU without it are one state for this
+ * purpose: a GIL waiter wakes every few milliseconds to ask again, which
+ * is not progress. A thread idle in a syscall must stay in the same one. */
+static bool same_activity(const struct report_thread *a, const struct thread_activity *x,
+                          const struct report_thread *b, const struct thread_activity *y)
+{
+    bool a_wants = a->state == THREAD_WAITING_GIL || a->state == THREAD_RUNNING;
+    bool b_wants = b->state == THREAD_WAITING_GIL || b->state == THREAD_RUNNING;
+    if (a->holds_gil != b->holds_gil || a_wants != b_wants)
+        return false;
+    if (a_wants)
+        return true;
+    return x->syscall_nr == y->syscall_nr && x->syscall_args[0] == y->syscall_args[0];
+}
+
 static int find_thread(const struct stack_report *report, const struct report_thread *th)
 {
     for (size_t j = 0; j < report->n_threads; j++)
@@ -108,11 +120,10 @@ static void compare_snapshots(const struct hang_snapshot *first, const struct ha
             p->threads_gone++;
             continue;
         }
-        const struct thread_activity *x = &first->raw->threads[i].activity;
-        const struct thread_activity *y = &second->raw->threads[j].activity;
-        t->changed = !same_frames(&a->threads[i], &b->threads[j]) || x->syscall_nr != y->syscall_nr ||
-                     x->syscall_args[0] != y->syscall_args[0] ||
-                     a->threads[i].holds_gil != b->threads[j].holds_gil;
+        t->later_state = b->threads[j].state;
+        t->changed = !same_frames(&a->threads[i], &b->threads[j]) ||
+                     !same_activity(&a->threads[i], &first->raw->threads[i].activity, &b->threads[j],
+                                    &second->raw->threads[j].activity);
         if (t->changed)
             p->threads_changed++;
         if (first->cpu_ns[i] >= 0 && second->cpu_ns[j] >= first->cpu_ns[i]) {
@@ -121,9 +132,16 @@ static void compare_snapshots(const struct hang_snapshot *first, const struct ha
             cpu_known = true;
         }
     }
-    for (size_t j = 0; j < b->n_threads; j++)
-        if (find_thread(a, &b->threads[j]) < 0)
+    for (size_t j = 0; j < b->n_threads; j++) {
+        const struct report_thread *th = &b->threads[j];
+        if (find_thread(a, th) < 0)
             p->threads_started++;
+        /* Only a thread running Python (holding the GIL outside any
+         * syscall) counts: one seen on CPU without the GIL may be a GIL
+         * waiter between two timed waits. */
+        if (th->state == THREAD_HOLDING_GIL && !th->syscall)
+            p->threads_running++;
+    }
     if (!cpu_known)
         p->cpu_ns = -1;
     /* Busy means more than a twentieth of one CPU over the interval: a
@@ -131,8 +149,11 @@ static void compare_snapshots(const struct hang_snapshot *first, const struct ha
     int64_t busy_ns = (int64_t)interval_ms * 1000000 / 20;
     if (busy_ns < 2000000)
         busy_ns = 2000000;
+    /* A thread that runs (or is runnable) is busy even if a loaded machine
+     * gave it no CPU during the interval: a stuck process runs nothing. */
     p->progressing = p->gil_switches > 0 || p->threads_changed > 0 || p->threads_started > 0 ||
-                     p->threads_gone > 0 || (p->cpu_ns >= 0 && p->cpu_ns >= busy_ns);
+                     p->threads_gone > 0 || p->threads_running > 0 ||
+                     (p->cpu_ns >= 0 && p->cpu_ns >= busy_ns);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -148,33 +169,6 @@ static bool in_process_wait(const struct report_wait *w)
     return w && (w->kind == WAIT_LOCK || w->kind == WAIT_NOTIFY || w->kind == WAIT_JOIN);
 }
 
-static const bool *reachers_of(struct analysis *an, uint64_t obj)
-{
-    for (int k = 0; k < an->n_reach; k++)
-        if (an->reach_objects[k] == obj)
-            return an->reach_rows[k];
-    if (an->n_reach == an->cap_reach) {
-        int cap = an->cap_reach ? an->cap_reach * 2 : 16;
-        uint64_t *objects = realloc(an->reach_objects, sizeof *objects * (size_t)cap);
-        if (!objects)
-            return NULL;
-        an->reach_objects = objects;
-        bool **rows = realloc(an->reach_rows, sizeof *rows * (size_t)cap);
-        if (!rows)
-            return NULL;
-        an->reach_rows = rows;
-        an->cap_reach = cap;
-    }
-    bool *row = calloc((size_t)an->n, sizeof *row);
-    if (!row)
-        return NULL;
-    for (int j = 0; j < an->n; j++)
-        row[j] = waits_thread_reaches(an->ctx, an->first->raw, (size_t)j, obj);
-    an->reach_objects[an->n_reach] = obj;
-    an->reach_rows[an->n_reach++] = row;
-    return row;
-}
-
 static void add_releaser(struct node *node, int j)
 {
     for (int k = 0; k < node->n_releasers; k++)
@@ -186,26 +180,41 @@ static void add_releaser(struct node *node, int j)
         node->live = true; /* too many candidates to call it stuck */
 }
 
-/* Threads that reach obj and do not wait on it the same way i does. */
-static void releasers_by_reach(struct analysis *an, int i, uint64_t obj, bool same_lock_only)
+/* Does thread j wait on the same thing the same way as thread i? Then it is
+ * no releaser of i, whatever it can reach. */
+static bool same_wait(const struct analysis *an, int i, int j)
 {
-    const struct report_wait *w = wait_of(an, i);
-    const bool *row = reachers_of(an, obj);
-    struct node *node = &an->nodes[i];
-    if (!row) {
-        node->live = true;
-        return;
-    }
-    for (int j = 0; j < an->n; j++) {
-        if (!row[j] || j == i)
+    const struct report_wait *w = wait_of(an, i), *o = wait_of(an, j);
+    if (!o || o->kind != w->kind)
+        return false;
+    if (an->nodes[i].reach_same_lock)
+        return o->lock && o->lock == w->lock;
+    return o->object == w->object && strcmp(o->operation, w->operation) == 0;
+}
+
+/* Reach-based releasers. One live thread that can reach the object is
+ * enough to make i live, so live threads are tried first; only a thread
+ * none of them can help needs the full list, for the cycle search. */
+static void resolve_reach(struct analysis *an)
+{
+    for (int i = 0; i < an->n; i++) {
+        struct node *node = &an->nodes[i];
+        if (node->live || !node->reach_obj)
             continue;
-        const struct report_wait *o = wait_of(an, j);
-        bool same_wait = o && o->kind == w->kind &&
-                         (same_lock_only ? o->lock == w->lock && o->lock
-                                         : o->object == w->object &&
-                                               strcmp(o->operation, w->operation) == 0);
-        if (!same_wait)
-            add_releaser(node, j);
+        for (int j = 0; j < an->n && !node->live; j++) {
+            if (j == i || !an->nodes[j].live || same_wait(an, i, j))
+                continue;
+            if (waits_thread_reaches(an->ctx, an->first->raw, (size_t)j, node->reach_obj)) {
+                add_releaser(node, j);
+                node->live = true;
+            }
+        }
+        for (int j = 0; j < an->n && !node->live; j++) {
+            if (j == i || an->nodes[j].live || same_wait(an, i, j))
+                continue;
+            if (waits_thread_reaches(an->ctx, an->first->raw, (size_t)j, node->reach_obj))
+                add_releaser(node, j);
+        }
     }
 }
 
@@ -238,14 +247,15 @@ static void build_node(struct analysis *an, int i)
             add_releaser(node, w->owner);
             node->owner_edges = true;
         } else if (w->owner_status == WAIT_OWNER_UNKNOWN) {
-            releasers_by_reach(an, i, w->lock ? w->lock : w->object, w->lock != 0);
+            node->reach_obj = w->lock ? w->lock : w->object;
+            node->reach_same_lock = w->lock != 0;
         }
         break;
     case WAIT_NOTIFY:
         if (!w->object)
             return;
         node->live = false;
-        releasers_by_reach(an, i, w->object, false);
+        node->reach_obj = w->object;
         break;
     case WAIT_JOIN:
         if (w->join_target < 0)
@@ -257,7 +267,6 @@ static void build_node(struct analysis *an, int i)
     default:
         return;
     }
-    node->needs_release = !node->live;
 }
 
 static void propagate_liveness(struct analysis *an)
@@ -316,7 +325,10 @@ static void strongconnect(struct analysis *an, int v)
 
 static void append_thread_name(char *out, size_t size, const struct report_thread *th)
 {
-    text_append(out, size, "Thread %d", (int)th->tid);
+    if (th->tid)
+        text_append(out, size, "Thread %d", (int)th->tid);
+    else
+        text_append(out, size, "Thread 0x%llx", (unsigned long long)th->thread_id);
     if (th->name[0])
         text_append(out, size, " \"%s\"", th->name);
 }
@@ -592,10 +604,18 @@ static void gil_finding(struct analysis *an, const struct hang_snapshot *second)
         const struct report_thread *th = &report->threads[h];
         if (!th->holds_gil || !th->syscall || an->why->threads[h].changed)
             continue;
+        /* The threads that cannot run Python: seen waiting for the GIL in
+         * either snapshot (between two timed waits a waiter is briefly on
+         * CPU, or runnable for long on a loaded machine), or without the
+         * GIL in both and not an instruction further. */
         int waiters[WHY_MAX_FINDING_THREADS], n = 0;
-        for (int i = 0; i < an->n; i++)
-            if (report->threads[i].state == THREAD_WAITING_GIL && n < WHY_MAX_FINDING_THREADS)
+        for (int i = 0; i < an->n; i++) {
+            enum thread_run_state now = report->threads[i].state, later = an->why->threads[i].later_state;
+            bool waiting = now == THREAD_WAITING_GIL || later == THREAD_WAITING_GIL ||
+                           (now == THREAD_RUNNING && later == THREAD_RUNNING && !an->why->threads[i].changed);
+            if (waiting && n < WHY_MAX_FINDING_THREADS)
                 waiters[n++] = i;
+        }
         if (!n)
             return;
         struct why_finding *f = new_finding(an, WHY_GIL_BLOCKED);
@@ -720,9 +740,9 @@ static void conclude(struct analysis *an)
         why->verdict = WHY_NOT_HUNG;
         text_format(why->summary, sizeof why->summary,
                     "not hung: in %d ms the process made progress (%llu GIL hand-offs, %d thread%s "
-                    "changed stack or wait",
+                    "changed stack or wait, %d running",
                     p->interval_ms, (unsigned long long)p->gil_switches, p->threads_changed,
-                    p->threads_changed == 1 ? "" : "s");
+                    p->threads_changed == 1 ? "" : "s", p->threads_running);
         if (p->cpu_ns >= 0)
             text_append(why->summary, sizeof why->summary, ", %.1f ms of CPU", (double)p->cpu_ns / 1e6);
         text_append(why->summary, sizeof why->summary, ")");
@@ -758,6 +778,7 @@ int hang_analyze(struct waits_ctx *ctx, const struct hang_snapshot *first,
         build_node(&an, i);
         an.nodes[i].index = -1;
     }
+    resolve_reach(&an);
     propagate_liveness(&an);
     for (int i = 0; i < n; i++)
         if (!an.nodes[i].live && an.nodes[i].index < 0)
@@ -772,10 +793,6 @@ int hang_analyze(struct waits_ctx *ctx, const struct hang_snapshot *first,
     conclude(&an);
     rc = 0;
 out:
-    for (int k = 0; k < an.n_reach; k++)
-        free(an.reach_rows[k]);
-    free(an.reach_rows);
-    free(an.reach_objects);
     free(an.nodes);
     free(an.stack);
     return rc;

@@ -31,6 +31,7 @@
 #define REACH_CONTAINER_ITEMS 256
 #define REACH_SET_MAX (1u << 20)
 
+/* x86-64 syscall numbers, as /proc/PID/task/TID/syscall reports them. */
 #define NR_READ 0
 #define NR_WRITE 1
 #define NR_POLL 7

@@ -8,7 +8,7 @@ usage: python why_pool_idle.py REPORT.json
 
 import concurrent.futures
 import sys
-import time
+import threading
 
 sys.dont_write_bytecode = True
 import _target  # noqa: E402
@@ -19,8 +19,12 @@ POOL = concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_pr
 
 def main():
     path = _target.report_path()
-    for future in [POOL.submit(time.sleep, 0.01) for _ in range(WORKERS)]:
+    # The pool starts a worker only when none is idle: tasks that wait for
+    # each other make it start all of them.
+    everyone = threading.Barrier(WORKERS)
+    for future in [POOL.submit(everyone.wait) for _ in range(WORKERS)]:
         future.result()
+    del everyone
     workers = sorted(t.name for t in POOL._threads)
     _target.park(__file__, path, extra={"work_queue": id(POOL._work_queue), "workers": workers})
 
