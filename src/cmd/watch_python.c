@@ -168,7 +168,6 @@ static bool confirm_entry(struct watch_session *s, pid_t tid, uint64_t tstate, u
          * the frame of code comes when it returns. */
         settled = top;
     }
-    dr_hits(tid);                  /* the steps leave their traps in DR6 */
     if (!s->lazy)
         resync_counts(s);
     return found;
@@ -204,7 +203,10 @@ static void on_code_write(struct watch_session *s, pid_t tid, int i)
 void watch_python_dr_trap(struct watch_session *s, pid_t tid)
 {
     s->stats.dr_traps++;
-    unsigned hits = dr_hits(tid);
+    /* With one slot armed on the thread there is nothing to look up. */
+    struct watch_thread *wt = watch_thread_get(s, tid);
+    unsigned armed = wt ? wt->dr_mask : 0;
+    unsigned hits = armed && !(armed & (armed - 1)) ? armed : dr_hits(tid);
     target_cache_invalidate(s->t);
     for (int i = 0; i < s->n_py && !s->done; i++)
         if (hits & (1u << i))

@@ -372,10 +372,11 @@ int dr_arm(pid_t tid, int slot, uint64_t addr, unsigned enabled_mask)
 
 unsigned dr_hits(pid_t tid)
 {
+    /* The kernel keeps a per-thread copy of DR6 that it resets at every
+     * debug exception: it describes the last trap only. */
     errno = 0;
     long dr6 = ptrace(PTRACE_PEEKUSER, tid, (void *)dr_offset(6), NULL);
     if (errno)
         return 0;
-    ptrace(PTRACE_POKEUSER, tid, (void *)dr_offset(6), NULL);
     return (unsigned)dr6 & 0xf;
 }
