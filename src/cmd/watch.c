@@ -904,7 +904,7 @@ int cmd_watch(int argc, char **argv)
     bool stop_from_kill = false;
     while (!s->done) {
         int st;
-        pid_t tid;
+        pid_t tid = 0;
         while (!s->done && (tid = tracer_poll(&s->tr, &st)) > 0)
             handle_event(s, tid, st);
         if (s->done || s->tr.leader_exited || (tid < 0 && errno == ECHILD))

@@ -83,8 +83,12 @@ static void add_watch(struct watch_session *s, int func, const struct native_sym
     w->bp.addr = sym->addr;
     w->size = sym->size;
     w->func = func;
-    snprintf(w->module, sizeof w->module, "%s", sym->module);
-    snprintf(w->label, sizeof w->label, "%s (%s)", s->funcs[func].symbol, base_name(sym->module));
+    _Static_assert(sizeof w->module == sizeof sym->module, "module paths of one size");
+    memcpy(w->module, sym->module, sizeof w->module);
+    w->module[sizeof w->module - 1] = '\0';
+    char label[sizeof w->label];
+    snprintf(label, sizeof label, "%s (%s)", s->funcs[func].symbol, base_name(sym->module));
+    memcpy(w->label, label, sizeof label);
     struct pyscope_error err = {0};
     if (bp_insert(&s->mem, &w->bp, &err) != 0) {
         fprintf(stderr, "pyscope: cannot watch %s: %s\n", w->label, err.message);

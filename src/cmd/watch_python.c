@@ -34,12 +34,20 @@ static uint32_t read_refcnt(struct watch_session *s, uint64_t code)
     return v;
 }
 
-/* The thread state of tid, from the cache or a fresh snapshot. */
+/* The thread state of tid, which traps while running Python code. Up to
+ * 3.11 that is the GIL holder, which the runtime names; else the cache or
+ * a fresh snapshot (3.12+ record each thread's kernel tid). */
 static uint64_t tstate_of(struct watch_session *s, pid_t tid)
 {
     struct watch_thread *wt = watch_thread_get(s, tid);
     if (!wt)
         return 0;
+    const struct py_layout *L = s->reader.L;
+    uint64_t current = 0;
+    if (L->runtime_tstate_current != PY_OFF_NONE &&
+        target_read_u64(s->t, s->rt.runtime_addr + (uint64_t)L->runtime_tstate_current,
+                        &current) == 0 && current)
+        return current;
     if (wt->tstate)
         return wt->tstate;
     pid_t *tids = malloc(sizeof *tids * TRACER_MAX_THREADS);
