@@ -1,8 +1,5 @@
-/* pyscope watch --reentry FUNC: traces a process (-p PID) or a program it
- * starts (-- PROGRAM) and reports, with every thread's mixed C/Python stack,
- * the moment a thread enters FUNC while an earlier activation of FUNC is
- * still on that thread's stack. This file owns the command line, the ptrace
- * event loop, the reports (--core, --stop) and the promise that every
+/* pyscope watch --reentry FUNC (-p PID | -- PROGRAM): the command line, the
+ * ptrace event loop, the reports (--core, --stop), and the promise that every
  * breakpoint and watchpoint is gone when pyscope lets the process go. */
 #include "cmd/watch.h"
 

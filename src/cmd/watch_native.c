@@ -1,9 +1,6 @@
-/* Re-entry of native functions: an int3 at the function's entry. On each
- * hit the thread's earlier entries that may still be running are
- * consulted (an entry made at a lower stack pointer than now has returned);
- * only when one might be, the thread's C stack is unwound to see whether
- * the function is really on it. Libraries loaded later are found at the
- * dynamic linker's notification hook (_dl_debug_state) and by polling. */
+/* Re-entry of native functions: an int3 at the function's entry, a cheap
+ * check of the thread's earlier entries, and an unwind of its C stack when
+ * one of them may still be running. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +9,10 @@
 #include "cmd/watch.h"
 #include "native/symbol_find.h"
 #include "target/process.h"
+
+/* An entry made at a stack pointer not above the current one has returned,
+ * so most hits need no unwind. Libraries loaded later are found at the
+ * dynamic linker's notification hook (_dl_debug_state) and by polling. */
 
 #define UNWIND_MAX 512
 

@@ -1,11 +1,6 @@
-/* Re-entry of Python functions. Every frame of a function holds a
- * reference to its code object (3.8-3.15), so a hardware watchpoint on the
- * code object's reference count traps, in the very thread, whenever a frame
- * of the function is created. If the function is already on that thread's
- * stack, the thread is single-stepped until the new frame is pushed, and
- * the report is made at that instant. 3.11+ (without --exact) arms the
- * watchpoint on a thread only while something entered Python from C above
- * a running activation, found by an int3 at _PyEval_EvalFrameDefault. */
+/* Re-entry of Python functions: a hardware watchpoint on the code object's
+ * reference count, which every new frame of the function takes, then single
+ * steps to the new frame's push. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +11,14 @@
 #include "native/symbol_find.h"
 #include "python/threads.h"
 #include "target/process.h"
+
+/* Every frame of a function holds a reference to its code object
+ * (3.8-3.15), so the watchpoint traps, in the very thread, whenever a frame
+ * of the function is created. If the function is already on that thread's
+ * stack, the thread is single-stepped until the new frame is pushed and the
+ * report is made at that instant. On 3.11+ (without --exact) the watchpoint
+ * is armed on a thread only while C has entered Python above a running
+ * activation, which an int3 at _PyEval_EvalFrameDefault shows. */
 
 /* Between a code object's reference being taken and its frame being
  * pushed the interpreter runs a few hundred instructions; more when a

@@ -1,8 +1,6 @@
-/* int3 breakpoints and debug registers. A breakpoint is stepped over by
- * emulating the first instruction of the function when it is one that
- * compilers put there (endbr64, push, mov between registers, sub from rsp),
- * so the int3 never leaves memory while other threads run; anything else
- * is single-stepped with the original byte back for that one step. */
+/* int3 breakpoints in a traced process, stepping threads over them (by
+ * emulating the function's first instruction where possible), and the
+ * debug registers used as data watchpoints. */
 #include "target/breakpoint.h"
 
 #include <errno.h>
@@ -16,6 +14,11 @@
 #include <unistd.h>
 
 #define INT3 0xcc
+
+/* A breakpoint is stepped over by emulating the instruction it replaced
+ * when it is one compilers put first in a function, so the int3 never
+ * leaves memory while other threads run; anything else is single-stepped
+ * with the original byte back for that one step. */
 
 /* ---- the instruction emulator ---- */
 
