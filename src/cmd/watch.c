@@ -1,8 +1,5 @@
-/* pyscope watch --reentry FUNC: traces a process (-p PID) or a program it
- * starts (-- PROGRAM) and reports, with every thread's mixed C/Python stack,
- * the moment a thread enters FUNC while an earlier activation of FUNC is
- * still on that thread's stack. This file owns the command line, the ptrace
- * event loop, the reports (--core, --stop) and the promise that every
+/* pyscope watch --reentry FUNC (-p PID | -- PROGRAM): the command line, the
+ * ptrace event loop, the reports (--core, --stop), and the promise that every
  * breakpoint and watchpoint is gone when pyscope lets the process go. */
 #include "cmd/watch.h"
 
@@ -425,10 +422,52 @@ static void write_core(struct watch_session *s, pid_t tid)
     free(order);
 }
 
+/* Threads that stopped on one of our int3s (a saved event) have their pc
+ * one byte into the function: show them at its entry for the report, and
+ * put them back afterwards so that their event is handled as it came. */
+struct rewound {
+    pid_t tid;
+    uint64_t rip;
+};
+
+static int rewind_saved_hits(struct watch_session *s, struct rewound *out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < s->tr.n && n < max; i++) {
+        const struct tracer_thread *th = &s->tr.threads[i];
+        if (!th->has_event || (th->event >> 16) != 0 || WSTOPSIG(th->event) != SIGTRAP)
+            continue;
+        struct user_regs_struct regs;
+        if (ptrace(PTRACE_GETREGS, th->tid, NULL, &regs) != 0 ||
+            !watch_breakpoint_at(s, regs.rip - 1))
+            continue;
+        out[n++] = (struct rewound){th->tid, regs.rip};
+        regs.rip--;
+        ptrace(PTRACE_SETREGS, th->tid, NULL, &regs);
+    }
+    return n;
+}
+
+static void restore_saved_hits(const struct rewound *list, int n)
+{
+    for (int i = 0; i < n; i++) {
+        struct user_regs_struct regs;
+        if (ptrace(PTRACE_GETREGS, list[i].tid, NULL, &regs) == 0) {
+            regs.rip = list[i].rip;
+            ptrace(PTRACE_SETREGS, list[i].tid, NULL, &regs);
+        }
+    }
+}
+
+#define MAX_REWOUND 256
+
 void watch_report(struct watch_session *s, pid_t tid, int py_index, int native_index)
 {
     s->hits++;
     tracer_stop_all(&s->tr);
+    tracer_collect_pending(&s->tr, SIGTRAP);
+    struct rewound rewound[MAX_REWOUND];
+    int n_rewound = rewind_saved_hits(s, rewound, MAX_REWOUND);
     target_cache_invalidate(s->t);
     process_read_maps(s->t);
     struct stack_report report;
@@ -482,6 +521,7 @@ void watch_report(struct watch_session *s, pid_t tid, int py_index, int native_i
     stack_report_free(&report);
     if (s->core_path)
         write_core(s, tid);
+    restore_saved_hits(rewound, n_rewound);
     if (s->stop || s->hits >= s->max_hits)
         s->done = true;
     else
@@ -506,6 +546,7 @@ static void settle_saved_event(struct watch_session *s, struct tracer_thread *th
     }
     if (WSTOPSIG(status) != SIGTRAP)
         return;                    /* the program's signal: delivered at detach */
+    /* SIGTRAPs of ours are dropped; one the program got otherwise is kept. */
     siginfo_t si;
     if (ptrace(PTRACE_GETSIGINFO, th->tid, NULL, &si) != 0)
         return;
@@ -530,6 +571,9 @@ static void finish(struct watch_session *s, bool leave_stopped)
     if (s->tr.n == 0)
         return;
     tracer_stop_all(&s->tr);
+    /* A trap of ours still on its way would kill the process once we are
+     * gone: take it now, then undo it with the others. */
+    tracer_collect_pending(&s->tr, SIGTRAP);
     for (int i = 0; i < s->tr.n; i++)
         if (s->tr.threads[i].has_event)
             settle_saved_event(s, &s->tr.threads[i]);

@@ -1,9 +1,6 @@
-/* Re-entry of native functions: an int3 at the function's entry. On each
- * hit the thread's earlier entries that may still be running are
- * consulted (an entry made at a lower stack pointer than now has returned);
- * only when one might be, the thread's C stack is unwound to see whether
- * the function is really on it. Libraries loaded later are found at the
- * dynamic linker's notification hook (_dl_debug_state) and by polling. */
+/* Re-entry of native functions: an int3 at the function's entry, a cheap
+ * check of the thread's earlier entries, and an unwind of its C stack when
+ * one of them may still be running. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +9,10 @@
 #include "cmd/watch.h"
 #include "native/symbol_find.h"
 #include "target/process.h"
+
+/* An entry made at a stack pointer not above the current one has returned,
+ * so most hits need no unwind. Libraries loaded later are found at the
+ * dynamic linker's notification hook (_dl_debug_state) and by polling. */
 
 #define UNWIND_MAX 512
 
@@ -83,15 +84,11 @@ static void add_watch(struct watch_session *s, int func, const struct native_sym
     w->bp.addr = sym->addr;
     w->size = sym->size;
     w->func = func;
-    /* sym may live in memory the compiler cannot tell apart from *w:
-     * go through a local copy. */
-    char module[sizeof w->module];
-    size_t len = strnlen(sym->module, sizeof module - 1);
-    memcpy(module, sym->module, len);
-    module[len] = '\0';
-    memcpy(w->module, module, len + 1);
+    _Static_assert(sizeof w->module == sizeof sym->module, "module paths of one size");
+    memcpy(w->module, sym->module, sizeof w->module);
+    w->module[sizeof w->module - 1] = '\0';
     char label[sizeof w->label];
-    snprintf(label, sizeof label, "%.200s (%.200s)", s->funcs[func].symbol, base_name(module));
+    snprintf(label, sizeof label, "%s (%s)", s->funcs[func].symbol, base_name(sym->module));
     memcpy(w->label, label, sizeof label);
     struct pyscope_error err = {0};
     if (bp_insert(&s->mem, &w->bp, &err) != 0) {

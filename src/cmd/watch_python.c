@@ -1,11 +1,6 @@
-/* Re-entry of Python functions. Every frame of a function holds a
- * reference to its code object (3.8-3.15), so a hardware watchpoint on the
- * code object's reference count traps, in the very thread, whenever a frame
- * of the function is created. If the function is already on that thread's
- * stack, the thread is single-stepped until the new frame is pushed, and
- * the report is made at that instant. 3.11+ (without --exact) arms the
- * watchpoint on a thread only while something entered Python from C above
- * a running activation, found by an int3 at _PyEval_EvalFrameDefault. */
+/* Re-entry of Python functions: a hardware watchpoint on the code object's
+ * reference count, which every new frame of the function takes, then single
+ * steps to the new frame's push. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +11,14 @@
 #include "native/symbol_find.h"
 #include "python/threads.h"
 #include "target/process.h"
+
+/* Every frame of a function holds a reference to its code object
+ * (3.8-3.15), so the watchpoint traps, in the very thread, whenever a frame
+ * of the function is created. If the function is already on that thread's
+ * stack, the thread is single-stepped until the new frame is pushed and the
+ * report is made at that instant. On 3.11+ (without --exact) the watchpoint
+ * is armed on a thread only while C has entered Python above a running
+ * activation, which an int3 at _PyEval_EvalFrameDefault shows. */
 
 /* Between a code object's reference being taken and its frame being
  * pushed the interpreter runs a few hundred instructions; more when a
@@ -34,12 +37,20 @@ static uint32_t read_refcnt(struct watch_session *s, uint64_t code)
     return v;
 }
 
-/* The thread state of tid, from the cache or a fresh snapshot. */
+/* The thread state of tid, which traps while running Python code. Up to
+ * 3.11 that is the GIL holder, which the runtime names; else the cache or
+ * a fresh snapshot (3.12+ record each thread's kernel tid). */
 static uint64_t tstate_of(struct watch_session *s, pid_t tid)
 {
     struct watch_thread *wt = watch_thread_get(s, tid);
     if (!wt)
         return 0;
+    const struct py_layout *L = s->reader.L;
+    uint64_t current = 0;
+    if (L->runtime_tstate_current != PY_OFF_NONE &&
+        target_read_u64(s->t, s->rt.runtime_addr + (uint64_t)L->runtime_tstate_current,
+                        &current) == 0 && current)
+        return current;
     if (wt->tstate)
         return wt->tstate;
     pid_t *tids = malloc(sizeof *tids * TRACER_MAX_THREADS);
@@ -168,7 +179,6 @@ static bool confirm_entry(struct watch_session *s, pid_t tid, uint64_t tstate, u
          * the frame of code comes when it returns. */
         settled = top;
     }
-    dr_hits(tid);                  /* the steps leave their traps in DR6 */
     if (!s->lazy)
         resync_counts(s);
     return found;
@@ -204,7 +214,10 @@ static void on_code_write(struct watch_session *s, pid_t tid, int i)
 void watch_python_dr_trap(struct watch_session *s, pid_t tid)
 {
     s->stats.dr_traps++;
-    unsigned hits = dr_hits(tid);
+    /* With one slot armed on the thread there is nothing to look up. */
+    struct watch_thread *wt = watch_thread_get(s, tid);
+    unsigned armed = wt ? wt->dr_mask : 0;
+    unsigned hits = armed && !(armed & (armed - 1)) ? armed : dr_hits(tid);
     target_cache_invalidate(s->t);
     for (int i = 0; i < s->n_py && !s->done; i++)
         if (hits & (1u << i))

@@ -1,6 +1,6 @@
-/* Symbol look-up across a target's mapped ELF files. The load bias comes
- * from the file's lowest mapping, as in the unwinder, so that executables,
- * PIE executables and shared libraries are all placed alike. */
+/* Symbol look-up across a target's mapped ELF files, each placed at its
+ * load bias from its lowest mapping (as in the unwinder), so executables,
+ * PIE executables and shared libraries are all handled alike. */
 #include "native/symbol_find.h"
 
 #include <stdbool.h>

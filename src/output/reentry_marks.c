@@ -1,7 +1,6 @@
 /* Which frames of a re-entering thread lie between the two activations of
- * the watched function, and what each of them is: the garbage collector,
- * a finalizer, or a deallocator. Names are CPython's own (3.8-3.15); a
- * stripped interpreter shows fewer of them, never wrong ones. */
+ * the watched function, and which are the garbage collector, a finalizer or
+ * a deallocator (CPython 3.8-3.15's own names; stripped builds show fewer). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,7 +1,6 @@
-/* The search for a function by name walks what an import leaves behind:
- * sys.modules -> module __dict__ -> functions and classes -> class __dict__
- * (recursively for nested classes). Function objects give both the
- * qualified name (func_qualname, on every version) and the code object. */
+/* Finding functions by qualified name through what imports leave behind:
+ * sys.modules -> module __dict__ -> functions and classes -> class __dict__.
+ * Function objects give the qualified name (every version) and the code. */
 #include "python/func_lookup.h"
 
 #include <stdio.h>

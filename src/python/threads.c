@@ -146,6 +146,55 @@ static bool tid_known(const pid_t *tids, int n_tids, int32_t tid)
     return false;
 }
 
+static int32_t pthread_word(const int32_t *words, int thread, int word)
+{
+    return words[thread * (PTHREAD_SEARCH_BYTES / 4) + word];
+}
+
+/* At the known offset: a thread that is starting or exiting (its value not
+ * a live tid), or a new thread state that still carries its creator's
+ * pthread_t (the creator makes it, before 3.11), is only left without a
+ * tid, as long as most threads show a live tid there. Returns how many
+ * threads get one; *live counts those showing a live tid at all. */
+static int tolerant_matches(const int32_t *words, const bool *ok, int n, int word,
+                            const pid_t *tids, int n_tids, bool *unique, int *live)
+{
+    int matched = 0;
+    *live = 0;
+    for (int i = 0; i < n; i++) {
+        unique[i] = false;
+        if (!ok[i] || !tid_known(tids, n_tids, pthread_word(words, i, word)))
+            continue;
+        ++*live;
+        bool alone = true;
+        for (int j = 0; j < n && alone; j++)
+            if (j != i && ok[j] && pthread_word(words, j, word) == pthread_word(words, i, word))
+                alone = false;
+        unique[i] = alone;
+        matched += alone;
+    }
+    return matched;
+}
+
+/* Elsewhere: every thread must get a distinct live tid. */
+static bool strict_match(const int32_t *words, const bool *ok, int n, int word,
+                         const pid_t *tids, int n_tids)
+{
+    int matched = 0;
+    for (int i = 0; i < n; i++) {
+        if (!ok[i])
+            continue;
+        int32_t v = pthread_word(words, i, word);
+        if (!tid_known(tids, n_tids, v))
+            return false;
+        for (int j = 0; j < i; j++)
+            if (ok[j] && pthread_word(words, j, word) == v)
+                return false;
+        matched++;
+    }
+    return matched > 0;
+}
+
 /* Before 3.11 a thread state records only pthread_self(), the address of
  * glibc's struct pthread. Find the offset of the kernel tid inside it: the
  * known one first, else the first offset that gives every thread a distinct
@@ -158,41 +207,37 @@ static void resolve_tids_from_pthread(struct py_reader *r, struct py_snapshot *s
         return;
     int32_t *words = calloc((size_t)n * (PTHREAD_SEARCH_BYTES / 4), sizeof *words);
     bool *ok = calloc((size_t)n, sizeof *ok);
-    if (!words || !ok)
+    bool *unique = calloc((size_t)n, sizeof *unique);
+    if (!words || !ok || !unique)
         goto out;
-    for (int i = 0; i < n; i++)
+    int n_ok = 0;
+    for (int i = 0; i < n; i++) {
         ok[i] = snap->threads[i].thread_id &&
                 target_read(r->t, snap->threads[i].thread_id, &words[i * (PTHREAD_SEARCH_BYTES / 4)],
                             PTHREAD_SEARCH_BYTES) == 0;
-    int best = -1;
-    for (int pass = 0; pass < 2 && best < 0; pass++) {
-        for (int w = 0; w < PTHREAD_SEARCH_BYTES / 4 && best < 0; w++) {
-            if (pass == 0 && w != GLIBC_PTHREAD_TID_OFFSET / 4)
-                continue;
-            bool all = true;
-            int matched = 0;
-            for (int i = 0; i < n && all; i++) {
-                if (!ok[i])
-                    continue;
-                int32_t v = words[i * (PTHREAD_SEARCH_BYTES / 4) + w];
-                if (!tid_known(tids, n_tids, v))
-                    all = false;
-                for (int j = 0; j < i && all; j++)
-                    if (ok[j] && words[j * (PTHREAD_SEARCH_BYTES / 4) + w] == v)
-                        all = false;
-                matched++;
-            }
-            if (all && matched > 0)
-                best = w;
+        n_ok += ok[i];
+    }
+    int known = GLIBC_PTHREAD_TID_OFFSET / 4;
+    int live;
+    int matched = tolerant_matches(words, ok, n, known, tids, n_tids, unique, &live);
+    if (matched > 0 && 2 * live >= n_ok) {
+        for (int i = 0; i < n; i++)
+            if (unique[i])
+                snap->threads[i].tid = pthread_word(words, i, known);
+        goto out;
+    }
+    for (int w = 0; w < PTHREAD_SEARCH_BYTES / 4; w++) {
+        if (w != known && strict_match(words, ok, n, w, tids, n_tids)) {
+            for (int i = 0; i < n; i++)
+                if (ok[i])
+                    snap->threads[i].tid = pthread_word(words, i, w);
+            break;
         }
     }
-    if (best >= 0)
-        for (int i = 0; i < n; i++)
-            if (ok[i])
-                snap->threads[i].tid = words[i * (PTHREAD_SEARCH_BYTES / 4) + best];
 out:
     free(words);
     free(ok);
+    free(unique);
 }
 
 int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct py_snapshot *snap)

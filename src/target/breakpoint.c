@@ -1,8 +1,6 @@
-/* int3 breakpoints and debug registers. A breakpoint is stepped over by
- * emulating the first instruction of the function when it is one that
- * compilers put there (endbr64, push, mov between registers, sub from rsp),
- * so the int3 never leaves memory while other threads run; anything else
- * is single-stepped with the original byte back for that one step. */
+/* int3 breakpoints in a traced process, stepping threads over them (by
+ * emulating the function's first instruction where possible), and the
+ * debug registers used as data watchpoints. */
 #include "target/breakpoint.h"
 
 #include <errno.h>
@@ -16,6 +14,11 @@
 #include <unistd.h>
 
 #define INT3 0xcc
+
+/* A breakpoint is stepped over by emulating the instruction it replaced
+ * when it is one compilers put first in a function, so the int3 never
+ * leaves memory while other threads run; anything else is single-stepped
+ * with the original byte back for that one step. */
 
 /* ---- the instruction emulator ---- */
 
@@ -372,10 +375,11 @@ int dr_arm(pid_t tid, int slot, uint64_t addr, unsigned enabled_mask)
 
 unsigned dr_hits(pid_t tid)
 {
+    /* The kernel keeps a per-thread copy of DR6 that it resets at every
+     * debug exception: it describes the last trap only. */
     errno = 0;
     long dr6 = ptrace(PTRACE_PEEKUSER, tid, (void *)dr_offset(6), NULL);
     if (errno)
         return 0;
-    ptrace(PTRACE_POKEUSER, tid, (void *)dr_offset(6), NULL);
     return (unsigned)dr6 & 0xf;
 }

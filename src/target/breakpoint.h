@@ -93,7 +93,7 @@ int bp_single_step(struct tracer *tr, pid_t tid, int *pending_signal);
 int dr_arm(pid_t tid, int slot, uint64_t addr, unsigned enabled_mask);
 /* Sets DR7 to enable exactly the slots in enabled_mask (0: none). */
 int dr_enable(pid_t tid, unsigned enabled_mask);
-/* Which slots caused the last debug trap (DR6 bits 0-3); clears DR6. */
+/* Which slots caused the thread's last debug trap (DR6 bits 0-3). */
 unsigned dr_hits(pid_t tid);
 
 #endif

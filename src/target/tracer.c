@@ -282,14 +282,50 @@ struct tracer_thread *tracer_take_fresh(struct tracer *tr)
     return NULL;
 }
 
-/* The signal a saved event would deliver: signal-delivery stops only. Our
- * own SIGTRAPs (breakpoints, steps) are the owner's to handle first. */
+/* The signal a saved event would deliver: signal-delivery stops only. */
 static int signal_of_event(int status)
 {
     if (!WIFSTOPPED(status) || (status >> 16) != 0)
         return 0;
-    int sig = WSTOPSIG(status);
-    return sig == SIGTRAP ? 0 : sig;
+    return WSTOPSIG(status);
+}
+
+bool tracer_signal_pending(pid_t pid, pid_t tid, int sig)
+{
+    char path[96], line[256];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    unsigned long long mask = 0;
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = sscanf(line, "SigPnd: %llx", &mask) == 1;
+    fclose(f);
+    return found && sig >= 1 && sig <= 64 && (mask & (1ull << (sig - 1)));
+}
+
+void tracer_collect_pending(struct tracer *tr, int sig)
+{
+    for (int i = 0; i < tr->n; i++) {
+        struct tracer_thread *th = &tr->threads[i];
+        if (!th->stopped || th->has_event || !tracer_signal_pending(tr->pid, th->tid, sig))
+            continue;
+        pid_t tid = th->tid;
+        int status;
+        tracer_cont(tr, tid, 0);
+        if (tracer_wait_thread(tr, tid, &status, 2000) != 0)
+            continue;
+        if (!WIFSTOPPED(status)) {
+            i--;                           /* it exited: the slot holds another thread */
+            continue;
+        }
+        th = tracer_thread(tr, tid);
+        if (th && !tracer_is_interrupt_stop(status)) {
+            th->has_event = true;
+            th->event = status;
+        }
+    }
 }
 
 void tracer_detach_all(struct tracer *tr, bool leave_stopped)

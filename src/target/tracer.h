@@ -79,12 +79,23 @@ void tracer_resume_all(struct tracer *tr, pid_t except);
 /* The next thread marked fresh, clearing the mark, or NULL. */
 struct tracer_thread *tracer_take_fresh(struct tracer *tr);
 
-/* Detaches from every thread. Saved signals are delivered on the way out;
+/* Detaches from every thread. Saved signals are delivered on the way out
+ * (SIGTRAPs of the owner's breakpoints must be cleared by the owner first);
  * with leave_stopped the process is first sent SIGSTOP so that it stays in
  * a group stop (resumed by SIGCONT). Stops all threads first if needed. */
 void tracer_detach_all(struct tracer *tr, bool leave_stopped);
 
 void tracer_free(struct tracer *tr);
+
+/* Is signal sig pending for thread tid (its own pending set, from
+ * /proc/PID/task/TID/status)? A thread can report PTRACE_INTERRUPT's stop
+ * before a signal its last instruction raised (an int3, a watchpoint) is
+ * delivered; that signal is still to come. */
+bool tracer_signal_pending(pid_t pid, pid_t tid, int sig);
+/* For each stopped thread with sig pending and no saved event: lets the
+ * signal come (the thread stops again before running any instruction) and
+ * keeps that stop as its saved event. */
+void tracer_collect_pending(struct tracer *tr, int sig);
 
 /* For a stop status: is it the stop PTRACE_INTERRUPT causes (not a group
  * stop)? */

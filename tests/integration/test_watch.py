@@ -65,13 +65,13 @@ def reentry_ext(interp, tmp_path):
     return tmp_path
 
 
-def start_pool(start_program, interp, mode="python", library=None, calm=False):
+def start_pool(start_program, interp, mode="python", library=None, calm=False, extra=()):
     args = [mode]
     if library is not None:
         args.append(library)
     if calm:
         args.append("--calm")
-    return start_program(interp, "reentry_pool.py", *args)
+    return start_program(interp, "reentry_pool.py", *(args + list(extra)))
 
 
 def finish_target(target):
@@ -184,6 +184,28 @@ def test_python_pool_reentry(interp, start_program, tmp_path):
         assert "could not be placed" in re_["note"]
     # Nothing left behind: the code is the file's, and the work goes on.
     assert target.alive()
+    check_code_restored(target.pid, result.stderr)
+    finish_target(target)
+
+
+def test_threads_started_while_watching(interp, start_program, tmp_path):
+    """The work runs in threads that start after pyscope attached: they must
+    be followed (and get the watchpoints); the report names the worker."""
+    target = start_pool(start_program, interp, extra=["--threads", "3", "--delay", "3"])
+    out = tmp_path / "reports.jsonl"
+    result = watch(["--json", "-o", out, "--all", "--max-hits", 2, "--reentry", PY_FUNC,
+                    "-p", target.pid])
+    assert result.returncode == 0, result
+    docs = read_reports(out)
+    assert len(docs) == 2
+    name = python_name(interp, "Pool._append_to_free_list")
+    for doc in docs:
+        thread = reentering_thread(doc)
+        assert thread["name"].startswith("worker-"), thread["name"]
+        assert thread["tid"] != target.pid
+        functions = [f["function"] for f in thread["frames"]]
+        assert functions[0] == name and functions.count(name) >= 2, functions
+        assert len(doc["threads"]) >= 2          # main and the workers started so far
     check_code_restored(target.pid, result.stderr)
     finish_target(target)
 

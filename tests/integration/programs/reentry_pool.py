@@ -7,6 +7,7 @@ so the append runs again on the same thread while the first one is half
 done. The thresholds are lowered so that this happens within moments.
 
 usage: python reentry_pool.py REPORT.json MODE [LIBRARY] [--seconds N] [--calm]
+                              [--threads N --delay S]
   MODE python: the pool is Python (watch Pool._append_to_free_list)
   MODE ext:    the append is C in the pyscope_reentry extension found in the
                directory LIBRARY (watch the C symbol pyscope_pool_append)
@@ -14,6 +15,9 @@ usage: python reentry_pool.py REPORT.json MODE [LIBRARY] [--seconds N] [--calm]
                calling back into Python (watch pyscope_pool_append)
 --calm: no garbage Blocks, so the append is called all the time but never
 re-entered.
+--threads N: the work runs in N threads ("worker-1"...), each with its own
+pool, started S seconds (--delay) after the report, while the main thread
+waits: threads a watcher that attached in between has to follow.
 The program runs until the file REPORT.json.stop exists (or N seconds
 passed, default 120), then prints "done N appends, M re-entries" and exits 0.
 It writes REPORT.json (see _target.py) once it is running.
@@ -24,6 +28,7 @@ import gc
 import os
 import random
 import sys
+import threading
 import time
 
 sys.dont_write_bytecode = True
@@ -108,21 +113,42 @@ def main():
     path = _target.report_path()
     mode = sys.argv[2] if len(sys.argv) > 2 else "python"
     library = sys.argv[3] if len(sys.argv) > 3 and not sys.argv[3].startswith("--") else None
-    seconds = 120.0
-    if "--seconds" in sys.argv:
-        seconds = float(sys.argv[sys.argv.index("--seconds") + 1])
+    seconds = float(option("--seconds", "120"))
     calm = "--calm" in sys.argv
     pool = Pool()
     if mode != "python":
         pool.native_append = native_append_for(mode, library, pool)
     gc.set_threshold(20, 2, 2)
     stop_file = path + ".stop"
-    _target.write_report(path, _target.build_report(__file__, extra={"mode": mode}))
     deadline = time.monotonic() + seconds
+    threads = int(option("--threads", "0"))
+    _target.write_report(path, _target.build_report(__file__, extra={"mode": mode}))
+    if threads == 0:
+        work(pool, calm, stop_file, deadline, 5)
+    else:
+        time.sleep(float(option("--delay", "0")))
+        pools = [pool] + [Pool(pool.native_append) for _ in range(threads - 1)]
+        workers = [threading.Thread(target=work, name="worker-%d" % (i + 1),
+                                    args=(pools[i], calm, stop_file, deadline, i))
+                   for i in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        pool.appends = sum(p.appends for p in pools)
+        pool.reentries = sum(p.reentries for p in pools)
+    print("done %d appends, %d re-entries" % (pool.appends, pool.reentries), flush=True)
+
+
+def option(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+def work(pool, calm, stop_file, deadline, seed):
     step = 0
     # Irregular garbage: with a fixed pattern the collector can settle into
     # always starting at the same allocation, outside the append.
-    rng = random.Random(5)
+    rng = random.Random(seed)
     while True:
         step += 1
         if not calm and rng.random() < 0.7:
@@ -131,7 +157,6 @@ def main():
         pool.trim()
         if step % 200 == 0 and (os.path.exists(stop_file) or time.monotonic() > deadline):
             break
-    print("done %d appends, %d re-entries" % (pool.appends, pool.reentries), flush=True)
 
 
 if __name__ == "__main__":
