@@ -795,7 +795,7 @@ def test_duration_stops_on_time(interp, start_program, pyscope, tmp_path):
     duration = doc["meta"]["duration_ns"] / 1e9
     assert 2.0 <= duration < 2.5, "recorded for %.3f s with -d 2" % duration
     assert result.elapsed < 2 + 15, "pyscope took %.1f s with -d 2" % result.elapsed
-    assert 150 <= doc["meta"]["passes"] <= 201, doc["meta"]
+    assert 100 <= doc["meta"]["passes"] <= 201, doc["meta"]   # late passes are skipped
 
 
 def test_duration_with_command(launch, tmp_path):
