@@ -300,28 +300,27 @@ def test_time_split(interp, start_program, pyscope, tmp_path):
     thirty(): recorded at 200 Hz for 3 s, both shares (inclusive, of that
     thread's samples) are within 3 points. On a machine so short of CPU that
     the thread itself missed its split by more than 1.5 points (it logs what
-    it did), one more try."""
+    it did), the shares must be within 3 points of what it did instead."""
     target = start_program(interp, "rec_split.py")
-    for attempt in (1, 2):
-        before = time.monotonic()
-        doc = record_pid(pyscope, tmp_path, target.pid, "-r", "200", duration=3,
-                         name="rec%d" % attempt)
-        realized = realized_split(str(target.report_path) + ".log", before, time.monotonic())
-        thread = thread_named(doc, "splitter")
-        samples = samples_of(doc, thread)
-        total = sum(n for _, _, n in samples)
-        assert total >= 300, "only %d samples of the splitter at 200 Hz over 3 s" % total
-        seventy = sum(n for functions, _, n in samples if "seventy" in functions)
-        thirty = sum(n for functions, _, n in samples if "thirty" in functions)
-        shares = (100.0 * seventy / total, 100.0 * thirty / total)
-        print("%s: seventy %.1f%%, thirty %.1f%% of %d samples; the program did %s%% / 30"
-              % (interp.id, shares[0], shares[1], total,
-                 "?" if realized is None else "%.1f" % realized))
-        if abs(shares[0] - 70) <= 3 and abs(shares[1] - 30) <= 3:
-            break
-        if attempt == 2 or realized is None or abs(realized - 70) <= 1.5:
-            pytest.fail("shares %.1f/%.1f, expected 70/30 within 3 points (%d samples; "
-                        "the program's own split: %s)" % (shares + (total, realized)))
+    before = time.monotonic()
+    doc = record_pid(pyscope, tmp_path, target.pid, "-r", "200", duration=3)
+    realized = realized_split(str(target.report_path) + ".log", before, time.monotonic())
+    thread = thread_named(doc, "splitter")
+    samples = samples_of(doc, thread)
+    total = sum(n for _, _, n in samples)
+    assert total >= 300, "only %d samples of the splitter at 200 Hz over 3 s" % total
+    seventy = sum(n for functions, _, n in samples if "seventy" in functions)
+    thirty = sum(n for functions, _, n in samples if "thirty" in functions)
+    shares = (100.0 * seventy / total, 100.0 * thirty / total)
+    print("%s: seventy %.1f%%, thirty %.1f%% of %d samples; the program did %s / 30"
+          % (interp.id, shares[0], shares[1], total,
+             "?" if realized is None else "%.1f" % realized))
+    expected = 70.0
+    if realized is not None and abs(realized - 70) > 1.5:
+        expected = realized
+    assert abs(shares[0] - expected) <= 3 and abs(shares[1] - (100 - expected)) <= 3, (
+        "shares %.1f/%.1f, expected %.1f/%.1f within 3 points (%d samples; the program's "
+        "own split: %s)" % (shares + (expected, 100 - expected, total, realized)))
     assert doc["threads"][thread]["state_pct"]["holding_gil"] > 90
 
 
