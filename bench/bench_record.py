@@ -301,12 +301,16 @@ def bench_cost(args):
                     [args.pyscope, "record", "-f", "json", "-q", "-o", out] + options +
                     ["--"] + base, 600)
             elapsed[label].append(target_elapsed(err))
-    base_median = median(elapsed["not recorded"])
-    print("%-16s %12s %10s   %s" % ("mode", "median s", "slowdown", "each run (target's own s)"))
+    base = elapsed["not recorded"]
+    print("%-16s %10s %14s   %s" % ("mode", "median s", "slowdown", "each run (target's own s)"))
     for label, _ in modes:
         m = median(elapsed[label])
-        print("%-16s %12.3f %9.1f%%   %s" % (label, m, 100.0 * (m - base_median) / base_median,
-                                            fmt_list(elapsed[label], 3)))
+        # Runs of one round ran back to back, under about the same load.
+        paired = median([100.0 * (a - b) / b for a, b in zip(elapsed[label], base)])
+        print("%-16s %10.3f %+6.1f%% %+6.1f%%   %s" % (
+            label, m, 100.0 * (m - median(base)) / median(base), paired,
+            fmt_list(elapsed[label], 3)))
+    print("   slowdown: of the medians, then the median of each round's own ratio")
 
     print("-- pyscope's own CPU (user+sys of the pyscope process / wall), attached for %.0f s "
           "to cpu_deep.py --depth 50 on %s" % (args.seconds, interp.id))
@@ -348,25 +352,37 @@ def bench_memory(args):
           "(%s, -f json)" % (seconds, interp.id))
     target = Target(interp.path, threads=50, seconds=seconds + 60, settle=2.0)
     out = os.path.join(args.tmp, "memory.json")
-    argv = [args.pyscope, "record", "-p", str(target.pid), "-r", "1000", "-d", str(seconds),
-            "-f", "json", "-q", "-o", out]
+    peak_file = os.path.join(args.tmp, "memory.peak")
+    # GNU time reports pyscope's own peak: measured through wait4 here, the
+    # peak would include this Python process, which pyscope was forked from
+    # (the kernel carries the larger of the two over exec).
+    argv = ["/usr/bin/time", "-f", "%M", "-o", peak_file, args.pyscope, "record", "-p",
+            str(target.pid), "-r", "1000", "-d", str(seconds), "-f", "json", "-q", "-o", out]
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    pyscope_pid = None
     series = []
     next_probe = start
     step = max(1.0, seconds / 12)
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            break
+    while proc.poll() is None:
         now = time.monotonic()
-        if now >= next_probe:
-            rss, hwm = status_kib(proc.pid, "VmRSS"), status_kib(proc.pid, "VmHWM")
+        if pyscope_pid is None:
+            try:
+                with open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)) as f:
+                    pyscope_pid = int(f.read().split()[0])
+            except (OSError, IndexError, ValueError):
+                pass
+        if pyscope_pid and now >= next_probe:
+            rss, hwm = status_kib(pyscope_pid, "VmRSS"), status_kib(pyscope_pid, "VmHWM")
             if rss is not None:
                 series.append((now - start, rss, hwm))
             next_probe += step
-        time.sleep(0.1)
+        time.sleep(0.05)
+    try:
+        with open(peak_file) as f:
+            peak = int(f.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        peak = None
     target.stop()
     try:
         with open(out) as f:
@@ -377,8 +393,8 @@ def bench_memory(args):
     print("%8s %10s %10s" % ("t (s)", "VmRSS MiB", "VmHWM MiB"))
     for t, rss, hwm in series:
         print("%8.0f %10.1f %10.1f" % (t, rss / 1024, (hwm or 0) / 1024))
-    if usage is not None:
-        print("peak RSS (ru_maxrss, whole run incl. writing): %.1f MiB" % (usage.ru_maxrss / 1024))
+    if peak is not None:
+        print("peak RSS (GNU time %%M, whole run incl. writing): %.1f MiB" % (peak / 1024))
     if meta:
         print("recorded %.0f s, %d passes (%.0f/s), %d stacks, %d failed passes; "
               "output %.1f MiB" % (meta["duration_ns"] / 1e9, meta["passes"],

@@ -282,12 +282,29 @@ def program(name):
 # --------------------------------------------------------------------------
 # A.1 Known time split
 
+def realized_split(log_path, start, end):
+    """The share of seventy() in what rec_split.py logged it really did
+    between two time.monotonic() readings, or None."""
+    seventy = thirty = 0.0
+    with open(log_path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3 and start <= float(parts[0]) <= end:
+                seventy += float(parts[1])
+                thirty += float(parts[2])
+    return 100.0 * seventy / (seventy + thirty) if seventy + thirty else None
+
+
 def test_time_split(interp, start_program, pyscope, tmp_path):
     """rec_split.py's thread spends 70% of wall time in seventy() and 30% in
     thirty(): recorded at 200 Hz for 3 s, both shares (inclusive, of that
-    thread's samples) are within 3 points."""
+    thread's samples) are within 3 points. On a machine so short of CPU that
+    the thread itself missed its split by more than 1.5 points (it logs what
+    it did), the shares must be within 3 points of what it did instead."""
     target = start_program(interp, "rec_split.py")
+    before = time.monotonic()
     doc = record_pid(pyscope, tmp_path, target.pid, "-r", "200", duration=3)
+    realized = realized_split(str(target.report_path) + ".log", before, time.monotonic())
     thread = thread_named(doc, "splitter")
     samples = samples_of(doc, thread)
     total = sum(n for _, _, n in samples)
@@ -297,13 +314,19 @@ def test_time_split(interp, start_program, pyscope, tmp_path):
     seventy = sum(n for functions, _, n in samples if "seventy" in functions)
     thirty = sum(n for functions, _, n in samples if "thirty" in functions)
     shares = (100.0 * seventy / total, 100.0 * thirty / total)
-    print("%s: seventy %.1f%%, thirty %.1f%% of %d samples" % (interp.id, shares[0], shares[1], total))
-    within = abs(shares[0] - 70) <= 3 and abs(shares[1] - 30) <= 3
+    print("%s: seventy %.1f%%, thirty %.1f%% of %d samples; the program did %s / 30"
+          % (interp.id, shares[0], shares[1], total,
+             "?" if realized is None else "%.1f" % realized))
+    expected = 70.0
+    if realized is not None and abs(realized - 70) > 1.5:
+        expected = realized
+    within = abs(shares[0] - expected) <= 3 and abs(shares[1] - (100 - expected)) <= 3
     if not within and os.getloadavg()[0] > 2 * (os.cpu_count() or 1):
         pytest.skip("machine too loaded to time a 70/30 split (load average %.1f): %.1f/%.1f"
                     % ((os.getloadavg()[0],) + shares))
     assert within, (
-        "shares %.1f/%.1f, expected 70/30 within 3 points (%d samples)" % (shares + (total,)))
+        "shares %.1f/%.1f, expected %.1f/%.1f within 3 points (%d samples; the program's "
+        "own split: %s)" % (shares + (expected, 100 - expected, total, realized)))
     assert doc["threads"][thread]["state_pct"]["holding_gil"] > 90
 
 
@@ -810,7 +833,7 @@ def test_duration_stops_on_time(interp, start_program, pyscope, tmp_path):
     duration = doc["meta"]["duration_ns"] / 1e9
     assert 2.0 <= duration < 2.5, "recorded for %.3f s with -d 2" % duration
     assert result.elapsed < 2 + 15, "pyscope took %.1f s with -d 2" % result.elapsed
-    assert 150 <= doc["meta"]["passes"] <= 201, doc["meta"]
+    assert 100 <= doc["meta"]["passes"] <= 201, doc["meta"]   # late passes are skipped
 
 
 def test_duration_with_command(launch, tmp_path):
