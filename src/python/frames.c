@@ -270,6 +270,12 @@ static enum py_walk_status walk_interpreter_frames(struct py_walker *w, uint64_t
     if (need > sizeof buf || need < 16)
         return PY_WALK_INVALID;
     uint64_t tag_mask = L->stackref_tagged ? ~(uint64_t)7 : ~(uint64_t)0;
+    /* Every thread's chain ends where C first entered Python: at the entry
+     * frame the eval loop keeps on the C stack (3.12+, owned by the C stack
+     * or the interpreter), or at a frame marked is_entry (3.11). A chain that
+     * ends anywhere else was read while it changed. */
+    bool ends_at_shim = L->owner_cstack >= 0 || L->owner_interpreter >= 0;
+    bool at_entry = false;
     size_t visited = 0;
     while (frame) {
         if (*count >= max || ++visited > PY_MAX_FRAMES * 2)
@@ -283,14 +289,14 @@ static enum py_walk_status walk_interpreter_frames(struct py_walker *w, uint64_t
              * the frame below a shim is where a C->Python call entered. */
             if (*count > 0)
                 out[*count - 1].is_entry = true;
+            at_entry = true;
             frame = previous;
             continue;
         }
+        at_entry = false;
         uint64_t code_addr = field_u64(buf, L->iframe_executable) & tag_mask;
-        if (code_addr == 0) {
-            frame = previous;
-            continue;
-        }
+        if (code_addr == 0)
+            return PY_WALK_INVALID; /* a frame being pushed, or memory reused */
         const struct py_code *code = py_code_get(w->codes, r, code_addr);
         if (!code) {
             /* 3.13+ frames may run non-code executables; anything else is torn. */
@@ -310,9 +316,11 @@ static enum py_walk_status walk_interpreter_frames(struct py_walker *w, uint64_t
             f->is_entry = buf[L->iframe_is_entry] != 0;
         else
             f->is_entry = false;
+        if (!ends_at_shim)
+            at_entry = f->is_entry;
         frame = previous;
     }
-    return PY_WALK_OK;
+    return visited == 0 || at_entry ? PY_WALK_OK : PY_WALK_INVALID;
 }
 
 enum py_walk_status py_walk_frames(struct py_walker *w, uint64_t top, struct py_frame *out,

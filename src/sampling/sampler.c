@@ -231,7 +231,7 @@ static struct sampled_thread *add_thread(struct sampler *s, const struct py_thre
 
 /* (code object, instruction offset) -> frame id, so that a frame seen
  * before costs neither a line-table decode nor a string hash. */
-static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, long offset)
+static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, long offset, bool *unreadable)
 {
     uint64_t h = (code_addr >> 4) * 0x9e3779b97f4a7c15ull ^ (uint64_t)offset * 0xff51afd7ed558ccdull;
     struct frame_key *slot = &s->frame_keys->slots[(h >> 20) % FRAME_KEY_SLOTS];
@@ -246,8 +246,10 @@ static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, long offset)
             return slot->frame;
         code = py_code_get(s->codes, &s->reader, code_addr);
     }
-    if (!code)
+    if (!code) {
+        *unreadable = true;
         return profile_frame_id(s->profile, "<unreadable code>", "?", -1, true);
+    }
     int line = py_code_line(code, &s->rt.layout, offset);
     uint32_t id = profile_frame_id(s->profile, code->qualname, code->filename, line, false);
     if (id != UINT32_MAX) {
@@ -347,7 +349,7 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
     uint32_t depth = 0;
     /* The walk yields innermost first; profiles store outermost first. */
     for (size_t i = count; i-- > 0;) {
-        uint32_t id = frame_id_for(s, s->frames[i].code_addr, s->frames[i].instr_offset);
+        uint32_t id = frame_id_for(s, s->frames[i].code_addr, s->frames[i].instr_offset, torn);
         if (id == UINT32_MAX)
             return UINT32_MAX;
         s->stack_ids[depth++] = id;
