@@ -17,11 +17,17 @@ static const struct palette plain = {"", "", "", "", "", "", ""};
 /* Names come from the target: never let them drive the terminal. */
 static void put_sanitized(FILE *out, const char *text)
 {
-    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
-        if (*c < 0x20 || *c == 0x7f)
+    const unsigned char *c = (const unsigned char *)text;
+    while (*c) {
+        const unsigned char *run = c;
+        while (*c && *c >= 0x20 && *c != 0x7f)
+            c++;
+        if (c > run)
+            fwrite(run, 1, (size_t)(c - run), out);
+        if (*c) {
             fprintf(out, "\\x%02x", *c);
-        else
-            fputc(*c, out);
+            c++;
+        }
     }
 }
 

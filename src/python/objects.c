@@ -4,6 +4,7 @@
  * and 3.13+ (inline values). */
 #include "python/objects.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "python/strings.h"
@@ -166,10 +167,34 @@ static uint64_t split_values_array(struct py_reader *r, uint64_t values)
     return values + (minor_of(r) >= 13 ? 8 : 0);
 }
 
+/* A search compares key after key, each on its own page (sys.modules has
+ * hundreds): their pages are fetched together first. */
+#define KEYS_PREFETCH_MAX 512
+
+static void prefetch_keys(struct py_reader *r, const struct dict_keys_view *v)
+{
+    if (v->nentries < 8)
+        return;
+    struct target_range *ranges = malloc(sizeof *ranges * KEYS_PREFETCH_MAX);
+    if (!ranges)
+        return;
+    size_t n = 0;
+    for (uint64_t i = 0; i < v->nentries && i < KEYS_PREFETCH_MAX; i++) {
+        uint64_t k;
+        if (target_read_u64(r->t, v->entries + i * v->entry_size + v->key_offset, &k) != 0)
+            break;
+        if (k)
+            ranges[n++] = (struct target_range){k, 64};
+    }
+    target_prefetch(r->t, ranges, n);
+    free(ranges);
+}
+
 static int keys_index_of(struct py_reader *r, const struct dict_keys_view *v, const char *key,
                          uint64_t *index, uint64_t *entry_value)
 {
     size_t keylen = strlen(key);
+    prefetch_keys(r, v);
     for (uint64_t i = 0; i < v->nentries && i < MAX_DICT_ENTRIES; i++) {
         uint64_t entry = v->entries + i * v->entry_size;
         uint64_t k;

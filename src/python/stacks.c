@@ -167,6 +167,37 @@ static int keep_raw(struct stacks_raw *raw, size_t index, const struct py_thread
     return 0;
 }
 
+/* Stacks of up to this size are read into the page cache, all threads'
+ * in one system call; the wait analysis then finds their locals there too.
+ * Deeper ones are copied whole, one read each. */
+#define STACK_PREFETCH_MAX (32 * TARGET_PAGE_SIZE)
+
+static bool stack_prefetched(const struct py_layout *L, const struct py_thread *pt)
+{
+    if (!pt->datastack_chunk || L->chunk_data == PY_OFF_NONE)
+        return false;
+    uint64_t base = pt->datastack_chunk + (uint64_t)L->chunk_data;
+    return pt->datastack_top > base && pt->datastack_top - base <= STACK_PREFETCH_MAX;
+}
+
+static void prefetch_stacks(struct py_reader *r, const struct py_snapshot *snap)
+{
+    struct target_range *ranges = calloc((size_t)(snap->n_threads ? snap->n_threads : 1),
+                                         sizeof *ranges);
+    if (!ranges)
+        return;
+    size_t n = 0;
+    for (int i = 0; i < snap->n_threads; i++) {
+        const struct py_thread *pt = &snap->threads[i];
+        if (!stack_prefetched(r->L, pt))
+            continue;
+        uint64_t base = pt->datastack_chunk + (uint64_t)r->L->chunk_data;
+        ranges[n++] = (struct target_range){base, (size_t)(pt->datastack_top - base)};
+    }
+    target_prefetch(r->t, ranges, n);
+    free(ranges);
+}
+
 int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
                    struct stack_report *report, struct pyscope_error *err)
 {
@@ -236,6 +267,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         goto out;
     }
     read_coherent_activity(&reader, &snap, opts->paused, activities);
+    prefetch_stacks(&reader, &snap);
     if (opts->raw) {
         opts->raw->gil_switches = 0;
         for (int k = 0; k < snap.n_interps; k++)
@@ -266,7 +298,9 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
             th->syscall = syscall_name(activity.syscall_nr);
 
         uint64_t top = pt->top_frame;
-        py_stack_copy_read(&reader, pt->datastack_chunk, pt->datastack_top, &stack_copy);
+        walker.stack = stack_prefetched(&rt->layout, pt) ? NULL : &stack_copy;
+        if (walker.stack)
+            py_stack_copy_read(&reader, pt->datastack_chunk, pt->datastack_top, &stack_copy);
         size_t count = 0;
         enum py_walk_status status = PY_WALK_OK;
         int attempts = opts->paused ? 1 : 1 + opts->max_retries;

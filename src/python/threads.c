@@ -240,6 +240,33 @@ out:
     free(unique);
 }
 
+/* On 3.11/3.12 the top frame hangs off a _PyCFrame on each thread's C
+ * stack, one page per thread: those are read together. Until then
+ * top_frame holds what the thread state block said (the frame itself, or
+ * the cframe's address). */
+static void resolve_top_frames(struct py_reader *r, struct py_snapshot *snap)
+{
+    const struct py_layout *L = r->L;
+    if (L->tstate_frame != PY_OFF_NONE || L->tstate_current_frame != PY_OFF_NONE ||
+        snap->n_threads == 0)
+        return;
+    struct target_range *ranges = calloc((size_t)snap->n_threads, sizeof *ranges);
+    if (ranges) {
+        for (int i = 0; i < snap->n_threads; i++)
+            ranges[i] = (struct target_range){
+                snap->threads[i].top_frame + (uint64_t)L->cframe_current_frame,
+                snap->threads[i].top_frame ? 8 : 0};
+        target_prefetch(r->t, ranges, (size_t)snap->n_threads);
+        free(ranges);
+    }
+    for (int i = 0; i < snap->n_threads; i++) {
+        uint64_t cframe = snap->threads[i].top_frame, frame = 0;
+        if (cframe && target_read_u64(r->t, cframe + (uint64_t)L->cframe_current_frame, &frame) != 0)
+            frame = 0;
+        snap->threads[i].top_frame = frame;
+    }
+}
+
 int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct py_snapshot *snap)
 {
     const struct py_layout *L = r->L;
@@ -273,7 +300,10 @@ int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct 
                 break;
             }
             struct py_thread *th = &snap->threads[snap->n_threads++];
-            py_thread_from_block(r, tstate, ts, th);
+            py_thread_from_block_no_frame(r, tstate, ts, th);
+            th->top_frame = L->tstate_frame != PY_OFF_NONE || L->tstate_current_frame != PY_OFF_NONE
+                                ? top_frame_of(r, ts)
+                                : py_tstate_cframe(L, ts); /* for now: resolve_top_frames */
             th->interp_index = index;
             th->holds_gil = pi->gil_holder == tstate;
             tstate = u64_at(ts, L->tstate_next);
@@ -283,6 +313,7 @@ int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct 
             break;
         interp = next;
     }
+    resolve_top_frames(r, snap);
     if (L->tstate_native_thread_id == PY_OFF_NONE)
         resolve_tids_from_pthread(r, snap, tids, n_tids);
     return 0;

@@ -21,10 +21,10 @@ int target_cache_enable(struct target *t)
     t->cache = calloc(1, sizeof *t->cache);
     if (!t->cache)
         return -1;
-    /* Populated up front: faulting the pages in one by one, as reads first
-     * land in them, costs more than the reads themselves. */
+    /* Not populated: a dump touches a few hundred of these pages, and
+     * zeroing all of them up front cost more than the faults it saved. */
     void *data = mmap(NULL, (size_t)TARGET_CACHE_SLOTS * TARGET_PAGE_SIZE, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     t->cache->data = data == MAP_FAILED ? NULL : data;
     if (!t->cache->data) {
         free(t->cache);
@@ -37,7 +37,7 @@ int target_cache_enable(struct target *t)
 
 void target_cache_invalidate(struct target *t)
 {
-    /* Bumping the epoch empties every slot without touching 2 MiB of memory. */
+    /* Bumping the epoch empties every slot without touching the page data. */
     t->epoch++;
 }
 
@@ -51,9 +51,13 @@ static int read_raw_counted(struct target *t, uint64_t addr, void *buf, size_t l
     return rc;
 }
 
+/* Thread stacks sit megabytes apart at the same offsets, and so do
+ * allocator arenas: the page number's high bits are folded in so that
+ * such pages do not all land in one slot. */
 static size_t slot_of(uint64_t page)
 {
-    return (size_t)((page / TARGET_PAGE_SIZE) % TARGET_CACHE_SLOTS);
+    uint64_t n = page / TARGET_PAGE_SIZE;
+    return (size_t)((n ^ (n >> 9) ^ (n >> 18) ^ (n >> 27)) % TARGET_CACHE_SLOTS);
 }
 
 static bool slot_holds(const struct target *t, size_t slot, uint64_t page)
@@ -122,6 +126,61 @@ size_t target_read_spans(struct target *t, struct target_span *spans, size_t n)
         ok += spans[i].ok;
     }
     return ok;
+}
+
+enum { PREFETCH_BATCH = 256 };
+
+struct prefetch_batch {
+    struct target_span spans[PREFETCH_BATCH];
+    size_t slots[PREFETCH_BATCH];
+    size_t used;
+};
+
+static void prefetch_flush(struct target *t, struct prefetch_batch *b)
+{
+    if (b->used == 0)
+        return;
+    target_read_spans(t, b->spans, b->used);
+    for (size_t k = 0; k < b->used; k++)
+        if (b->spans[k].ok)
+            t->cache->epoch[b->slots[k]] = t->epoch;
+    b->used = 0;
+}
+
+static void prefetch_page(struct target *t, struct prefetch_batch *b, uint64_t page)
+{
+    size_t slot = slot_of(page);
+    if (slot_holds(t, slot, page))
+        return;
+    for (size_t k = 0; k < b->used; k++)
+        if (b->slots[k] == slot)
+            return; /* two wanted pages share a slot: the first one wins */
+    t->cache->epoch[slot] = 0;
+    t->cache->page[slot] = page;
+    b->slots[b->used] = slot;
+    b->spans[b->used++] = (struct target_span){page, t->cache->data[slot], TARGET_PAGE_SIZE, false};
+    if (b->used == PREFETCH_BATCH)
+        prefetch_flush(t, b);
+}
+
+void target_prefetch(struct target *t, const struct target_range *ranges, size_t n)
+{
+    if (!t->cache || !t->ops->read_spans)
+        return;
+    struct prefetch_batch *b = malloc(sizeof *b);
+    if (!b)
+        return;
+    b->used = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t first = ranges[i].addr & ~(uint64_t)(TARGET_PAGE_SIZE - 1);
+        uint64_t end = ranges[i].addr + ranges[i].len;
+        if (ranges[i].len == 0 || end < ranges[i].addr || ranges[i].len > 64 * TARGET_PAGE_SIZE)
+            continue;
+        for (uint64_t page = first; page < end; page += TARGET_PAGE_SIZE)
+            prefetch_page(t, b, page);
+    }
+    prefetch_flush(t, b);
+    free(b);
 }
 
 int target_read_u64(struct target *t, uint64_t addr, uint64_t *out)

@@ -48,7 +48,7 @@ struct target_ops {
  * sample cost a few page reads instead of one read per field; it is emptied
  * between samples because the target keeps running. */
 #define TARGET_PAGE_SIZE 4096u
-#define TARGET_CACHE_SLOTS 512u
+#define TARGET_CACHE_SLOTS 1024u
 
 /* Tags live apart from the page data so that enabling the cache touches
  * only a few kilobytes: untouched data pages are never faulted in. */
@@ -86,6 +86,14 @@ int target_read_u8(struct target *t, uint64_t addr, uint8_t *out);
  * all of them on a live process. Returns how many were read whole. */
 size_t target_read_spans(struct target *t, struct target_span *spans, size_t n);
 
+/* A stretch of target memory another read will want soon. */
+struct target_range {
+    uint64_t addr;
+    size_t len;
+};
+/* Brings the pages of these ranges into the page cache in one system call
+ * (per 256 pages) instead of one per page; a no-op without the cache. */
+void target_prefetch(struct target *t, const struct target_range *ranges, size_t n);
 /* Forgets every cached page: call between samples. */
 void target_cache_invalidate(struct target *t);
 /* Turns the page cache on; returns -1 when out of memory (reads still work). */
