@@ -86,15 +86,42 @@ fail:
     return NULL;
 }
 
+/* Code objects of one module are often allocated a power of two apart;
+ * hashed, and with two places to go, two hot ones never keep evicting each
+ * other (which cost a full re-read of both on every sample). */
+static size_t code_slot(uint64_t addr)
+{
+    return (size_t)(((addr >> 4) * 0x9e3779b97f4a7c15ull) >> 40) % PY_CODE_CACHE_SLOTS & ~(size_t)1;
+}
+
+static struct py_code **cached_code(struct py_code_cache *cache, uint64_t addr)
+{
+    size_t slot = code_slot(addr);
+    for (size_t way = 0; way < 2; way++)
+        if (cache->slots[slot + way] && cache->slots[slot + way]->addr == addr)
+            return &cache->slots[slot + way];
+    return NULL;
+}
+
 const struct py_code *py_code_get(struct py_code_cache *cache, struct py_reader *r, uint64_t addr)
 {
-    size_t slot = (size_t)((addr >> 4) % PY_CODE_CACHE_SLOTS);
-    if (cache->slots[slot] && cache->slots[slot]->addr == addr)
+    struct py_code **hit = cached_code(cache, addr);
+    if (hit) {
+        /* Most recently used first, so that the other way is evicted next. */
+        size_t slot = code_slot(addr);
+        if (hit != &cache->slots[slot]) {
+            struct py_code *swap = cache->slots[slot];
+            cache->slots[slot] = *hit;
+            *hit = swap;
+        }
         return cache->slots[slot];
+    }
     struct py_code *c = code_read(r, addr);
     if (!c)
         return NULL;
-    code_free(cache->slots[slot]);
+    size_t slot = code_slot(addr);
+    code_free(cache->slots[slot + 1]);
+    cache->slots[slot + 1] = cache->slots[slot];
     cache->slots[slot] = c;
     return c;
 }
@@ -102,9 +129,9 @@ const struct py_code *py_code_get(struct py_code_cache *cache, struct py_reader 
 const struct py_code *py_code_get_verified(struct py_code_cache *cache, struct py_reader *r,
                                            uint64_t addr)
 {
-    size_t slot = (size_t)((addr >> 4) % PY_CODE_CACHE_SLOTS);
-    struct py_code *c = cache->slots[slot];
-    if (c && c->addr == addr) {
+    struct py_code **hit = cached_code(cache, addr);
+    struct py_code *c = hit ? *hit : NULL;
+    if (c) {
         const struct py_layout *L = r->L;
         uint64_t name, filename;
         int32_t firstlineno;
@@ -114,7 +141,7 @@ const struct py_code *py_code_get_verified(struct py_code_cache *cache, struct p
             name == c->name_obj && filename == c->filename_obj && firstlineno == c->firstlineno)
             return c;
         code_free(c);
-        cache->slots[slot] = NULL;
+        *hit = NULL;
     }
     return py_code_get(cache, r, addr);
 }

@@ -39,6 +39,14 @@ struct sampled_thread {
      * takes the stack along with the thread state, from there. */
     uint64_t last_chunk, last_top, last_limit;
     bool read_ahead;                 /* this pass's copy came with the first read */
+    uint32_t ahead;                  /* bytes read past last_top: see READ_AHEAD_MIN */
+    /* A thread waiting for the GIL runs no Python code until it takes it:
+     * while it waits (see classify), its stack is not read again and the
+     * one sampled before counts. */
+    bool parked;                     /* this pass did not read its stack */
+    uint32_t last_stack;             /* UINT32_MAX: none, or it was torn */
+    uint64_t last_top_frame;
+    uint32_t covered_run;            /* passes in a row the read ahead was enough */
     /* The switch count when this thread was last seen blocked in the GIL's
      * futex, or last seen holding the GIL; UINT64_MAX when neither. */
     uint64_t waiting_since_switch;
@@ -224,6 +232,7 @@ static struct sampled_thread *add_thread(struct sampler *s, const struct py_thre
     th->syscall_fd = tid ? process_thread_syscall_fd(s->pid, tid) : -1;
     th->profile_thread = id;
     th->waiting_since_switch = UINT64_MAX;
+    th->last_stack = UINT32_MAX;
     th->held_at_switch = UINT64_MAX;
     s->last_names_ns = 0; /* name it at the end of this pass */
     return th;
@@ -291,6 +300,14 @@ static bool seen_back_in_gil(struct sampler *s, const struct sampled_thread *th,
     return false;
 }
 
+/* A thread seen waiting in take_gil leaves it only by taking the GIL,
+ * which counts a switch: while the count stands still it is still waiting. */
+static bool still_waiting(const struct sampled_thread *th, const struct py_interp *pi)
+{
+    return th->waiting_since_switch == pi->gil_switches && pi->gil_holder != 0 &&
+           pi->gil_holder != th->tstate;
+}
+
 static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
                                    const struct py_interp *pi, uint64_t gil_size,
                                    uint16_t *syscall_out)
@@ -303,6 +320,9 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
     }
     uint64_t held_at = th->held_at_switch;
     th->held_at_switch = UINT64_MAX;
+    /* Its /proc file is the costliest read of a pass. */
+    if (still_waiting(th, pi))
+        return PROFILE_WAITING_GIL;
     struct thread_activity a;
     if (th->syscall_fd < 0 || process_thread_activity_fd(th->syscall_fd, &a) != 0)
         return PROFILE_UNKNOWN;
@@ -444,9 +464,29 @@ static int reserve_spans(struct sampler *s, size_t need)
     return 0;
 }
 
-/* How far past last pass's top of stack the read ahead reaches: a thread
- * that called a few functions deeper since is still covered. */
-#define READ_AHEAD_MARGIN 8192u
+/* How far past last pass's top of stack the read ahead reaches, so that a
+ * thread that called a few functions deeper since is still covered. Each
+ * byte costs the copy, so it adapts per thread: doubled whenever the stack
+ * outgrew it (which costs a second read), halved after a long run of
+ * passes it was enough for. */
+#define READ_AHEAD_MIN 512u
+#define READ_AHEAD_MAX 16384u
+#define READ_AHEAD_SHRINK_AFTER 1024u
+
+static void adapt_read_ahead(struct sampled_thread *th, bool covered)
+{
+    if (th->ahead < READ_AHEAD_MIN)
+        th->ahead = READ_AHEAD_MIN;
+    if (!covered) {
+        th->covered_run = 0;
+        if (th->ahead < READ_AHEAD_MAX)
+            th->ahead *= 2;
+    } else if (++th->covered_run >= READ_AHEAD_SHRINK_AFTER) {
+        th->covered_run = 0;
+        if (th->ahead > READ_AHEAD_MIN)
+            th->ahead /= 2;
+    }
+}
 
 static int read_known_threads(struct sampler *s, size_t ts_size)
 {
@@ -484,10 +524,13 @@ static int read_known_threads(struct sampler *s, size_t ts_size)
         if (!th)
             continue;
         th->read_ahead = false;
+        th->parked = th->waiting_since_switch != UINT64_MAX && th->last_stack != UINT32_MAX;
+        if (th->parked)
+            continue;
         if (reserve_spans(s, n_spans + 1 + th->copy.n_visited) != 0)
             break;
         th->first_span = n_spans;
-        uint64_t ahead = th->last_top + READ_AHEAD_MARGIN;
+        uint64_t ahead = th->last_top + (th->ahead ? th->ahead : READ_AHEAD_MIN);
         if (th->last_limit && ahead > th->last_limit)
             ahead = th->last_limit; /* past the chunk's end the read would fail */
         th->n_spans = py_stack_copy_plan(&s->reader, &th->copy, th->last_chunk,
@@ -636,12 +679,20 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
         if (!th)
             continue;
         const struct py_thread *pt = &s->pass[i].pt;
+        const struct py_interp *pi = &s->interps[s->pass[i].interp];
+        th->n_spans = 0;
+        if (th->parked) {
+            if (still_waiting(th, pi) && pt->top_frame == th->last_top_frame)
+                continue;
+            th->parked = false; /* it took the GIL since: read it whole */
+        }
         const struct py_stack_copy *c = &th->copy;
         bool covered = th->read_ahead && pt->datastack_chunk == th->last_chunk &&
                        (pt->datastack_chunk == 0 ||
                         (c->len && pt->datastack_top >= c->base &&
                          pt->datastack_top - c->base <= c->len));
-        th->n_spans = 0;
+        if (th->read_ahead && pt->datastack_chunk == th->last_chunk)
+            adapt_read_ahead(th, covered);
         if (covered)
             continue;
         if (reserve_spans(s, n_spans + 1 + th->copy.n_visited) != 0)
@@ -690,7 +741,15 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
         enum profile_state state = classify(s, th, pi, (uint64_t)L->gil_size, &syscall);
         bool in_gc = pi->gc_collecting && state == PROFILE_HOLDING_GIL;
         bool torn = false;
-        uint32_t stack = sample_stack(s, th, &s->pass[i].pt, in_gc, &torn);
+        uint32_t stack;
+        if (!th->parked)
+            stack = sample_stack(s, th, &s->pass[i].pt, in_gc, &torn);
+        else if (state == PROFILE_WAITING_GIL)
+            stack = th->last_stack;
+        else
+            stack = UINT32_MAX, torn = true; /* cannot be: parked means still waiting */
+        th->last_stack = torn ? UINT32_MAX : stack;
+        th->last_top_frame = s->pass[i].pt.top_frame;
         p->meta.stacks_sampled++;
         if (torn) {
             p->meta.stacks_torn++;

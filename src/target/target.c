@@ -108,22 +108,188 @@ int target_read(struct target *t, uint64_t addr, void *buf, size_t len)
     return 0;
 }
 
+/* Pieces closer than this that also share or adjoin a page are merged:
+ * the bytes between them lie on pages read anyway. */
+#define MERGE_GAP_MAX TARGET_PAGE_SIZE
+#define MERGE_PIECE_MAX (64u * 1024u)
+
+struct span_order {
+    uint64_t addr;
+    size_t index;
+};
+
+struct span_merger {
+    struct span_order *order;
+    struct target_span *pieces;
+    size_t *first, *count;       /* per piece: its members in order[] */
+    size_t cap;
+    unsigned char *scratch;
+    size_t scratch_cap;
+};
+
+static int by_address(const void *a, const void *b)
+{
+    const struct span_order *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static struct span_merger *merger_for(struct target *t, size_t n)
+{
+    struct span_merger *m = t->merger;
+    if (!m) {
+        m = calloc(1, sizeof *m);
+        if (!m)
+            return NULL;
+        t->merger = m;
+    }
+    if (n > m->cap) {
+        size_t cap = n * 2;
+        struct span_order *order = realloc(m->order, cap * sizeof *order);
+        if (order)
+            m->order = order;
+        struct target_span *pieces = realloc(m->pieces, cap * sizeof *pieces);
+        if (pieces)
+            m->pieces = pieces;
+        size_t *first = realloc(m->first, cap * sizeof *first);
+        if (first)
+            m->first = first;
+        size_t *count = realloc(m->count, cap * sizeof *count);
+        if (count)
+            m->count = count;
+        if (!order || !pieces || !first || !count)
+            return NULL;
+        m->cap = cap;
+    }
+    return m;
+}
+
+static void merger_free(struct span_merger *m)
+{
+    if (!m)
+        return;
+    free(m->order);
+    free(m->pieces);
+    free(m->first);
+    free(m->count);
+    free(m->scratch);
+    free(m);
+}
+
+static size_t read_spans_direct(struct target *t, struct target_span *spans, size_t n)
+{
+    t->stats.reads++;
+    size_t ok = t->ops->read_spans(t, spans, n);
+    for (size_t i = 0; i < n; i++)
+        t->stats.bytes += spans[i].ok ? spans[i].len : 0;
+    t->stats.failures += n - ok;
+    return ok;
+}
+
+/* Groups the spans (sorted by address) into pieces; returns the number of
+ * pieces, or 0 when nothing would be merged. */
+static size_t plan_pieces(struct span_merger *m, const struct target_span *spans, size_t n,
+                          size_t *scratch_need)
+{
+    for (size_t i = 0; i < n; i++)
+        m->order[i] = (struct span_order){spans[i].addr, i};
+    qsort(m->order, n, sizeof *m->order, by_address);
+    size_t pieces = 0, need = 0;
+    uint64_t start = 0, end = 0;
+    for (size_t k = 0; k < n; k++) {
+        const struct target_span *s = &spans[m->order[k].index];
+        uint64_t s_end = s->addr + s->len;
+        uint64_t last_page = (end - 1) & ~(uint64_t)(TARGET_PAGE_SIZE - 1);
+        bool joins = pieces > 0 && s->len > 0 && s_end >= s->addr &&
+                     s->addr <= end + MERGE_GAP_MAX &&
+                     (s->addr & ~(uint64_t)(TARGET_PAGE_SIZE - 1)) <= last_page + TARGET_PAGE_SIZE &&
+                     (s_end > end ? s_end : end) - start <= MERGE_PIECE_MAX;
+        if (joins) {
+            if (s_end > end)
+                end = s_end;
+            m->count[pieces - 1]++;
+            continue;
+        }
+        if (pieces > 0 && m->count[pieces - 1] > 1)
+            need += (size_t)(end - start);
+        if (pieces > 0)
+            m->pieces[pieces - 1].len = (size_t)(end - start);
+        start = s->addr;
+        end = s_end >= s->addr ? s_end : s->addr;
+        m->first[pieces] = k;
+        m->count[pieces] = 1;
+        m->pieces[pieces++] = (struct target_span){start, NULL, 0, false};
+    }
+    if (pieces > 0) {
+        m->pieces[pieces - 1].len = (size_t)(end - start);
+        if (m->count[pieces - 1] > 1)
+            need += (size_t)(end - start);
+    }
+    *scratch_need = need;
+    return pieces < n ? pieces : 0;
+}
+
 size_t target_read_spans(struct target *t, struct target_span *spans, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         spans[i].ok = false;
-    if (t->ops->read_spans) {
-        t->stats.reads++;
-        size_t ok = t->ops->read_spans(t, spans, n);
-        for (size_t i = 0; i < n; i++)
-            t->stats.bytes += spans[i].ok ? spans[i].len : 0;
-        t->stats.failures += n - ok;
+    if (!t->ops->read_spans) {
+        size_t ok = 0;
+        for (size_t i = 0; i < n; i++) {
+            spans[i].ok = read_raw_counted(t, spans[i].addr, spans[i].buf, spans[i].len) == 0;
+            ok += spans[i].ok;
+        }
         return ok;
     }
-    size_t ok = 0;
-    for (size_t i = 0; i < n; i++) {
-        spans[i].ok = read_raw_counted(t, spans[i].addr, spans[i].buf, spans[i].len) == 0;
-        ok += spans[i].ok;
+    struct span_merger *m = n > 1 ? merger_for(t, n) : NULL;
+    size_t need = 0, pieces = m ? plan_pieces(m, spans, n, &need) : 0;
+    if (pieces && need > m->scratch_cap) {
+        unsigned char *grown = realloc(m->scratch, need);
+        if (grown) {
+            m->scratch = grown;
+            m->scratch_cap = need;
+        } else {
+            pieces = 0;
+        }
+    }
+    if (!pieces)
+        return read_spans_direct(t, spans, n);
+
+    size_t offset = 0;
+    for (size_t p = 0; p < pieces; p++) {
+        if (m->count[p] == 1) {
+            m->pieces[p].buf = spans[m->order[m->first[p]].index].buf;
+        } else {
+            m->pieces[p].buf = m->scratch + offset;
+            offset += m->pieces[p].len;
+        }
+    }
+    read_spans_direct(t, m->pieces, pieces);
+    /* Members of a piece that failed are tried on their own: the piece may
+     * have failed only for a span that was never going to be readable. */
+    size_t ok = 0, retry = 0;
+    for (size_t p = 0; p < pieces; p++) {
+        for (size_t k = m->first[p]; k < m->first[p] + m->count[p]; k++) {
+            struct target_span *s = &spans[m->order[k].index];
+            if (!m->pieces[p].ok) {
+                if (m->count[p] > 1)
+                    m->order[retry++].index = m->order[k].index;
+                continue;
+            }
+            if (m->count[p] > 1)
+                memcpy(s->buf, (unsigned char *)m->pieces[p].buf + (s->addr - m->pieces[p].addr),
+                       s->len);
+            s->ok = true;
+            ok++;
+        }
+    }
+    for (size_t r = 0; r < retry; r++)
+        m->pieces[r] = spans[m->order[r].index];
+    if (retry) {
+        read_spans_direct(t, m->pieces, retry);
+        for (size_t r = 0; r < retry; r++) {
+            spans[m->order[r].index].ok = m->pieces[r].ok;
+            ok += m->pieces[r].ok;
+        }
     }
     return ok;
 }
@@ -267,6 +433,7 @@ void target_close(struct target *t)
     if (t->cache)
         munmap(t->cache->data, (size_t)TARGET_CACHE_SLOTS * TARGET_PAGE_SIZE);
     free(t->cache);
+    merger_free(t->merger);
     if (t->ops && t->ops->close)
         t->ops->close(t);
     else

@@ -17,6 +17,7 @@ struct target_map {
 };
 
 struct target;
+struct span_merger;
 struct thread_activity;   /* target/process.h */
 
 /* One piece of a scattered read. */
@@ -74,6 +75,7 @@ struct target {
     struct target_page_cache *cache;   /* NULL: no caching */
     uint64_t epoch;
     struct target_stats stats;
+    struct span_merger *merger;        /* target_read_spans' scratch; NULL until needed */
 };
 
 /* Reads through the page cache; returns 0, or -1 if any byte is unreadable. */
@@ -83,7 +85,9 @@ int target_read_i32(struct target *t, uint64_t addr, int32_t *out);
 int target_read_u8(struct target *t, uint64_t addr, uint8_t *out);
 
 /* Reads every span straight from the target (no cache): one system call for
- * all of them on a live process. Returns how many were read whole. */
+ * all of them on a live process. Spans that share or adjoin a page are read
+ * as one piece (each piece costs the kernel a page-table walk of its own).
+ * Returns how many were read whole. */
 size_t target_read_spans(struct target *t, struct target_span *spans, size_t n);
 
 /* A stretch of target memory another read will want soon. */

@@ -15,6 +15,7 @@ struct fake_target {
     struct target base; /* first, so a struct target * converts back */
     struct fake_region *regions;
     size_t nregions;
+    size_t span_calls, spans_read;  /* scattered reads, and the pieces they asked for */
 };
 
 static struct fake_target *as_fake(struct target *t)
@@ -74,6 +75,37 @@ static const struct target_ops fake_ops = {
     .read_raw = fake_read_raw,
     .close = fake_close,
 };
+
+/* process_vm_readv's contract: spans in order, each whole or not at all. */
+static size_t fake_read_spans(struct target *t, struct target_span *spans, size_t n)
+{
+    struct fake_target *f = as_fake(t);
+    f->span_calls++;
+    f->spans_read += n;
+    size_t ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        spans[i].ok = copy_readable(f, spans[i].addr, spans[i].buf, spans[i].len) == spans[i].len;
+        ok += spans[i].ok;
+    }
+    return ok;
+}
+
+static const struct target_ops fake_span_ops = {
+    .read_raw = fake_read_raw,
+    .read_spans = fake_read_spans,
+    .close = fake_close,
+};
+
+void fake_target_enable_spans(struct target *t)
+{
+    t->ops = &fake_span_ops;
+}
+
+void fake_target_span_counts(struct target *t, size_t *calls, size_t *spans)
+{
+    *calls = as_fake(t)->span_calls;
+    *spans = as_fake(t)->spans_read;
+}
 
 struct target *fake_target_new(void)
 {

@@ -19,6 +19,11 @@ struct target *fake_target_new(void);
  * that looks at mappings sees the region. Returns 0, or -1 on overlap/OOM. */
 int fake_target_map(struct target *t, uint64_t addr, const void *bytes, size_t len);
 
+/* Gives the target a scattered read (ops->read_spans) that counts its calls
+ * and the pieces asked for, as a live process has. */
+void fake_target_enable_spans(struct target *t);
+void fake_target_span_counts(struct target *t, size_t *calls, size_t *spans);
+
 /* Same as target_close. */
 void fake_target_free(struct target *t);
 
