@@ -75,7 +75,7 @@ static uint64_t tstate_of(struct watch_session *s, pid_t tid)
 /* Walks the thread's Python stack into s->frames. */
 static size_t walk(struct watch_session *s, uint64_t top, enum py_walk_status *status)
 {
-    struct py_walker walker = {&s->reader, s->codes, NULL, true};
+    struct py_walker walker = {.reader = &s->reader, .codes = s->codes, .skip_lines = true};
     size_t count = 0;
     *status = py_walk_frames(&walker, top, s->frames, PY_MAX_FRAMES, &count);
     return count;

@@ -14,6 +14,7 @@ const char *py_walk_status_text(enum py_walk_status status)
     case PY_WALK_TOO_DEEP: return "stack deeper than the frame limit";
     case PY_WALK_UNREADABLE: return "a frame could not be read";
     case PY_WALK_INVALID: return "a frame changed while it was read";
+    case PY_WALK_STOPPED: return "stopped where the rest was known";
     }
     return "?";
 }
@@ -178,6 +179,14 @@ static void remember_visit(struct py_stack_copy *copy, uint64_t frame)
     copy->visited[copy->n_visited++] = frame;
 }
 
+void py_stack_copy_note_visit(struct py_stack_copy *copy, uint64_t frame)
+{
+    for (size_t i = 0; i < copy->n_visited; i++)
+        if (copy->visited[i] == frame)
+            return;
+    remember_visit(copy, frame);
+}
+
 /* Frames come in the same order as on the previous walk, so the search
  * starts where the last hit was. */
 static const unsigned char *prefetched(struct py_stack_copy *copy, uint64_t frame, size_t need)
@@ -280,6 +289,8 @@ static enum py_walk_status walk_interpreter_frames(struct py_walker *w, uint64_t
     while (frame) {
         if (*count >= max || ++visited > PY_MAX_FRAMES * 2)
             return PY_WALK_TOO_DEEP;
+        if (w->stop && w->stop(w->stop_ctx, frame))
+            return PY_WALK_STOPPED;
         if (read_frame_bytes(w, frame, buf, need) != 0)
             return PY_WALK_UNREADABLE;
         uint64_t previous = field_u64(buf, L->iframe_previous);

@@ -22,6 +22,7 @@ enum py_walk_status {
     PY_WALK_TOO_DEEP,      /* stopped at PY_MAX_FRAMES or the caller's max */
     PY_WALK_UNREADABLE,    /* a frame's memory could not be read */
     PY_WALK_INVALID,       /* a frame did not look like a frame (torn by a running thread) */
+    PY_WALK_STOPPED,       /* the walker's stop hook said the rest is known (3.11+) */
 };
 
 /* What one walk may read without a system call of its own: a copy of the
@@ -55,6 +56,10 @@ struct py_walker {
     struct py_code_cache *codes;
     struct py_stack_copy *stack;   /* optional */
     bool skip_lines;               /* leave py_frame.line to the caller (-2) */
+    /* Optional, 3.11+: asked before each frame is read; true ends the walk
+     * there with PY_WALK_STOPPED. */
+    bool (*stop)(void *ctx, uint64_t frame);
+    void *stop_ctx;
 };
 
 /* The bytes of a frame a walk needs, per frame model. */
@@ -78,6 +83,9 @@ void py_stack_copy_commit(struct py_stack_copy *copy, const struct target_span *
 void py_stack_copy_read(struct py_reader *r, uint64_t chunk, uint64_t top,
                         struct py_stack_copy *copy);
 void py_stack_copy_free(struct py_stack_copy *copy);
+/* Counts frame as visited outside the chunk (for the next plan's prefetch),
+ * once. */
+void py_stack_copy_note_visit(struct py_stack_copy *copy, uint64_t frame);
 
 /* Walks from top (innermost) outwards, filling up to max frames. */
 enum py_walk_status py_walk_frames(struct py_walker *w, uint64_t top, struct py_frame *out,

@@ -216,7 +216,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         goto out;
     }
-    struct py_walker walker = {&reader, codes, &stack_copy, false};
+    struct py_walker walker = {.reader = &reader, .codes = codes, .stack = &stack_copy};
 
     int n_tids = target_list_threads(t, tids, MAX_TIDS);
     if (n_tids < 0)

@@ -12,6 +12,7 @@
 #include "python/thread_state.h"
 #include "python/threads.h"
 #include "sampling/ring.h"
+#include "sampling/stack_memo.h"
 #include "target/process.h"
 
 #define MAX_TIDS 8192
@@ -54,6 +55,7 @@ struct sampled_thread {
     bool segment_open;
     struct profile_segment segment;
     struct py_stack_copy copy;
+    struct stack_memo memo;
 };
 
 struct frame_key {
@@ -103,8 +105,9 @@ int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t
     s->frame_keys = calloc(1, sizeof *s->frame_keys);
     s->frames = malloc(sizeof *s->frames * PY_MAX_FRAMES);
     s->stack_ids = malloc(sizeof *s->stack_ids * (MAX_STACK_DEPTH + 2));
+    s->walk_ids = malloc(sizeof *s->walk_ids * MAX_STACK_DEPTH);
     s->gc_frame = profile_frame_id(profile, "<GC>", "<gc>", -1, true);
-    if (!s->codes || !s->frame_keys || !s->frames || !s->stack_ids || s->gc_frame == UINT32_MAX) {
+    if (!s->codes || !s->frame_keys || !s->frames || !s->stack_ids || !s->walk_ids || s->gc_frame == UINT32_MAX) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         sampler_close(s, start_ns);
         return -1;
@@ -130,6 +133,7 @@ static void forget_thread(struct sampler *s, size_t index, uint64_t now_ns)
     if (th->syscall_fd >= 0)
         close(th->syscall_fd);
     py_stack_copy_free(&th->copy);
+    stack_memo_free(&th->memo);
     s->threads[index] = s->threads[--s->n_threads];
 }
 
@@ -150,6 +154,7 @@ void sampler_close(struct sampler *s, uint64_t now_ns)
     free(s->frame_keys);
     free(s->frames);
     free(s->stack_ids);
+    free(s->walk_ids);
     if (s->target)
         target_close(s->target);
     memset(s, 0, sizeof *s);
@@ -357,23 +362,53 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
 
 /* Walks one thread (its stack copy already read) and interns the stack;
  * returns the stack id, or UINT32_MAX. *torn is set when the walk could not
- * finish. */
+ * finish. On 3.11+ the walk stops where the thread's stack is unchanged
+ * since its last walk, and the rest comes from the memo. */
 static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
                              const struct py_thread *pt, bool in_gc, bool *torn)
 {
-    struct py_walker walker = {&s->reader, s->codes, &th->copy, true};
+    const struct py_layout *L = &s->rt.layout;
+    bool use_memo = !s->verify_codes && L->frames != PY_FRAMES_OBJECTS && th->copy.len;
+    struct py_walker walker = {.reader = &s->reader, .codes = s->codes, .stack = &th->copy,
+                               .skip_lines = true};
+    if (use_memo) {
+        stack_memo_begin(&th->memo, &th->copy, py_frame_read_size(L));
+        walker.stop = stack_memo_stop;
+        walker.stop_ctx = &th->memo;
+    }
     size_t count = 0;
     enum py_walk_status status = py_walk_frames(&walker, pt->top_frame, s->frames,
                                                 MAX_STACK_DEPTH, &count);
-    *torn = status != PY_WALK_OK && status != PY_WALK_TOO_DEEP;
-    uint32_t depth = 0;
-    /* The walk yields innermost first; profiles store outermost first. */
-    for (size_t i = count; i-- > 0;) {
+    bool stopped = status == PY_WALK_STOPPED;
+    *torn = status != PY_WALK_OK && status != PY_WALK_TOO_DEEP && !stopped;
+    for (size_t i = 0; i < count; i++) {
         uint32_t id = frame_id_for(s, s->frames[i].code_addr, s->frames[i].instr_offset, torn);
-        if (id == UINT32_MAX)
+        if (id == UINT32_MAX) {
+            th->memo.valid = false;
             return UINT32_MAX;
-        s->stack_ids[depth++] = id;
+        }
+        s->walk_ids[i] = id;
     }
+    const uint32_t *ids = s->walk_ids;
+    size_t n = count;
+    if (use_memo) {
+        bool complete = (status == PY_WALK_OK || stopped) && !*torn;
+        if (stack_memo_commit(&th->memo, &th->copy, s->frames, s->walk_ids, count, stopped,
+                              complete) != 0) {
+            *torn = true; /* out of memory: the part not walked is lost */
+            return UINT32_MAX;
+        }
+        if (stopped) {
+            ids = th->memo.ids;
+            n = th->memo.count < MAX_STACK_DEPTH ? th->memo.count : MAX_STACK_DEPTH;
+        }
+    } else {
+        th->memo.valid = false;
+    }
+    /* Innermost first so far; profiles store outermost first. */
+    uint32_t depth = 0;
+    for (size_t i = n; i-- > 0;)
+        s->stack_ids[depth++] = ids[i];
     if (in_gc) {
         /* Remember what the collection runs on top of: the code that
          * allocated and so triggered it. */

@@ -37,6 +37,7 @@ struct sampler {
     struct frame_key_cache *frame_keys;
     struct py_frame *frames;          /* scratch for one walk */
     uint32_t *stack_ids;              /* scratch: frame ids of one stack */
+    uint32_t *walk_ids;               /* scratch: ids of the frames one walk read */
     struct sampled_thread *threads;
     size_t n_threads, cap_threads;
     struct profile *profile;
