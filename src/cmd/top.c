@@ -299,7 +299,9 @@ int cmd_top(int argc, char **argv)
     enter_raw_mode(&view);
     session_run(&session, &stop_requested, on_tick, &view);
     restore_terminal();
-    session_finish(&session, false);
+    /* Quitting top ends a program it started, as leaving py-spy top does;
+     * one that exited by itself is only waited for. */
+    session_finish(&session, stop_requested != 0);
     free(view.prev_counts);
     free(view.prev_threads);
     profile_free(&profile);
