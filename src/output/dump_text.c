@@ -96,18 +96,57 @@ static void write_mark_tag(FILE *out, const struct report_reentry_mark *mark,
                 strcmp(mark->category, "gc") == 0 ? "GC" : mark->category, p->reset);
 }
 
+/* A frame line is assembled in memory and written once: dumps of deep
+ * stacks print thousands of them, and a stdio call per piece showed. */
+struct line {
+    char buf[1024];
+    size_t len;
+};
+
+static void line_add(struct line *l, const char *text)
+{
+    size_t n = strlen(text);
+    if (n > sizeof l->buf - l->len)
+        n = sizeof l->buf - l->len;
+    memcpy(l->buf + l->len, text, n);
+    l->len += n;
+}
+
+static void line_add_sanitized(struct line *l, const char *text)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (const unsigned char *c = (const unsigned char *)text; *c && l->len < sizeof l->buf; c++) {
+        if (*c >= 0x20 && *c != 0x7f) {
+            l->buf[l->len++] = (char)*c;
+        } else if (sizeof l->buf - l->len >= 4) {
+            l->buf[l->len++] = '\\';
+            l->buf[l->len++] = 'x';
+            l->buf[l->len++] = hex[*c >> 4];
+            l->buf[l->len++] = hex[*c & 15];
+        } else {
+            break;
+        }
+    }
+}
+
 static void write_python_frame(FILE *out, const struct stack_report *report,
                                const struct report_frame *f, const struct palette *p,
                                const struct report_reentry_mark *mark)
 {
     write_gutter(out, mark, p);
-    fputs(p->bold, out);
-    put_sanitized(out, f->function);
-    fprintf(out, "%s (", p->reset);
-    put_sanitized(out, stack_report_short_path(f->file));
-    if (f->line >= 0)
-        fprintf(out, ":%d", f->line);
-    fputs(")", out);
+    struct line l = {.len = 0};
+    line_add(&l, p->bold);
+    line_add_sanitized(&l, f->function);
+    line_add(&l, p->reset);
+    line_add(&l, " (");
+    line_add_sanitized(&l, stack_report_short_path(f->file));
+    if (f->line >= 0) {
+        char number[16];
+        snprintf(number, sizeof number, ":%d", f->line);
+        line_add(&l, number);
+    }
+    line_add(&l, ")");
+    fwrite(l.buf, 1, l.len, out);
     write_mark_tag(out, mark, p);
     fputc('\n', out);
     if (!report->locals)

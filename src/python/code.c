@@ -71,6 +71,7 @@ static struct py_code *code_read(struct py_reader *r, uint64_t addr)
     if (qualname == 0 || py_str(r, qualname, c->qualname, sizeof c->qualname) != 0)
         snprintf(c->qualname, sizeof c->qualname, "%s", c->name);
     c->firstlineno = firstlineno;
+    c->last_offset = -1;
     c->name_obj = name;
     c->filename_obj = filename;
     static uint64_t serials;
@@ -153,6 +154,13 @@ int py_code_line(const struct py_code *code, const struct py_layout *L, long byt
         return code->firstlineno;
     if (!code->linetable || byte_offset > (long)INT32_MAX)
         return -1;
-    return py_line_for_offset(L->linetable, code->linetable, code->linetable_len,
-                              code->firstlineno, (int)byte_offset);
+    if (byte_offset == code->last_offset)
+        return code->last_line;
+    int line = py_line_for_offset(L->linetable, code->linetable, code->linetable_len,
+                                  code->firstlineno, (int)byte_offset);
+    /* The memo belongs to the cache entry, which is not const. */
+    struct py_code *memo = (struct py_code *)code;
+    memo->last_offset = byte_offset;
+    memo->last_line = line;
+    return line;
 }

@@ -18,6 +18,10 @@ struct py_code {
     /* What identifies the object at addr, for py_code_get_verified. */
     uint64_t name_obj, filename_obj;
     uint64_t serial;         /* distinct for every code object read */
+    /* The last line looked up: recursion asks for the same one again and
+     * again (offset -1: none yet). */
+    long last_offset;
+    int last_line;
 };
 
 #define PY_CODE_CACHE_SLOTS 1024
