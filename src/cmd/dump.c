@@ -56,6 +56,11 @@ static void dump_usage(FILE *out)
 
 static void write_report(const struct stack_report *report, bool json, int color)
 {
+    /* A dump of many deep stacks is hundreds of kilobytes: written in a few
+     * large pieces instead of one system call per 4 KiB (a terminal still
+     * sees every line, as it is flushed at the end). */
+    static char buffer[1 << 16];
+    setvbuf(stdout, buffer, _IOFBF, sizeof buffer);
     if (json)
         stack_report_write_json(stdout, report);
     else
