@@ -129,6 +129,19 @@ static void line_add_sanitized(struct line *l, const char *text)
     }
 }
 
+/* Frames of one code object share one file name string: its short form is
+ * worked out once per run of such frames. */
+static const char *last_file, *last_short;   /* reset for every report */
+
+static const char *short_path_of(const char *file)
+{
+    if (file != last_file) {
+        last_file = file;
+        last_short = stack_report_short_path(file);
+    }
+    return last_short;
+}
+
 static void write_python_frame(FILE *out, const struct stack_report *report,
                                const struct report_frame *f, const struct palette *p,
                                const struct report_reentry_mark *mark)
@@ -139,7 +152,7 @@ static void write_python_frame(FILE *out, const struct stack_report *report,
     line_add_sanitized(&l, f->function);
     line_add(&l, p->reset);
     line_add(&l, " (");
-    line_add_sanitized(&l, stack_report_short_path(f->file));
+    line_add_sanitized(&l, short_path_of(f->file));
     if (f->line >= 0) {
         char number[16];
         snprintf(number, sizeof number, ":%d", f->line);
@@ -366,6 +379,7 @@ static void write_reentry(FILE *out, const struct stack_report *report, const st
 
 void stack_report_write_text(FILE *out, const struct stack_report *report, bool color)
 {
+    last_file = last_short = NULL;
     const struct palette *p = color ? &colors : &plain;
     if (report->reentry)
         write_reentry(out, report, p);

@@ -18,14 +18,51 @@ void report_native_free(struct report_native *native)
     free(native);
 }
 
+struct report_names {
+    struct report_names *next;
+    size_t used, cap;
+    char text[];
+};
+
+char *report_names_add(struct report_names **pool, const char *text)
+{
+    size_t n = strlen(text) + 1;
+    struct report_names *block = *pool;
+    if (!block || block->cap - block->used < n) {
+        size_t cap = n > 16384 ? n : 16384;
+        block = malloc(sizeof *block + cap);
+        if (!block)
+            return NULL;
+        block->next = *pool;
+        block->used = 0;
+        block->cap = cap;
+        *pool = block;
+    }
+    char *copy = block->text + block->used;
+    memcpy(copy, text, n);
+    block->used += n;
+    return copy;
+}
+
+void report_names_free(struct report_names *pool)
+{
+    while (pool) {
+        struct report_names *next = pool->next;
+        free(pool);
+        pool = next;
+    }
+}
+
 void stack_report_free(struct stack_report *report)
 {
     for (size_t i = 0; i < report->n_threads; i++) {
         struct report_thread *th = &report->threads[i];
         for (size_t k = 0; k < th->n_frames; k++) {
             struct report_frame *f = &th->frames[k];
-            free(f->function);
-            free(f->file);
+            if (!f->names_pooled) {
+                free(f->function);
+                free(f->file);
+            }
             for (size_t v = 0; v < f->n_locals; v++) {
                 free(f->locals[v].name);
                 free(f->locals[v].type);
@@ -42,6 +79,8 @@ void stack_report_free(struct stack_report *report)
     free(report->os_threads);
     report->os_threads = NULL;
     report->n_os_threads = 0;
+    report_names_free(report->names);
+    report->names = NULL;
     free(report->threads);
     report->threads = NULL;
     report->n_threads = 0;

@@ -16,7 +16,34 @@
 
 #define MAX_TIDS 8192
 
+/* Each code object's names, copied into the report's pool once per dump. */
+#define NAME_SLOTS 512
+
+struct code_names {
+    uint64_t code;
+    const char *function, *file;
+};
+
+static bool names_for(struct code_names *table, struct report_names **pool, uint64_t code_addr,
+                      const struct py_code *code, const char **function, const char **file)
+{
+    struct code_names *slot = &table[(code_addr >> 4) % NAME_SLOTS];
+    if (code && slot->code == code_addr) {
+        *function = slot->function;
+        *file = slot->file;
+        return true;
+    }
+    *function = report_names_add(pool, code ? code->qualname : "<unreadable code>");
+    *file = report_names_add(pool, code ? code->filename : "?");
+    if (!*function || !*file)
+        return false;
+    if (code)
+        *slot = (struct code_names){code_addr, *function, *file};
+    return true;
+}
+
 static int fill_frames(struct py_walker *w, const struct py_frame *frames, size_t n,
+                       struct code_names *names, struct report_names **pool,
                        struct report_thread *out)
 {
     out->frames = calloc(n ? n : 1, sizeof *out->frames);
@@ -25,17 +52,16 @@ static int fill_frames(struct py_walker *w, const struct py_frame *frames, size_
     for (size_t i = 0; i < n; i++) {
         const struct py_code *code = py_code_get(w->codes, w->reader, frames[i].code_addr);
         struct report_frame *f = &out->frames[out->n_frames];
-        f->function = strdup(code ? code->qualname : "<unreadable code>");
-        f->file = strdup(code ? code->filename : "?");
+        const char *function, *file;
+        if (!names_for(names, pool, frames[i].code_addr, code, &function, &file))
+            return -1;
+        f->function = (char *)function;
+        f->file = (char *)file;
+        f->names_pooled = true;
         f->line = code ? frames[i].line : -1;
         f->frame_addr = frames[i].frame_addr;
         f->code_addr = frames[i].code_addr;
         f->is_entry = frames[i].is_entry;
-        if (!f->function || !f->file) {
-            free(f->function);
-            free(f->file);
-            return -1;
-        }
         out->n_frames++;
     }
     return 0;
@@ -205,6 +231,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
     struct py_reader reader;
     py_reader_init(&reader, rt);
     struct py_code_cache *codes = calloc(1, sizeof *codes);
+    struct code_names *names_of_code = calloc(NAME_SLOTS, sizeof *names_of_code);
     struct py_frame *frames = malloc(sizeof *frames * PY_MAX_FRAMES);
     pid_t *tids = malloc(sizeof *tids * MAX_TIDS);
     char (*names)[64] = NULL;
@@ -212,7 +239,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
     struct py_stack_copy stack_copy = {0};
     struct py_snapshot snap = {0};
     int rc = -1;
-    if (!codes || !frames || !tids) {
+    if (!codes || !names_of_code || !frames || !tids) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         goto out;
     }
@@ -319,7 +346,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         if (!th->complete)
             snprintf(th->error, sizeof th->error, "%s after %zu frames",
                      py_walk_status_text(status), count);
-        if (fill_frames(&walker, frames, count, th) != 0 ||
+        if (fill_frames(&walker, frames, count, names_of_code, &report->names, th) != 0 ||
             (opts->raw && keep_raw(opts->raw, report->n_threads - 1, pt, &activity, frames, count) != 0)) {
             error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
             goto out;
@@ -332,6 +359,7 @@ out:
         free(codes);
     }
     py_stack_copy_free(&stack_copy);
+    free(names_of_code);
     free(frames);
     free(tids);
     free(names);
