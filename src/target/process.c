@@ -377,8 +377,16 @@ int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out)
     /* The syscall file alone answers almost every time; stat is read only
      * when it cannot (one open per thread matters with hundreds of them). */
     snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return process_thread_run_state(pid, tid, out);
+    /* The kernel writes the whole line in one read: no second read to see
+     * the end (a dump does this for every thread). */
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return process_thread_run_state(pid, tid, out);
+    buf[n] = '\0';
     parse_syscall_file(buf, out);
     return 0;
 }
