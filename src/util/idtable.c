@@ -20,7 +20,8 @@ uint64_t idtable_hash(uint64_t seed, const void *data, size_t len)
         len -= 8;
     }
     uint64_t tail = 0;
-    memcpy(&tail, p, len);
+    if (len)
+        memcpy(&tail, p, len);
     h = (h ^ tail) * 0x9e3779b97f4a7c15ull;
     return h ^ (h >> 32);
 }
