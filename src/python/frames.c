@@ -306,8 +306,15 @@ static enum py_walk_status walk_interpreter_frames(struct py_walker *w, uint64_t
         }
         at_entry = false;
         uint64_t code_addr = field_u64(buf, L->iframe_executable) & tag_mask;
-        if (code_addr == 0)
-            return PY_WALK_INVALID; /* a frame being pushed, or memory reused */
+        if (code_addr == 0) {
+            /* The newest frame may be on its way in or out (3.14 clears a
+             * popped frame's executable); below it, an empty frame means
+             * the chain was read while it changed. */
+            if (visited > 1)
+                return PY_WALK_INVALID;
+            frame = previous;
+            continue;
+        }
         const struct py_code *code = py_code_get(w->codes, r, code_addr);
         if (!code) {
             /* 3.13+ frames may run non-code executables; anything else is torn. */
