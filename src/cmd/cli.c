@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 bool cli_parse_pid(const char *text, pid_t *pid)
@@ -28,5 +29,20 @@ bool cli_parse_rate(const char *text, double max_hz, bool allow_max, double *rat
     if (end == text || *end || !(v > 0) || v > max_hz)
         return false;
     *rate = v;
+    return true;
+}
+
+bool cli_parse_color(const char *text, int *color)
+{
+    if (strcmp(text, "always") == 0)
+        *color = 1;
+    else if (strcmp(text, "never") == 0)
+        *color = 0;
+    else if (strcmp(text, "auto") == 0)
+        *color = -1;
+    else {
+        fprintf(stderr, "pyscope: --color takes always, never or auto\n");
+        return false;
+    }
     return true;
 }

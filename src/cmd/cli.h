@@ -10,4 +10,8 @@ bool cli_parse_pid(const char *text, pid_t *pid);
 /* A sampling rate in Hz (0 < rate <= max_hz); "max" gives 0 when allowed. */
 bool cli_parse_rate(const char *text, double max_hz, bool allow_max, double *rate);
 
+/* --color: "always" 1, "never" 0, "auto" -1 (decided later by isatty);
+ * false, with a message on stderr, for anything else. */
+bool cli_parse_color(const char *text, int *color);
+
 #endif

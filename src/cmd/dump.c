@@ -254,16 +254,8 @@ int cmd_dump(int argc, char **argv)
             lib_paths[copts.n_lib_paths++] = optarg;
             break;
         case OPT_COLOR:
-            if (strcmp(optarg, "always") == 0)
-                color = 1;
-            else if (strcmp(optarg, "never") == 0)
-                color = 0;
-            else if (strcmp(optarg, "auto") == 0)
-                color = -1;
-            else {
-                fprintf(stderr, "pyscope: --color takes always, never or auto\n");
+            if (!cli_parse_color(optarg, &color))
                 return PYSCOPE_ERR_USAGE;
-            }
             break;
         case 'h': dump_usage(stdout); return 0;
         default: dump_usage(stderr); return PYSCOPE_ERR_USAGE;

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmd/cli.h"
 #include "cmd/commands.h"
 #include "output/why_report.h"
 #include "python/hang.h"
@@ -111,16 +112,8 @@ int cmd_why(int argc, char **argv)
             }
             break;
         case 'C':
-            if (strcmp(optarg, "always") == 0)
-                color = 1;
-            else if (strcmp(optarg, "never") == 0)
-                color = 0;
-            else if (strcmp(optarg, "auto") == 0)
-                color = -1;
-            else {
-                fprintf(stderr, "pyscope: --color takes always, never or auto\n");
+            if (!cli_parse_color(optarg, &color))
                 return PYSCOPE_ERR_USAGE;
-            }
             break;
         case 'h': why_usage(stdout); return 0;
         default: why_usage(stderr); return PYSCOPE_ERR_USAGE;
