@@ -22,6 +22,7 @@
 #include "util/clock.h"
 
 #define MAX_LIB_PATHS 32
+#define PAUSED_RETRIES 30       /* of 10 ms, as an unpaused read waits */
 
 static void dump_usage(FILE *out)
 {
@@ -159,17 +160,29 @@ static int dump_live(pid_t pid, bool pause, const struct collect_request *req, b
     if (verbose)
         fprintf(stderr, "pyscope: CPython %s, _PyRuntime at 0x%llx in %s; layout from %s\n",
                 rt.version, (unsigned long long)rt.runtime_addr, rt.binary, rt.layout.source);
-    if (pause && process_pause(pid, &err) != 0)
-        goto fail;
-
-    report.pid = pid;
-    report.paused = pause;
-    process_cmdline(pid, report.command, sizeof report.command);
-    process_exe(pid, report.executable, sizeof report.executable);
-    snprintf(report.python_version, sizeof report.python_version, "%s", rt.version);
-    int rc = collect_report(t, &rt, req, &report, &err);
-    if (pause)
-        process_resume();
+    int rc;
+    /* A process stopped between two interpreters (starting up, or
+     * finalizing) stays that way while it is stopped: let it run for a
+     * moment and look again, as an unpaused read does by itself. */
+    for (int attempt = 0;; attempt++) {
+        if (pause && process_pause(pid, &err) != 0)
+            goto fail;
+        report.pid = pid;
+        report.paused = pause;
+        process_cmdline(pid, report.command, sizeof report.command);
+        process_exe(pid, report.executable, sizeof report.executable);
+        snprintf(report.python_version, sizeof report.python_version, "%s", rt.version);
+        rc = collect_report(t, &rt, req, &report, &err);
+        if (pause)
+            process_resume();
+        if (rc == 0 || !pause || !report.no_interpreter || attempt == PAUSED_RETRIES ||
+            process_gone(pid))
+            break;
+        stack_report_free(&report);
+        memset(&report, 0, sizeof report);
+        usleep(10000);
+        target_cache_invalidate(t);
+    }
     if (rc != 0)
         goto fail;
     /* A target that died while we read leaves partial, meaningless stacks. */

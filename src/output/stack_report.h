@@ -148,6 +148,7 @@ struct stack_report {
     char executable[PATH_MAX];
     char python_version[32];
     bool paused;
+    bool no_interpreter;         /* the read found CPython loaded but no interpreter */
     bool gc_collecting;
     char core_path[PATH_MAX];    /* "" for a live process */
     struct report_signal signal;

@@ -266,6 +266,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         goto out;
     }
     if (snap.n_interps == 0) {
+        report->no_interpreter = true;
         error_set(err, PYSCOPE_ERR_OTHER,
                   "process %d has CPython %s loaded but no interpreter running (starting up or "
                   "shutting down?)",
