@@ -1,7 +1,10 @@
 # pyscope: build, test, demo, install.
 #   make            build ./pyscope
 #   make demo       build, start the bundled demo program and dump it
-#   make test       unit tests, consumer checks, integration tests, and both again under ASan+UBSan
+#   make test       unit tests and fuzzers (release and ASan+UBSan), consumer checks, the
+#                   integration suite, and again under ASan+UBSan on four interpreters;
+#                   ends with each stage's time and the 20 slowest tests
+#   make test-quick unit tests and the integration suite on two interpreters (the edit loop)
 #   make consumers  profile output read by its real consumers (go tool pprof, speedscope's schema)
 #   make bench-html size and opening time of the HTML report of 10 minutes x 50 threads
 #   make install PREFIX=/usr/local [PYTHON=/path/to/python]   (PYTHON: for %load_ext pyscope)
@@ -9,9 +12,18 @@
 CC      ?= gcc
 PREFIX  ?= /usr/local
 PYTHON_TEST ?= /usr/bin/python3
-# Tests that compare timings with what the kernel shows (GIL hand-offs, thread
-# states) can lose a race on a loaded machine; a failure must repeat to count.
-PYTEST_RERUNS ?= --reruns 2 --reruns-delay 1
+# The integration suite runs under pytest-xdist, except the tests marked
+# serial (timing and CPU shares compared with the truth), which run alone
+# afterwards. Most tests wait on their target more than they compute, so
+# one worker more than the machine's CPUs keeps both busy.
+XDIST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+# The ASan+UBSan pass of the integration suite: the oldest and a newer
+# shared-libpython build, and Debian's static 3.11 and 3.15.
+ASAN_INTERPRETERS ?= 3.8.18,3.12.1,debian-3.11,debian-3.15
+QUICK_INTERPRETERS ?= 3.8.18,debian-3.15
+RESULTS = build/test-results
+PYTEST = $(PYTHON_TEST) -m pytest -q
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Isrc
 CFLAGS  ?= -O2 -g
 # elfutils and the compression libraries it reads debug sections with are
@@ -34,7 +46,7 @@ UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=build/release/unit/%)
 UNIT_SAN_BIN := $(UNIT_SRC:tests/unit/%.c=build/asan/unit/%)
 
-DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev liblzma-dev libbz2-dev python3-pytest python3-pytest-rerunfailures \
+DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev liblzma-dev libbz2-dev python3-pytest python3-pytest-xdist \
                patchelf \
                gdb python3.11-dev python3.11-dbg clang libclang-rt-14-dev
 # `make test` only: headless Chromium, which opens the HTML report in
@@ -50,8 +62,8 @@ CONSUMER_NPM      = speedscope@1.25.0 ajv@8.20.0
 CONSUMER_NODE_DIR = build/consumers/npm
 SAMPLES_DIR       = build/consumers/samples
 
-.PHONY: all asan deps test-deps unit unit-asan integration integration-asan fuzz test demo install \
-        clean consumers consumers-deps bench-html
+.PHONY: all asan deps test-deps unit unit-asan integration integration-serial integration-asan \
+        fuzz test test-quick test-build demo install clean consumers consumers-deps bench-html
 
 all: pyscope
 
@@ -132,16 +144,16 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC) $(HTML_ASSETS_C)
 	@echo "  FUZZ    $@"
 	@$(FUZZ_CC) $(CFLAGS_COMMON) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(HTML_ASSETS_C) $(LIBS)
 
-fuzz: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
-	@set -e; for t in $(FUZZ_TARGETS); do \
-	  rm -rf build/fuzz/corpus-$$t; mkdir -p build/fuzz/corpus-$$t; \
-	  cp tests/fuzz/corpus/$$t/* build/fuzz/corpus-$$t/; \
-	  echo "fuzzing $$t for $(FUZZ_TIME)s"; \
-	  build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) -rss_limit_mb=2048 -timeout=10 \
-	    -max_len=262144 -artifact_prefix=build/fuzz/crash-$$t- build/fuzz/corpus-$$t \
-	    2>build/fuzz/fuzz-$$t.log || { tail -40 build/fuzz/fuzz-$$t.log; exit 1; }; \
-	  grep -E "^#[0-9]+.*DONE" build/fuzz/fuzz-$$t.log | tail -1; \
-	done
+fuzz: $(FUZZ_TARGETS:%=fuzz-%)
+
+fuzz-%: build/fuzz/fuzz_%
+	@rm -rf build/fuzz/corpus-$*; mkdir -p build/fuzz/corpus-$*
+	@cp tests/fuzz/corpus/$*/* build/fuzz/corpus-$*/
+	@echo "fuzzing $* for $(FUZZ_TIME)s"
+	@build/fuzz/fuzz_$* -max_total_time=$(FUZZ_TIME) -rss_limit_mb=2048 -timeout=10 \
+	    -max_len=262144 -artifact_prefix=build/fuzz/crash-$*- build/fuzz/corpus-$* \
+	    2>build/fuzz/fuzz-$*.log || { tail -40 build/fuzz/fuzz-$*.log; exit 1; }
+	@grep -E "^#[0-9]+.*DONE" build/fuzz/fuzz-$*.log | tail -1 | sed 's/^/$*: /'
 
 # Installs the missing Debian packages of a list when run as root; otherwise
 # prints the line to run.
@@ -161,25 +173,57 @@ deps:
 test-deps:
 	$(call install_debs,$(DEB_PACKAGES) $(TEST_DEB_PACKAGES))
 
-unit: $(UNIT_BIN)
-	@set -e; for t in $(UNIT_BIN); do $$t; done
+# Each unit test binary is its own target, so `make -jN unit` runs them side by side.
+unit: $(UNIT_BIN:%=%.run)
+unit-asan: $(UNIT_SAN_BIN:%=%.run)
 
-unit-asan: $(UNIT_SAN_BIN)
-	@set -e; for t in $(UNIT_SAN_BIN); do ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+build/release/unit/%.run: build/release/unit/%
+	@$<
 
+build/asan/unit/%.run: build/asan/unit/%
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $<
+
+# The integration suite: everything not marked serial under xdist, then the
+# serial tests alone. Each run leaves a JUnit file for the summary.
 integration: pyscope
-	PYSCOPE=$(CURDIR)/pyscope $(PYTHON_TEST) -m pytest -q $(PYTEST_RERUNS) tests/integration
+	@mkdir -p $(RESULTS)
+	PYSCOPE=$(CURDIR)/pyscope $(PYTEST) -n $(XDIST_WORKERS) -m "not serial" \
+	  --junitxml=$(RESULTS)/integration.xml tests/integration
 
+integration-serial: pyscope
+	@mkdir -p $(RESULTS)
+	PYSCOPE=$(CURDIR)/pyscope $(PYTEST) -m serial --junitxml=$(RESULTS)/integration-serial.xml tests/integration
+
+# Timing tests are left out under ASan: its slowdown is what they would measure.
 integration-asan: build/asan/pyscope
-	PYSCOPE=$(CURDIR)/build/asan/pyscope ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 $(PYTHON_TEST) -m pytest -q $(PYTEST_RERUNS) tests/integration
+	@mkdir -p $(RESULTS)
+	PYSCOPE=$(CURDIR)/build/asan/pyscope PYSCOPE_INTERPRETERS=$(ASAN_INTERPRETERS) $(ASAN_ENV) \
+	  $(PYTEST) -n $(XDIST_WORKERS) -m "not serial" --junitxml=$(RESULTS)/integration-asan.xml tests/integration
 
+test-build: pyscope build/asan/pyscope $(UNIT_BIN) $(UNIT_SAN_BIN) $(FUZZ_TARGETS:%=build/fuzz/fuzz_%) \
+            build/release/consumers/make_samples
+
+# Stages run one after another (each may use every CPU); a failing stage
+# does not stop the later ones, so one run shows every failure. The table
+# of stage times and slowest tests comes last.
 test: test-deps consumers-deps
-	$(MAKE) unit unit-asan
-	$(MAKE) fuzz
-	$(MAKE) consumers
-	$(MAKE) integration
-	$(MAKE) integration-asan
+	@rm -rf $(RESULTS); mkdir -p $(RESULTS)
+	@sh tests/run_stage.sh $(RESULTS) build $(MAKE) -j$$(nproc) test-build
+	@sh tests/run_stage.sh $(RESULTS) unit-and-fuzz $(MAKE) -j$$(nproc) -k unit unit-asan fuzz
+	@sh tests/run_stage.sh $(RESULTS) consumers $(MAKE) consumers
+	@sh tests/run_stage.sh $(RESULTS) integration $(MAKE) integration
+	@sh tests/run_stage.sh $(RESULTS) integration-serial $(MAKE) integration-serial
+	@sh tests/run_stage.sh $(RESULTS) integration-asan $(MAKE) integration-asan
+	@$(PYTHON_TEST) tests/test_summary.py $(RESULTS)
+
+# The edit loop: one old and one new interpreter, release build only.
+test-quick: pyscope
+	@rm -rf $(RESULTS); mkdir -p $(RESULTS)
+	@sh tests/run_stage.sh $(RESULTS) unit $(MAKE) -j$$(nproc) unit
+	@sh tests/run_stage.sh $(RESULTS) integration env PYSCOPE=$(CURDIR)/pyscope \
+	  PYSCOPE_INTERPRETERS=$(QUICK_INTERPRETERS) $(PYTEST) -n $(XDIST_WORKERS) -m "not serial" \
+	  --junitxml=$(RESULTS)/integration.xml tests/integration
+	@$(PYTHON_TEST) tests/test_summary.py $(RESULTS)
 
 # go and npm are found by command rather than by package: a Node.js from
 # elsewhere (e.g. NodeSource, which bundles npm) is as good as Debian's.

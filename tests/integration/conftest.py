@@ -17,6 +17,11 @@ Environment:
   PYSCOPE_FETCH_DEBIAN 1: download missing Debian interpreters (slow, network)
   PYSCOPE_TIMEOUT      seconds allowed for one pyscope run (default 10)
   PYSCOPE_STRICT       1: a missing expected interpreter fails the session
+  PYSCOPE_INTERPRETERS comma-separated ids (e.g. 3.8.18,debian-3.15): run the
+                       `interp` tests on these only (the ASan pass, make
+                       test-quick); the others are listed as not selected
+Under pytest-xdist each worker discovers the interpreters itself; the
+workers tell the controller which ones they used, for the summary.
 """
 
 import json
@@ -65,6 +70,7 @@ class Discovery:
         self.unsupported = []    # Interp, parametrizes `old_interp`
         self.skipped = []        # (id, reason)
         self.used = set()        # ids of interpreters a test actually ran with
+        self.unselected = []     # ids left out by PYSCOPE_INTERPRETERS
 
 
 def probe_version(path):
@@ -171,6 +177,21 @@ def discover_debian_new(found):
             found.skipped.append((ident, str(e)))
 
 
+def select_interpreters(found, wanted):
+    """Keep only the interpreters named in wanted (all when it is empty).
+    A name that matches no discovered interpreter is reported as skipped,
+    so that a typo cannot silently shrink the run."""
+    names = [w.strip() for w in wanted.split(",") if w.strip()]
+    if not names:
+        return
+    known = {i.id for i in found.supported}
+    for name in names:
+        if name not in known and name not in {ident for ident, _ in found.skipped}:
+            found.skipped.append((name, "named in PYSCOPE_INTERPRETERS but not found"))
+    found.unselected = [i.id for i in found.supported if i.id not in names]
+    found.supported = [i for i in found.supported if i.id in names]
+
+
 _DISCOVERY = None
 
 
@@ -181,6 +202,7 @@ def discovery():
         discover_pyenv(found)
         discover_debian_311(found)
         discover_debian_new(found)
+        select_interpreters(found, os.environ.get("PYSCOPE_INTERPRETERS", ""))
         _DISCOVERY = found
     return _DISCOVERY
 
@@ -194,6 +216,19 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("old_interp", interps, ids=[i.id for i in interps], indirect=True)
 
 
+def pytest_sessionfinish(session):
+    # An xdist worker hands the interpreters it used to the controller.
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["pyscope_used"] = sorted(discovery().used)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    output = getattr(node, "workeroutput", None) or {}
+    discovery().used.update(output.get("pyscope_used", ()))
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     found = discovery()
     tr = terminalreporter
@@ -203,6 +238,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr.write_line("interpreters exercised: %s" % (", ".join(exercised) or "none"))
     if idle:
         tr.write_line("interpreters found but not run (deselected): %s" % ", ".join(idle))
+    if found.unselected:
+        tr.write_line("interpreters not selected (PYSCOPE_INTERPRETERS): %s"
+                      % ", ".join(found.unselected))
     if found.skipped:
         tr.write_line("interpreters skipped: %s" % "; ".join(
             "%s (%s)" % (ident, reason) for ident, reason in found.skipped))

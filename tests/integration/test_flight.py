@@ -23,7 +23,7 @@ PROGRAM = PROGRAMS / "flight_fail.py"
 WINDOW_S = 1.0
 # The program runs longer than the window before failing, so the window is
 # full; how long exactly is random.
-DELAY_RANGE = (1.5, 3.0)
+DELAY_RANGE = (1.3, 2.0)
 # Between the program's last word (failing_at) and the moment pyscope stops
 # it: a few ms, but this machine is shared and busy.
 END_SLACK_S = 1.5
@@ -218,7 +218,7 @@ def test_dump_on_signal(interp, tmp_path, fmt):
     delay = round(random.uniform(*DELAY_RANGE), 2)
     proc = subprocess.Popen([str(PYSCOPE), "run", "--record-last", "%gs" % WINDOW_S, "-f", fmt,
                              "--dump-on", "SIGUSR2", "-o", str(out), "--", interp.path,
-                             str(PROGRAM), str(report), "signal", "0", "", str(2 * delay + 4)],
+                             str(PROGRAM), str(report), "signal", "0", "", str(2 * delay + 3)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=target_env(), start_new_session=True)
     try:
