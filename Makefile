@@ -136,13 +136,30 @@ build/release/consumers/make_samples: tests/consumers/make_samples.c $(OBJ)
 # memory fails the target.
 FUZZ_CC   ?= clang
 FUZZ_TIME ?= 20
-FUZZ_FLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+# The library is compiled once, instrumented for the fuzzer but without its
+# main (fuzzer-no-link), and linked into each target.
+FUZZ_SAN   = -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_FLAGS = -g -O1 -fsanitize=fuzzer-no-link $(FUZZ_SAN)
 FUZZ_TARGETS = core elf
+FUZZ_OBJ := $(LIB_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/gen/html_assets.o
 
-build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC) $(HTML_ASSETS_C)
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC/FUZZ $<"
+	@$(FUZZ_CC) $(CFLAGS_COMMON) $(FUZZ_FLAGS) -MMD -c -o $@ $<
+
+build/fuzz/obj/gen/html_assets.o: $(HTML_ASSETS_C) src/output/html_assets.h
+	@mkdir -p $(dir $@)
+	@$(FUZZ_CC) $(CFLAGS_COMMON) $(FUZZ_FLAGS) -c -o $@ $<
+
+# Reached only through pattern rules: without this, make would delete them
+# as intermediate files after each run.
+.SECONDARY: $(FUZZ_OBJ) $(FUZZ_TARGETS:%=build/fuzz/fuzz_%) $(UNIT_BIN) $(UNIT_SAN_BIN)
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ    $@"
-	@$(FUZZ_CC) $(CFLAGS_COMMON) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(HTML_ASSETS_C) $(LIBS)
+	@$(FUZZ_CC) $(CFLAGS_COMMON) -g -O1 -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $< $(FUZZ_OBJ) $(LIBS)
 
 fuzz: $(FUZZ_TARGETS:%=fuzz-%)
 
