@@ -35,6 +35,7 @@ static void why_usage(FILE *out)
             "  -j, --json          machine-readable output (schema: docs/why.md)\n"
             "  -i, --interval=MS   time between the two snapshots of the progress check\n"
             "                      (default %d; 0 skips the check)\n"
+            "  -v, --verbose       also print the liveness computation behind the verdict\n"
             "      --color=WHEN    always, never or auto (default: auto, on a terminal)\n"
             "  -h, --help          this help\n",
             DEFAULT_INTERVAL_MS);
@@ -94,17 +95,19 @@ int cmd_why(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},
         {"interval", required_argument, NULL, 'i'},
         {"color", required_argument, NULL, 'C'},
+        {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false;
+    bool json = false, verbose = false;
     int color = -1;
     long interval = DEFAULT_INTERVAL_MS;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "ji:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "ji:vh", longopts, NULL)) != -1) {
         switch (c) {
         case 'j': json = true; break;
+        case 'v': verbose = true; break;
         case 'i':
             if (!parse_number(optarg, 0, MAX_INTERVAL_MS, &interval)) {
                 fprintf(stderr, "pyscope: --interval takes milliseconds, 0 to %d\n", MAX_INTERVAL_MS);
@@ -162,8 +165,9 @@ int cmd_why(int argc, char **argv)
     }
     uint64_t caught = 0;
     process_caught_signals(pid, &caught);
-    struct hang_snapshot a = {&first.report, &first.raw, first.cpu_ns, caught};
-    struct hang_snapshot b = {&second.report, &second.raw, second.cpu_ns, caught};
+    struct hang_snapshot a = {&first.report, &first.raw, first.cpu_ns, caught, {0}};
+    py_signal_handlers_read(&rt, &a.handlers);
+    struct hang_snapshot b = {&second.report, &second.raw, second.cpu_ns, caught, a.handlers};
     if (hang_analyze(waits, &a, interval > 0 ? &b : NULL, (int)interval, &why) != 0) {
         error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
@@ -172,6 +176,7 @@ int cmd_why(int argc, char **argv)
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the diagnosis", (int)pid);
         goto fail;
     }
+    why.verbose = verbose;
     if (json)
         why_report_write_json(stdout, &why);
     else

@@ -28,10 +28,7 @@ NOT_YET = {
 }
 # Programs pyscope does not diagnose right yet: they must still fail (strict).
 PENDING = {name: "issue 11: not diagnosed yet" for name in (
-    "broken_barrier", "ctypes_sleep", "del_lock", "fork_held_lock", "future_never_set",
-    "gil_regex", "import_join", "join_cycle", "lost_notify", "notify_one_of_two",
-    "pool_self_wait", "queue_race", "rwlock_leak", "semaphore_leak", "signal_handler_lock",
-    "stopped", "task_done_missing", "urlopen_no_timeout")}
+    "gil_regex", "import_join", "stopped")}
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ from conftest import proc_state
 EXIT_OK, EXIT_USAGE = 0, 2
 
 VERDICTS = {"not_hung", "idle", "unchecked", "deadlock", "gil_held_while_blocked",
-            "lock_never_released", "queue_starved", "never_notified", "network_wait"}
+            "lock_never_released", "queue_starved", "never_notified", "network_wait",
+            "stopped", "gil_hog"}
 WAIT_KINDS = {"gil", "lock", "notify", "join", "socket", "select", "sleep", "child", "io",
               "futex", "syscall"}
 
@@ -51,7 +52,7 @@ def check_waiting_for(where, wait):
 
 def check_why_schema(doc, pid):
     for key in ("pyscope_version", "pid", "command", "executable", "python_version", "verdict",
-                "hung", "summary", "progress", "findings", "gil", "threads"):
+                "hung", "grade", "summary", "progress", "signals", "findings", "gil", "threads"):
         assert key in doc, "top-level key %r missing: %s" % (key, sorted(doc))
     assert doc["pid"] == pid
     assert doc["verdict"] in VERDICTS, doc["verdict"]
@@ -61,11 +62,17 @@ def check_why_schema(doc, pid):
                 "threads_changed", "threads_started", "threads_exited", "threads_running"):
         assert key in doc["progress"], "progress.%s missing" % key
     for finding in doc["findings"]:
-        for key in ("kind", "certain", "summary", "threads", "blocked_threads", "object"):
+        for key in ("kind", "certain", "grade", "summary", "threads", "blocked_threads",
+                "releasers", "object"):
             assert key in finding, "finding.%s missing: %r" % (key, finding)
         assert finding["kind"] in VERDICTS
+        assert finding["grade"] in ("certain", "probable")
+        assert finding["certain"] is (finding["grade"] == "certain")
     if doc["findings"]:
         assert doc["verdict"] == doc["findings"][0]["kind"]
+        assert doc["grade"] == doc["findings"][0]["grade"]
+    else:
+        assert doc["grade"] is None
     for index, thread in enumerate(doc["threads"]):
         where = "threads[%d]" % index
         for key in ("tid", "thread_id", "name", "state", "holds_gil", "syscall", "stuck",
@@ -354,14 +361,24 @@ def test_busy_not_hung(interp, start_program, pyscope):
         assert not any(t["stuck"] for t in doc["threads"])
 
 
-def test_blocking_is_idle(interp, start_program, pyscope):
-    """blocking.py waits on a lock the (sleeping) main thread can still
-    release, a socket and a sleep: nothing is stuck for good."""
+def test_blocking_lock_probably_hung(interp, start_program, pyscope):
+    """blocking.py waits on a lock never released, a socket and a sleep. Only
+    the main thread, which only sleeps, could still release the lock: the
+    lock waiter is probably hung (issue 11's graded verdicts), the rest is
+    idle."""
     target = start_program(interp, "blocking.py")
     target.wait_asleep()
+    tid = tids(target)
     doc = why_json(pyscope, target)
     threads = by_name(doc, target)
-    assert doc["verdict"] == "idle", explain(doc)
+    assert doc["verdict"] == "lock_never_released", explain(doc)
+    assert doc["grade"] == "probable"
+    finding = doc["findings"][0]
+    assert finding["grade"] == "probable" and finding["certain"] is False
+    assert finding_tids(finding) == [tid["lock-waiter"]]
+    assert finding_tids(finding, "releasers") == [tid["MainThread"]]
+    assert threads["MainThread"]["liveness"]["reason"] == "only sleeps"
+    assert [name for name, t in threads.items() if t["stuck"]] == ["lock-waiter"]
     assert doc["progress"]["progressing"] is False
     lock = threads["lock-waiter"]["waiting_for"]
     assert lock["kind"] == "lock" and lock["object"]["type"] == "Lock"
@@ -428,7 +445,12 @@ def test_other_waits(interp, start_program, pyscope):
     assert wait["event-waiter"]["forever"] is False
     assert wait["event-waiter"]["timeout_seconds"] == 3600
     assert wait["semaphore-waiter"]["forever"] is True
-    assert why_json(pyscope, target)["verdict"] == "idle"
+    # The semaphore and condition waiters have no timeout and only the
+    # sleeping main thread can reach their objects.
+    doc = why_json(pyscope, target)
+    assert doc["verdict"] == "never_notified" and doc["grade"] == "probable", explain(doc)
+    stuck = sorted(t["tid"] for t in doc["threads"] if t["stuck"])
+    assert stuck == sorted([tids(target)["semaphore-waiter"], tids(target)["condition-waiter"]])
 
 
 def test_idle_pool_is_not_hung(interp, start_program, pyscope):
