@@ -390,3 +390,44 @@ void wait_write_json(struct json_writer *jw, const struct stack_report *report,
     }
     json_end_object(jw);
 }
+
+void wait_stopped_describe(const struct stack_report *report, const struct report_thread *th,
+                           char *out, size_t size)
+{
+    out[0] = '\0';
+    if (!th->stopped)
+        return;
+    if (th->tracer) {
+        text_format(out, size, "stopped by its tracer, process %d", (int)th->tracer);
+        if (report->tracer == th->tracer && report->tracer_comm[0])
+            text_append(out, size, " (%s)", report->tracer_comm);
+    } else {
+        text_format(out, size, "stopped by a signal (SIGSTOP, SIGTSTP, ...)");
+    }
+}
+
+void wait_write_stopped_json(struct json_writer *w, const struct stack_report *report,
+                             const struct report_thread *th)
+{
+    json_key(w, "stopped");
+    if (!th->stopped) {
+        json_null(w);
+        return;
+    }
+    char resume[64];
+    json_begin_object(w);
+    json_member_string(w, "by", th->tracer ? "tracer" : "signal");
+    if (th->tracer)
+        json_member_int(w, "tracer_pid", th->tracer);
+    else
+        json_member_null(w, "tracer_pid");
+    json_member_string(w, "tracer_command",
+                       th->tracer && report->tracer == th->tracer && report->tracer_comm[0]
+                           ? report->tracer_comm : NULL);
+    if (th->tracer)
+        text_format(resume, sizeof resume, "detach the debugger (process %d)", (int)th->tracer);
+    else
+        text_format(resume, sizeof resume, "kill -CONT %d", (int)report->pid);
+    json_member_string(w, "resume", resume);
+    json_end_object(w);
+}

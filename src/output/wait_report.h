@@ -125,4 +125,13 @@ void wait_write_json(struct json_writer *w, const struct stack_report *report,
 
 const char *wait_kind_name(enum wait_kind kind);
 
+/* A stopped thread runs nothing, whatever its last syscall state says:
+ * "stopped by a signal" or "stopped by its tracer, process 812 (gdb)";
+ * "" when the thread is not stopped. */
+void wait_stopped_describe(const struct stack_report *report, const struct report_thread *th,
+                           char *out, size_t size);
+/* "stopped": null, or {"by": "signal"|"tracer", "tracer_pid", "tracer_command", "resume"}. */
+void wait_write_stopped_json(struct json_writer *w, const struct stack_report *report,
+                             const struct report_thread *th);
+
 #endif

@@ -113,7 +113,8 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
                     f->grade == WHY_GRADE_PROBABLE ? " (probable)" : "");
             /* A probable deadlock's holders are inferred, which only the
              * summary says; elsewhere each thread's wait tells it all. */
-            bool summary = f->kind == WHY_GIL_BLOCKED || (f->kind == WHY_DEADLOCK && !f->certain);
+            bool summary = f->kind == WHY_GIL_BLOCKED || f->kind == WHY_STOPPED ||
+                           (f->kind == WHY_DEADLOCK && !f->certain);
             if (summary)
                 fprintf(out, "     %s\n", f->summary);
             else
@@ -159,8 +160,14 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
         fputs(p->bold, out);
         thread_label(out, th);
         fputs(p->reset, out);
-        fprintf(out, "  %s", state_text(th));
-        if (th->syscall && th->state != THREAD_WAITING_GIL)
+        if (th->stopped) {
+            char stopped[160];
+            wait_stopped_describe(report, th, stopped, sizeof stopped);
+            fprintf(out, "  %s%s%s", p->red, stopped, p->reset);
+        } else {
+            fprintf(out, "  %s", state_text(th));
+        }
+        if (th->syscall && th->state != THREAD_WAITING_GIL && !th->stopped)
             fprintf(out, " (%s)", th->syscall);
         if (why->threads[i].stuck)
             fprintf(out, "  %s[stuck]%s", p->red, p->reset);
@@ -334,6 +341,7 @@ void why_report_write_json(FILE *out, const struct why_report *why)
         else
             json_null(&w);
         json_liveness(&w, why, (int)i);
+        wait_write_stopped_json(&w, report, th);
         wait_write_json(&w, report, th);
         json_key(&w, "frames");
         json_begin_array(&w);

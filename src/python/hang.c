@@ -172,7 +172,7 @@ static void compare_snapshots(const struct hang_snapshot *first, const struct ha
         /* Only a thread running Python (holding the GIL outside any
          * syscall) counts: one seen on CPU without the GIL may be a GIL
          * waiter between two timed waits. */
-        if (th->state == THREAD_HOLDING_GIL && !th->syscall)
+        if (th->state == THREAD_HOLDING_GIL && !th->syscall && !th->stopped)
             p->threads_running++;
     }
     if (!cpu_known)
@@ -320,6 +320,8 @@ static enum why_live own_liveness(const struct analysis *an, int i)
 {
     const struct report_thread *th = &an->first->report->threads[i];
     const struct report_wait *w = th->wait;
+    if (th->stopped)
+        return WHY_LIVE_STOPPED;
     if (an->why->threads[i].changed)
         return WHY_LIVE_CHANGED;
     if (!w || w->kind == WAIT_NONE || w->kind == WAIT_GIL || th->state == THREAD_RUNNING ||
@@ -848,9 +850,42 @@ static void gil_finding(struct analysis *an, const struct hang_snapshot *second)
     }
 }
 
+/* A stopped process runs nothing until it is continued: that comes before
+ * anything its threads wait for. */
+static void stopped_finding(struct analysis *an)
+{
+    const struct stack_report *report = an->first->report;
+    if (!report->n_stopped)
+        return;
+    struct why_finding *f = new_finding(an, WHY_STOPPED);
+    if (!f)
+        return;
+    f->certain = true;
+    f->grade = WHY_GRADE_CERTAIN;
+    for (int i = 0; i < an->n; i++)
+        if (report->threads[i].stopped)
+            add_thread(f->threads, &f->n_threads, i);
+    char *s = f->summary;
+    size_t size = sizeof f->summary;
+    if (report->n_stopped >= an->n)
+        text_format(s, size, "the process is stopped");
+    else
+        text_format(s, size, "%d of %d threads are stopped", report->n_stopped, an->n);
+    if (report->tracer) {
+        text_append(s, size, " by its tracer, process %d", (int)report->tracer);
+        if (report->tracer_comm[0])
+            text_append(s, size, " (%s)", report->tracer_comm);
+        text_append(s, size, ", and runs nothing until the debugger continues or detaches it");
+    } else {
+        text_append(s, size, " by a signal (SIGSTOP, SIGTSTP: kill -STOP, Ctrl-Z) and runs nothing "
+                             "until continued; resume it with: kill -CONT %d", (int)report->pid);
+    }
+}
+
 static int verdict_rank(enum why_verdict v)
 {
     switch (v) {
+    case WHY_STOPPED: return -1;
     case WHY_DEADLOCK: return 0;
     case WHY_GIL_BLOCKED: return 1;
     case WHY_LOCK_NEVER_RELEASED: return 2;
@@ -886,6 +921,9 @@ static void headline(struct analysis *an)
     if (f->grade == WHY_GRADE_PROBABLE && f->kind != WHY_DEADLOCK)
         text_append(s, size, "probably hung: ");
     switch (f->kind) {
+    case WHY_STOPPED:
+        text_append(s, size, "%s", f->summary);
+        break;
     case WHY_DEADLOCK:
         text_append(s, size, "%s between ", f->certain ? "deadlock" : "probable deadlock");
         for (int m = 0; m < f->n_threads && m < 4; m++) {
@@ -999,6 +1037,7 @@ int hang_analyze(struct waits_ctx *ctx, const struct hang_snapshot *first,
     for (int i = 0; i < n; i++)
         if (stuck(&an, i) && an.nodes[i].index < 0)
             strongconnect(&an, i);
+    stopped_finding(&an);
     deadlock_findings(&an);
     gil_finding(&an, second);
     root_findings(&an);

@@ -28,7 +28,7 @@ NOT_YET = {
 }
 # Programs pyscope does not diagnose right yet: they must still fail (strict).
 PENDING = {name: "issue 11: not diagnosed yet" for name in (
-    "gil_regex", "import_join", "stopped")}
+    "gil_regex", "import_join")}
 
 
 @pytest.fixture
@@ -168,3 +168,51 @@ def test_field(interp, program, start_field, pyscope, request):
     check(doc, report)
     if program == "stopped":
         assert proc_state(subject.pid) == "T"
+
+
+def test_stopped_by_tracer(interp, start_field, pyscope):
+    """A debugger attached and left the process stopped (gdb attaches every
+    thread; here without detaching): stopped by its tracer, which is named."""
+    target = start_field(interp, "stopped")
+    pid = target.pid
+    wait_gone(pid, target.report["extra"]["reporter"])
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    PTRACE_ATTACH, PTRACE_DETACH, WALL = 16, 17, 0x40000000
+    attached = []
+    try:
+        for tid in tid_names(target.report):
+            if libc.ptrace(PTRACE_ATTACH, tid, None, None) != 0:
+                pytest.skip("ptrace attach not permitted: errno %d" % ctypes.get_errno())
+            attached.append(tid)
+            os.waitpid(tid, WALL)
+        wait_states(pid, attached, ("t",))
+        result = pyscope("why", "--json", pid)
+        assert result.returncode == 0, repr(result)
+        doc = json.loads(result.stdout)
+        assert doc["verdict"] == "stopped" and doc["grade"] == "certain", doc["summary"]
+        assert "tracer, process %d" % os.getpid() in doc["summary"], doc["summary"]
+        main = [t for t in doc["threads"] if t["tid"] == pid][0]
+        assert main["stopped"]["by"] == "tracer" and main["stopped"]["tracer_pid"] == os.getpid()
+        text = pyscope("dump", pid)
+        assert text.returncode == 0, repr(text)
+        assert "stopped by its tracer, process %d" % os.getpid() in text.stdout, text.stdout
+        assert "running, holds the GIL" not in text.stdout, text.stdout
+    finally:
+        for tid in attached:
+            libc.ptrace(PTRACE_DETACH, tid, None, None)
+
+
+def test_stopped_dump_text(interp, start_field, pyscope):
+    """dump says how to resume a process stopped by SIGSTOP."""
+    target = start_field(interp, "stopped")
+    wait_gone(target.pid, target.report["extra"]["reporter"])
+    os.kill(target.pid, signal.SIGSTOP)
+    wait_states(target.pid, tid_names(target.report), ("T",))
+    text = pyscope("dump", target.pid)
+    assert text.returncode == 0, repr(text)
+    assert "resume it with kill -CONT %d" % target.pid in text.stdout, text.stdout
+    assert text.stdout.count("stopped by a signal") == len(target.report["threads"]), text.stdout
+    assert "holds the GIL" not in text.stdout, text.stdout
+    doc = json.loads(pyscope("why", "--json", target.pid).stdout)
+    assert doc["threads"][0]["stopped"]["resume"] == "kill -CONT %d" % target.pid
