@@ -177,6 +177,16 @@ static void compare_snapshots(const struct hang_snapshot *first, const struct ha
     }
     if (!cpu_known)
         p->cpu_ns = -1;
+    /* Where the scheduler does not say how long a thread has waited, a
+     * thread that did not move waited at least the interval. */
+    for (size_t i = 0; i < a->n_threads; i++) {
+        struct report_wait *w = a->threads[i].wait;
+        if (w && w->waited_ms < 0 && w->kind != WAIT_NONE && w->kind != WAIT_GIL &&
+            !why->threads[i].changed) {
+            w->waited_ms = interval_ms;
+            w->waited_at_least = true;
+        }
+    }
     /* Busy means more than a twentieth of one CPU over the interval: a
      * blocked process spends microseconds on its timed wake-ups. */
     int64_t busy_ns = (int64_t)interval_ms * 1000000 / 20;

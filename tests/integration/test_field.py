@@ -36,6 +36,7 @@ def start_field(tmp_path):
     targets = []
 
     def start(interp, program):
+        started = time.time()
         report_path = tmp_path / (program + ".json")
         stderr_path = tmp_path / (program + ".stderr")
         with open(stderr_path, "wb") as err:
@@ -44,8 +45,10 @@ def start_field(tmp_path):
                                     stderr=err, cwd=str(tmp_path), env=target_env(),
                                     start_new_session=True)
         target = Target(proc, program, report_path, stderr_path)
+        target.started = started
         targets.append(target)
         target.wait_ready()
+        target.reported = os.stat(str(report_path)).st_mtime
         return target
 
     yield start
@@ -147,6 +150,32 @@ def check(doc, report):
         assert doc["findings"] == [], explain
     stuck = sorted(names[t["tid"]] for t in doc["threads"] if t["stuck"] and t["tid"] in names)
     assert stuck == want["stuck"], explain
+    owner_state = report["extra"].get("owner_state")
+    if owner_state:
+        for t in doc["threads"]:
+            if t["stuck"] and t["waiting_for"]["kind"] == "notify":
+                attrs = t["waiting_for"]["owner_state"]["attributes"]
+                assert {k: attrs.get(k) for k in owner_state} == \
+                    {k: repr(v) for k, v in owner_state.items()}, attrs
+
+
+def check_durations(doc, target, asked, answered):
+    """A stuck thread has waited since before the report was written (its
+    stack had settled) and not longer than the program has run."""
+    names = tid_names(target.report)
+    for t in doc["threads"]:
+        wait = t["waiting_for"]
+        if not t["stuck"] or t["tid"] not in names or wait["kind"] in ("gil", "sleep"):
+            continue
+        seconds = wait["waiting_seconds"]
+        assert seconds is not None, wait
+        if wait["waiting_at_least"]:
+            assert seconds == doc["progress"]["interval_ms"] / 1000, wait
+            continue
+        # The scheduler's per-CPU clocks differ by up to a few tenths of a second.
+        assert asked - target.reported - 0.5 <= seconds <= answered - target.started + 0.5, (
+            "%s waited %.3f s; reported %.3f s and started %.3f s before the answer"
+            % (names[t["tid"]], seconds, answered - target.reported, answered - target.started))
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
@@ -162,10 +191,14 @@ def test_field(interp, program, start_field, pyscope, request):
     if program == "stopped":
         os.kill(subject.pid, signal.SIGSTOP)
         wait_states(subject.pid, tid_names(report), ("T",))
+    asked = time.time()
     result = pyscope("why", "--json", subject.pid)
+    answered = time.time()
     assert result.returncode == 0, repr(result)
     doc = json.loads(result.stdout)
     check(doc, report)
+    if subject is target:
+        check_durations(doc, target, asked, answered)
     if program == "stopped":
         assert proc_state(subject.pid) == "T"
 
