@@ -824,7 +824,11 @@ static void gil_finding(struct analysis *an, const struct hang_snapshot *second)
         return;
     for (int h = 0; h < an->n; h++) {
         const struct report_thread *th = &report->threads[h];
-        if (!th->holds_gil || !th->syscall || an->why->threads[h].changed)
+        /* Blocked in a syscall with the GIL, or running a C call that never
+         * lets it go (a backtracking regex, a PyDLL function): in both
+         * snapshots, with no hand-off in between. */
+        bool hog = !th->syscall && an->why->threads[h].later_state == THREAD_HOLDING_GIL;
+        if (!th->holds_gil || (!th->syscall && !hog) || an->why->threads[h].changed || th->stopped)
             continue;
         /* The threads that cannot run Python: seen waiting for the GIL in
          * either snapshot (between two timed waits a waiter is briefly on
@@ -840,7 +844,7 @@ static void gil_finding(struct analysis *an, const struct hang_snapshot *second)
         }
         if (!n)
             return;
-        struct why_finding *f = new_finding(an, WHY_GIL_BLOCKED);
+        struct why_finding *f = new_finding(an, hog ? WHY_GIL_HOG : WHY_GIL_BLOCKED);
         if (!f)
             return;
         f->certain = true;
@@ -848,14 +852,35 @@ static void gil_finding(struct analysis *an, const struct hang_snapshot *second)
         add_thread(f->threads, &f->n_threads, h);
         for (int m = 0; m < n; m++)
             add_thread(f->blocked, &f->n_blocked, waiters[m]);
-        f->summary[0] = '\0';
-        append_thread_name(f->summary, sizeof f->summary, th);
-        text_append(f->summary, sizeof f->summary,
-                    " holds the GIL while blocked in %s, so %d thread%s waiting for the GIL cannot run",
-                    th->syscall, n, n == 1 ? "" : "s");
+        char *s = f->summary;
+        size_t size = sizeof f->summary;
+        s[0] = '\0';
+        append_thread_name(s, size, th);
+        if (hog)
+            text_append(s, size, " has held the GIL without a hand-off for at least %d ms, running "
+                                 "a call that does not release it",
+                        p->interval_ms);
+        else
+            text_append(s, size, " holds the GIL while blocked in %s", th->syscall);
+        text_append(s, size, ", so %d thread%s waiting for the GIL cannot run", n, n == 1 ? "" : "s");
         if (th->n_frames)
-            text_append(f->summary, sizeof f->summary, " (it is in %s, line %d)",
-                        th->frames[0].function, th->frames[0].line);
+            text_append(s, size, " (it is in %s, %s:%d", th->frames[0].function,
+                        stack_report_short_path(th->frames[0].file), th->frames[0].line);
+        for (size_t k = 1; k < th->n_frames && k < 3; k++)
+            text_append(s, size, ", called from %s", th->frames[k].function);
+        if (th->n_frames)
+            text_append(s, size, ")");
+        if (an->why->threads[h].cpu_ns >= 0)
+            text_append(s, size, "; it used %.0f ms of CPU in the %d ms watched",
+                        (double)an->why->threads[h].cpu_ns / 1e6, p->interval_ms);
+        text_append(s, size, "; starving: ");
+        for (int m = 0; m < n && m < 6; m++) {
+            if (m)
+                text_append(s, size, ", ");
+            append_thread_name(s, size, &report->threads[waiters[m]]);
+        }
+        if (n > 6)
+            text_append(s, size, " and %d more", n - 6);
         return;
     }
 }
@@ -898,6 +923,7 @@ static int verdict_rank(enum why_verdict v)
     case WHY_STOPPED: return -1;
     case WHY_DEADLOCK: return 0;
     case WHY_GIL_BLOCKED: return 1;
+    case WHY_GIL_HOG: return 1;
     case WHY_LOCK_NEVER_RELEASED: return 2;
     case WHY_QUEUE_STARVED: return 3;
     case WHY_NEVER_NOTIFIED: return 4;
@@ -945,6 +971,7 @@ static void headline(struct analysis *an)
             text_append(s, size, " and %d more", f->n_threads - 4);
         break;
     case WHY_GIL_BLOCKED:
+    case WHY_GIL_HOG:
         text_append(s, size, "%s", f->summary);
         break;
     case WHY_LOCK_NEVER_RELEASED:
@@ -1055,7 +1082,7 @@ int hang_analyze(struct waits_ctx *ctx, const struct hang_snapshot *first,
     network_finding(&an);
     for (int k = 0; k < why->n_findings; k++) {
         struct why_finding *f = &why->findings[k];
-        if (f->kind == WHY_NETWORK_WAIT || f->kind == WHY_GIL_BLOCKED)
+        if (f->kind == WHY_NETWORK_WAIT || f->kind == WHY_GIL_BLOCKED || f->kind == WHY_GIL_HOG)
             for (int m = 0; m < f->n_threads; m++)
                 an.nodes[f->threads[m]].held = true;
         for (int m = 0; m < f->n_blocked && f->kind != WHY_DEADLOCK; m++)

@@ -45,13 +45,31 @@ def write(expect, objects=None, extra=None):
     _target.write_report(_target.report_path(), report)
 
 
-def report_later(expect, objects=None, extra=None, settle=True, then=None):
+def main_blocked_in(*functions):
+    """A `before` for report_later: wait until the main thread sleeps in the
+    kernel inside one of these functions (when the other threads never
+    settle, as GIL spinners do)."""
+    def wait():
+        main = threading.main_thread()
+        while True:
+            frame = sys._current_frames().get(main.ident)
+            name = frame.f_code.co_name if frame is not None else None
+            del frame
+            if name in functions and _target.task_state(main.native_id) in ("S", "D"):
+                return
+            threading.Event().wait(0.005)
+    return wait
+
+
+def report_later(expect, objects=None, extra=None, settle=True, then=None, before=None):
     """Start the reporter: it waits until the other threads settle (unless
     settle is False), writes the report (expect may be a function returning
     the expectation, called then), calls then() and exits."""
     def run():
         if settle:
             _target.wait_settled()
+        if before is not None:
+            before()
         want = expect() if callable(expect) else expect
         report = _target.build_report(sys.argv[0], extra=dict(extra or {}))
         report["threads"] = [t for t in report["threads"] if t["name"] != REPORTER]

@@ -38,7 +38,8 @@ def main():
     b.start()
     _field.report_later(_field.expect("gil_held_while_blocked", "certain", threads=["blocker"],
                                       blocked=["spin-0", "spin-1"]),
-                        settle=False, then=go.set)
+                        settle=False, then=go.set,
+                        before=_field.main_blocked_in("_wait_for_tstate_lock", "join"))
     b.join()
 
 

@@ -40,7 +40,8 @@ def main():
     regex.start()
     _field.report_later(_field.expect("gil_hog", "certain", threads=["regex"],
                                       blocked=["spin-0", "spin-1", "spin-2"]),
-                        settle=False, then=go.set)
+                        settle=False, then=go.set,
+                        before=_field.main_blocked_in("_wait_for_tstate_lock", "join"))
     regex.join()
 
 
