@@ -152,6 +152,9 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
         if (pr->threads_started || pr->threads_gone)
             fprintf(out, ", %d started, %d exited", pr->threads_started, pr->threads_gone);
         fputc('\n', out);
+        fprintf(out, "Watched   %.0f ms, from the first snapshot to the end of the second "
+                     "(--interval %d ms; longer with e.g. --interval 2s)\n",
+                pr->watched_ms, pr->interval_ms);
     }
 
     fprintf(out, "\n%sThreads%s\n", p->bold, p->reset);
@@ -227,6 +230,8 @@ static void json_progress(struct json_writer *w, const struct why_report *why)
         json_member_int(w, "threads_started", p->threads_started);
         json_member_int(w, "threads_exited", p->threads_gone);
         json_member_int(w, "threads_running", p->threads_running);
+        json_key(w, "watched_ms");
+        json_double(w, p->watched_ms);
     } else {
         json_member_null(w, "interval_ms");
         json_member_null(w, "progressing");
@@ -236,6 +241,7 @@ static void json_progress(struct json_writer *w, const struct why_report *why)
         json_member_null(w, "threads_started");
         json_member_null(w, "threads_exited");
         json_member_null(w, "threads_running");
+        json_member_null(w, "watched_ms");
     }
     json_end_object(w);
 }

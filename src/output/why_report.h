@@ -84,6 +84,7 @@ struct why_progress {
     int threads_started;        /* threads only in the second snapshot */
     int threads_gone;
     int threads_running;        /* running Python (GIL held, no syscall) in the second snapshot */
+    double watched_ms;          /* from the start of the first snapshot to the end of the second */
 };
 
 struct why_report {

@@ -538,7 +538,33 @@ def test_text_output(interp, start_program, pyscope):
 
 def test_why_usage_errors(pyscope):
     for args in (["why"], ["why", "x"], ["why", "--interval", "-1", "1"],
-                 ["why", "--interval", "abc", "1"], ["why", "--nope", "1"]):
+                 ["why", "--interval", "abc", "1"], ["why", "--nope", "1"],
+                 ["why", "--interval", "2x", "1"], ["why", "--interval", "-1s", "1"],
+                 ["why", "--interval", "61s", "1"], ["why", "--interval", "s", "1"]):
         result = pyscope(*args)
         assert result.returncode == EXIT_USAGE, "%s: %r" % (args, result)
         assert result.stderr.strip()
+
+
+@pytest.mark.parametrize("interval, ms", [("300ms", 300), ("0.25s", 250), ("200", 200)])
+def test_interval_durations(interp, start_program, pyscope, interval, ms):
+    """--interval takes a duration; the report says how long pyscope watched."""
+    target = start_program(interp, "why_rlock_deadlock.py")
+    target.wait_asleep()
+    doc = why_json(pyscope, target, "--interval", interval)
+    assert doc["progress"]["interval_ms"] == ms
+    assert ms <= doc["progress"]["watched_ms"] < ms + 5000, doc["progress"]
+    text = pyscope("why", "--interval", interval, target.pid)
+    assert re.search(r"^Watched   \d+ ms, from the first snapshot", text.stdout, re.M), text.stdout
+
+
+def test_exits_during_interval(interp, spawn, pyscope):
+    """A process that exits while pyscope waits between the snapshots gets
+    one line on stderr and exit status 7, never a verdict."""
+    proc = spawn([interp.path, "-c", "import time; print('ready', flush=True); time.sleep(0.5)"],
+                 ready_line="ready")
+    result = pyscope("why", "--interval", "3s", proc.pid)
+    assert result.returncode == 7, repr(result)
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "exited during the 3000 ms interval" in lines[0], result.stderr
