@@ -433,6 +433,25 @@ static void owner_state(struct waits_ctx *c, uint64_t holder, struct report_wait
     type_name_of(c, holder, w->owner_type, sizeof w->owner_type);
 }
 
+/* importlib's per-module lock (_ModuleLock of importlib._bootstrap, all
+ * versions): a thread importing a module another thread is importing sleeps
+ * on its `wakeup` Lock, and the lock records its owner's ident in `owner`. */
+static void module_lock_owner(struct waits_ctx *c, uint64_t holder, const char *reference,
+                              struct report_wait *w)
+{
+    char type[48];
+    uint64_t owner;
+    int64_t ident;
+    if (!holder || !ends_with(reference, ".wakeup"))
+        return;
+    type_name_of(c, holder, type, sizeof type);
+    if (strcmp(type, "_ModuleLock") != 0 || py_attr_get(&c->reader, holder, "owner", &owner) != 0 ||
+        py_int(&c->reader, owner, &ident) != 0 || ident == 0)
+        return;
+    w->owner_ident = (uint64_t)ident;
+    w->owner_source = WAIT_OWNER_SOURCE_RECORDED;
+}
+
 /* The reference by which frames [from, from + span) name obj. */
 static void name_reference(struct waits_ctx *c, const struct stacks_thread_raw *raw, size_t from,
                            uint64_t obj, char *out, size_t outsize, int *frame_index,
@@ -552,6 +571,7 @@ static void analyze_futex(struct waits_ctx *c, const struct stacks_thread_raw *r
         text_copy(w->reference, sizeof w->reference, lock_reference);
         w->reference_frame = lock_reference[0] ? lock_frame : -1;
         holder = lock_holder;
+        module_lock_owner(c, holder, lock_reference, w);
     }
     if (w->kind != WAIT_JOIN)
         owner_state(c, holder, w);

@@ -26,9 +26,6 @@ NOT_YET = {
     "pipe_deadlock": "a wait on a pipe whose writer is a child process blocked on another "
                      "pipe of ours is not analysed across processes",
 }
-# Programs pyscope does not diagnose right yet: they must still fail (strict).
-PENDING = {name: "issue 11: not diagnosed yet" for name in (
-    "import_join",)}
 
 
 @pytest.fixture
@@ -179,11 +176,9 @@ def check_durations(doc, target, asked, answered):
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
-def test_field(interp, program, start_field, pyscope, request):
+def test_field(interp, program, start_field, pyscope):
     if program in NOT_YET:
         pytest.xfail(NOT_YET[program])
-    if program in PENDING:
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=PENDING[program]))
     target = start_field(interp, program)
     report = target.report
     subject = target if report["pid"] == target.pid else Child(report["pid"], report)
