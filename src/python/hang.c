@@ -954,7 +954,8 @@ static void headline(struct analysis *an)
     size_t size = sizeof why->summary;
     const struct report_wait *w = wait_of(an, f->threads[0]);
     s[0] = '\0';
-    if (f->grade == WHY_GRADE_PROBABLE && f->kind != WHY_DEADLOCK)
+    bool probable = f->grade == WHY_GRADE_PROBABLE;
+    if (probable && f->kind != WHY_DEADLOCK)
         text_append(s, size, "probably hung: ");
     switch (f->kind) {
     case WHY_STOPPED:
@@ -979,20 +980,24 @@ static void headline(struct analysis *an)
                     f->n_threads == 1 ? "s" : "");
         append_object(s, size, w);
         text_append(s, size, w->owner_status == WAIT_OWNER_GONE ? ", held by a thread that has exited"
-                                                                : ", which nobody will release");
+                             : probable ? ", which only threads that merely sleep or poll could release"
+                                        : ", which nobody will release");
         break;
     case WHY_QUEUE_STARVED:
         text_append(s, size, "%d thread%s wait%s forever in %s.get on ", f->n_threads,
                     f->n_threads == 1 ? "" : "s", f->n_threads == 1 ? "s" : "", w->object_type);
         append_object(s, size, w);
-        text_append(s, size, ", which is empty and which no live thread can feed");
+        text_append(s, size, probable ? ", which is empty and which only threads that merely sleep "
+                                        "or poll could feed"
+                                      : ", which is empty and which no live thread can feed");
         break;
     case WHY_NEVER_NOTIFIED:
         text_append(s, size, "%d thread%s wait%s forever in %s.%s on ", f->n_threads,
                     f->n_threads == 1 ? "" : "s", f->n_threads == 1 ? "s" : "", w->object_type,
                     w->operation);
         append_object(s, size, w);
-        text_append(s, size, ", which no live thread can signal");
+        text_append(s, size, probable ? ", which only threads that merely sleep or poll could signal"
+                                      : ", which no live thread can signal");
         break;
     case WHY_NETWORK_WAIT:
         text_append(s, size, "%d thread%s wait%s with no timeout for replies from the network, "
