@@ -55,6 +55,7 @@ struct why_finding {
     int n_blocked;
     uint64_t object;                     /* the lock, queue, event... at its root; 0 for none */
     enum why_grade grade;
+    bool with_child;                     /* deadlock with a child process (pipes) */
     int releasers[WHY_MAX_FINDING_THREADS];/* live threads that could still release it (probable) */
     int n_releasers;
     char summary[1024];

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "target/pipe_peers.h"
 #include "util/text.h"
 
 #define MAX_RELEASERS 64
@@ -759,6 +760,63 @@ static void attach_joiners(struct analysis *an, struct why_finding *f)
     }
 }
 
+/* The pipe deadlock subprocess's documentation warns about: a thread reads
+ * one pipe of a child (its stdout), while the child is blocked writing to
+ * another pipe (its stderr) that is full, whose read end this process holds
+ * and no thread of it reads. */
+static bool reads_pipe(const struct report_wait *w, uint64_t pipe, int fd)
+{
+    if (!w)
+        return false;
+    if (w->kind == WAIT_IO)
+        return pipe_inode(w->io_target) == pipe;
+    if (w->kind == WAIT_SELECT)
+        for (int k = 0; k < w->n_fds; k++)
+            if (w->fds[k].fd == fd)
+                return true;
+    return false;
+}
+
+static void pipe_finding(struct analysis *an)
+{
+    const struct stack_report *report = an->first->report;
+    if (report->core_path[0] || (an->why->progress.checked && an->why->progress.progressing))
+        return;
+    for (int i = 0; i < an->n; i++) {
+        const struct report_wait *w = wait_of(an, i);
+        uint64_t pipe = w && w->kind == WAIT_IO && w->syscall &&
+                                (strcmp(w->syscall, "read") == 0 || strcmp(w->syscall, "readv") == 0)
+                            ? pipe_inode(w->io_target)
+                            : 0;
+        struct pipe_blocked_writer bw;
+        if (!pipe || an->why->threads[i].changed ||
+            pipe_find_blocked_writer(report->pid, pipe, 16, &bw) != 0 || !bw.writes_read_pipe)
+            continue;
+        bool drained = false;
+        for (int j = 0; j < an->n && !drained; j++)
+            drained = reads_pipe(wait_of(an, j), bw.pipe, bw.parent_fd);
+        if (drained)
+            continue;
+        struct why_finding *f = new_finding(an, WHY_DEADLOCK);
+        if (!f)
+            return;
+        f->certain = true;
+        f->with_child = true;
+        f->grade = WHY_GRADE_CERTAIN;
+        add_thread(f->threads, &f->n_threads, i);
+        attach_joiners(an, f);
+        f->summary[0] = '\0';
+        append_thread_name(f->summary, sizeof f->summary, &report->threads[i]);
+        text_append(f->summary, sizeof f->summary,
+                    " reads fd %d (pipe:[%llu]) from child process %d (%s), which is blocked "
+                    "writing to its fd %d (pipe:[%llu]): that pipe is full, this process holds its "
+                    "read end (fd %d) and no thread reads it (read both pipes, e.g. with "
+                    "Popen.communicate())",
+                    w->io_fd, (unsigned long long)pipe, (int)bw.pid, bw.comm, bw.child_fd,
+                    (unsigned long long)bw.pipe, bw.parent_fd);
+    }
+}
+
 /* A client waiting for a reply that may never come: a read without
  * timeout on a TCP connection this process opened. A server thread reading
  * an accepted connection is waiting for its client's next request, which is
@@ -962,6 +1020,10 @@ static void headline(struct analysis *an)
         text_append(s, size, "%s", f->summary);
         break;
     case WHY_DEADLOCK:
+        if (f->with_child) {
+            text_append(s, size, "deadlock with a child process: %s", f->summary);
+            break;
+        }
         text_append(s, size, "%s between ", f->certain ? "deadlock" : "probable deadlock");
         for (int m = 0; m < f->n_threads && m < 4; m++) {
             if (m)
@@ -1085,9 +1147,12 @@ int hang_analyze(struct waits_ctx *ctx, const struct hang_snapshot *first,
     root_findings(&an);
     attach_blocked(&an);
     network_finding(&an);
+    pipe_finding(&an);
     for (int k = 0; k < why->n_findings; k++) {
         struct why_finding *f = &why->findings[k];
-        if (f->kind == WHY_NETWORK_WAIT || f->kind == WHY_GIL_BLOCKED || f->kind == WHY_GIL_HOG)
+        bool live_threads = f->kind == WHY_NETWORK_WAIT || f->kind == WHY_GIL_BLOCKED ||
+                            f->kind == WHY_GIL_HOG || f->with_child;
+        if (live_threads)
             for (int m = 0; m < f->n_threads; m++)
                 an.nodes[f->threads[m]].held = true;
         for (int m = 0; m < f->n_blocked && f->kind != WHY_DEADLOCK; m++)

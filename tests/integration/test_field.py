@@ -22,10 +22,6 @@ PROGRAMS = sorted(p.stem for p in FIELD.glob("[!_]*.py"))
 HANG_VERDICTS = {"deadlock", "gil_held_while_blocked", "gil_hog", "lock_never_released",
                  "queue_starved", "never_notified", "network_wait"}
 GIL_PROGRAMS = {"gil_regex": "regex", "ctypes_sleep": "blocker"}
-NOT_YET = {
-    "pipe_deadlock": "a wait on a pipe whose writer is a child process blocked on another "
-                     "pipe of ours is not analysed across processes",
-}
 
 
 @pytest.fixture
@@ -143,6 +139,9 @@ def check(doc, report):
         for key in want["objects"]:
             assert objects[key] in first_finding_objects(finding, doc["threads"]), (
                 "%s (%#x) not blamed\n%s" % (key, objects[key], explain))
+        child = report["extra"].get("child")
+        if child:
+            assert "child process %d" % child in finding["summary"], explain
     else:
         assert doc["findings"] == [], explain
     stuck = sorted(names[t["tid"]] for t in doc["threads"] if t["stuck"] and t["tid"] in names)
@@ -177,8 +176,6 @@ def check_durations(doc, target, asked, answered):
 
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_field(interp, program, start_field, pyscope):
-    if program in NOT_YET:
-        pytest.xfail(NOT_YET[program])
     target = start_field(interp, program)
     report = target.report
     subject = target if report["pid"] == target.pid else Child(report["pid"], report)
