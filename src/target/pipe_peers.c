@@ -3,6 +3,7 @@
  * from its syscall file, fds from /proc/PID/fd links and /proc/PID/fdinfo
  * flags. Every read may fail (the child exits): then nothing is found. */
 #include "target/pipe_peers.h"
+#include "target/proc_file.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -22,19 +23,6 @@ uint64_t pipe_inode(const char *link)
     return *end == ']' ? (uint64_t)v : 0;
 }
 
-static int read_text(const char *path, char *buf, size_t size)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, size - 1);
-    close(fd);
-    if (n < 0)
-        return -1;
-    buf[n] = '\0';
-    return 0;
-}
-
 static uint64_t fd_pipe(pid_t pid, int fd)
 {
     char path[64], link[64];
@@ -51,7 +39,7 @@ static int fd_access(pid_t pid, int fd)
 {
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)pid, fd);
-    if (read_text(path, buf, sizeof buf) != 0)
+    if (proc_read_text(path, buf, sizeof buf) != 0)
         return -1;
     const char *flags = strstr(buf, "flags:");
     return flags ? (int)(strtol(flags + 6, NULL, 8) & O_ACCMODE) : -1;
@@ -96,7 +84,7 @@ static bool blocked_writing(pid_t child, struct pipe_blocked_writer *out)
             continue;
         char buf[256];
         snprintf(path, sizeof path, "/proc/%d/task/%ld/syscall", (int)child, tid);
-        if (read_text(path, buf, sizeof buf) != 0)
+        if (proc_read_text(path, buf, sizeof buf) != 0)
             continue;
         long nr;
         unsigned long long fd;
@@ -131,7 +119,7 @@ int pipe_find_blocked_writer(pid_t pid, uint64_t read_pipe, int max_children,
             continue;
         char list[1024];
         snprintf(path, sizeof path, "/proc/%d/task/%.16s/children", (int)pid, e->d_name);
-        if (read_text(path, list, sizeof list) != 0)
+        if (proc_read_text(path, list, sizeof list) != 0)
             continue;
         char *save = NULL;
         for (char *word = strtok_r(list, " \n", &save); word && rc != 0 && seen < max_children;
@@ -146,7 +134,7 @@ int pipe_find_blocked_writer(pid_t pid, uint64_t read_pipe, int max_children,
                 continue;
             out->writes_read_pipe = find_pipe_fd(child, read_pipe, O_WRONLY) >= 0;
             snprintf(path, sizeof path, "/proc/%d/comm", (int)child);
-            if (read_text(path, out->comm, sizeof out->comm) == 0)
+            if (proc_read_text(path, out->comm, sizeof out->comm) == 0)
                 out->comm[strcspn(out->comm, "\n")] = '\0';
             rc = 0;
         }

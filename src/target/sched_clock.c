@@ -2,6 +2,7 @@
  * is two small reads per thread, and one CPU migration of our own thread
  * per CPU the targets last ran on. */
 #include "target/sched_clock.h"
+#include "target/proc_file.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -15,23 +16,10 @@ void sched_clock_init(struct sched_clock *c)
     memset(c, 0, sizeof *c);
 }
 
-static int read_file(const char *path, char *buf, size_t size)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, size - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    return 0;
-}
-
 static int exec_start_ms(const char *path, double *ms)
 {
     char buf[4096];
-    if (read_file(path, buf, sizeof buf) != 0)
+    if (proc_read_text(path, buf, sizeof buf) != 0)
         return -1;
     const char *at = strstr(buf, "se.exec_start");
     if (!at || !(at = strchr(at, ':')))
@@ -46,7 +34,7 @@ static int last_cpu(pid_t pid, pid_t tid, int *cpu, char *state)
 {
     char path[96], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    if (read_file(path, buf, sizeof buf) != 0)
+    if (proc_read_text(path, buf, sizeof buf) != 0)
         return -1;
     char *p = strrchr(buf, ')');
     if (!p || p[1] != ' ')
