@@ -568,3 +568,22 @@ def test_exits_during_interval(interp, spawn, pyscope):
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "exited during the 3000 ms interval" in lines[0], result.stderr
+
+
+def test_signal_table(interp, spawn, pyscope):
+    """Only signals with a Python-level handler can run code in the main
+    thread: read from the signal module's table (not found in Debian's
+    stripped 3.11, where SigCgt minus SIGINT and glibc's 32/33 stands in)."""
+    code = ("import signal, threading, time\n"
+            "signal.signal(signal.SIGTERM, lambda *a: None)\n"
+            "signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
+            "signal.signal(signal.SIGUSR2, signal.SIG_DFL)\n"
+            "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(60)\n")
+    proc = spawn([interp.path, "-c", code], ready_line="ready")
+    result = pyscope("why", "--json", "--interval", "0", proc.pid)
+    assert result.returncode == EXIT_OK, repr(result)
+    signals = json.loads(result.stdout)["signals"]
+    assert signals["python_handlers"] == ["SIGTERM"], signals
+    assert signals["table_read"] is (interp.id != "debian-3.11"), signals
