@@ -46,3 +46,26 @@ bool cli_parse_color(const char *text, int *color)
     }
     return true;
 }
+
+bool cli_parse_duration_ms(const char *text, long max_ms, long *ms)
+{
+    static const struct {
+        const char *unit;
+        double ms;
+    } units[] = {{"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60000}};
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || !(v >= 0) || text[0] == '-' || text[0] == '+')
+        return false;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(end, units[i].unit) != 0)
+            continue;
+        double total = v * units[i].ms;
+        if (total > (double)max_ms)
+            return false;
+        *ms = (long)(total + 0.5);
+        return true;
+    }
+    return false;
+}

@@ -13,6 +13,7 @@
 
 #include "cmd/cli.h"
 #include "cmd/commands.h"
+#include "target/process.h"
 #include "profile/profile.h"
 #include "sampling/session.h"
 
@@ -151,6 +152,17 @@ static void render(struct session *s, struct top_view *v)
         fputs("\033[H\033[2J", stdout);
     printf("pyscope top  process %d  %s  (CPython %s)\n", (int)p->meta.pid, p->meta.command,
            p->meta.python_version);
+    char stop_state;
+    pid_t tracer;
+    /* A stopped process gives samples that look like a frozen one. */
+    if (process_thread_stopped(p->meta.pid, p->meta.pid, &stop_state, &tracer) == 0 && stop_state) {
+        if (tracer)
+            printf("STOPPED by its tracer, process %d: it runs nothing until the debugger detaches\n",
+                   (int)tracer);
+        else
+            printf("STOPPED by a signal: it runs nothing; resume it with kill -CONT %d\n",
+                   (int)p->meta.pid);
+    }
     printf("%.0f samples/s, %.1f%% errors, GIL busy %.0f%%   [q quits]\n\n",
            seconds > 0 ? (double)passes / seconds : 0.0,
            passes ? 100.0 * (double)failed / (double)passes : 0.0,

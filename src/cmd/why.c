@@ -18,6 +18,7 @@
 #include "python/stacks.h"
 #include "python/waits.h"
 #include "target/process.h"
+#include "util/clock.h"
 
 #define DEFAULT_INTERVAL_MS 150
 #define MAX_INTERVAL_MS 60000
@@ -33,8 +34,9 @@ static void why_usage(FILE *out)
             "read without timeout, ... or not hung. The process is not stopped.\n"
             "\n"
             "  -j, --json          machine-readable output (schema: docs/why.md)\n"
-            "  -i, --interval=MS   time between the two snapshots of the progress check\n"
-            "                      (default %d; 0 skips the check)\n"
+            "  -i, --interval=TIME time between the two snapshots of the progress check:\n"
+            "                      150ms, 2s, 1m, or milliseconds (default %d ms; 0 skips it)\n"
+            "  -v, --verbose       also print the liveness computation behind the verdict\n"
             "      --color=WHEN    always, never or auto (default: auto, on a terminal)\n"
             "  -h, --help          this help\n",
             DEFAULT_INTERVAL_MS);
@@ -94,20 +96,24 @@ int cmd_why(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},
         {"interval", required_argument, NULL, 'i'},
         {"color", required_argument, NULL, 'C'},
+        {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false;
+    bool json = false, verbose = false;
     int color = -1;
     long interval = DEFAULT_INTERVAL_MS;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "ji:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "ji:vh", longopts, NULL)) != -1) {
         switch (c) {
         case 'j': json = true; break;
+        case 'v': verbose = true; break;
         case 'i':
-            if (!parse_number(optarg, 0, MAX_INTERVAL_MS, &interval)) {
-                fprintf(stderr, "pyscope: --interval takes milliseconds, 0 to %d\n", MAX_INTERVAL_MS);
+            if (!cli_parse_duration_ms(optarg, MAX_INTERVAL_MS, &interval)) {
+                fprintf(stderr, "pyscope: --interval takes a duration such as 150ms, 2s or 1m "
+                                "(a bare number is milliseconds), at most %d s\n",
+                        MAX_INTERVAL_MS / 1000);
                 return PYSCOPE_ERR_USAGE;
             }
             break;
@@ -141,6 +147,7 @@ int cmd_why(int argc, char **argv)
     struct waits_ctx *waits = NULL;
     struct why_report why = {0};
     int status = 0;
+    double first_at = monotonic_ms();
     if (py_runtime_find(t, &rt, &err) != 0 || take_snapshot(&rt, pid, &first, &err) != 0)
         goto fail;
     first.report.pid = pid;
@@ -153,17 +160,25 @@ int cmd_why(int argc, char **argv)
         error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
     }
+    double watched_ms = 0;
     if (interval > 0) {
         struct timespec delay = {interval / 1000, (interval % 1000) * 1000000L};
         while (nanosleep(&delay, &delay) != 0 && errno == EINTR)
             ;
+        if (process_gone(pid)) {
+            error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the %ld ms interval",
+                      (int)pid, interval);
+            goto fail;
+        }
         if (take_snapshot(&rt, pid, &second, &err) != 0)
             goto fail;
+        watched_ms = monotonic_ms() - first_at;
     }
     uint64_t caught = 0;
     process_caught_signals(pid, &caught);
-    struct hang_snapshot a = {&first.report, &first.raw, first.cpu_ns, caught};
-    struct hang_snapshot b = {&second.report, &second.raw, second.cpu_ns, caught};
+    struct hang_snapshot a = {&first.report, &first.raw, first.cpu_ns, caught, {0}};
+    py_signal_handlers_read(&rt, &a.handlers);
+    struct hang_snapshot b = {&second.report, &second.raw, second.cpu_ns, caught, a.handlers};
     if (hang_analyze(waits, &a, interval > 0 ? &b : NULL, (int)interval, &why) != 0) {
         error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
@@ -172,6 +187,8 @@ int cmd_why(int argc, char **argv)
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the diagnosis", (int)pid);
         goto fail;
     }
+    why.verbose = verbose;
+    why.progress.watched_ms = watched_ms;
     if (json)
         why_report_write_json(stdout, &why);
     else

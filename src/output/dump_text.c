@@ -44,8 +44,15 @@ static void thread_label(FILE *out, const struct report_thread *th, const struct
     }
 }
 
-static void thread_state_text(FILE *out, const struct report_thread *th, const struct palette *p)
+static void thread_state_text(FILE *out, const struct stack_report *report,
+                              const struct report_thread *th, const struct palette *p)
 {
+    if (th->stopped) {
+        char text[160];
+        wait_stopped_describe(report, th, text, sizeof text);
+        fprintf(out, "%s%s%s", p->red, text, p->reset);
+        return;
+    }
     switch (th->state) {
     case THREAD_HOLDING_GIL:
         if (th->syscall)
@@ -423,6 +430,16 @@ void stack_report_write_text(FILE *out, const struct stack_report *report, bool 
     }
     if (report->paused)
         fprintf(out, "%s(all threads were paused for this snapshot)%s\n", p->dim, p->reset);
+    if (report->n_stopped) {
+        fprintf(out, "%sThe process is stopped", p->red);
+        if (report->tracer)
+            fprintf(out, " by its tracer, process %d%s%s%s: detach the debugger to resume it",
+                    (int)report->tracer, report->tracer_comm[0] ? " (" : "", report->tracer_comm,
+                    report->tracer_comm[0] ? ")" : "");
+        else
+            fprintf(out, " (SIGSTOP or SIGTSTP): resume it with kill -CONT %d", (int)report->pid);
+        fprintf(out, "%s\n", p->reset);
+    }
     fputc('\n', out);
     for (size_t i = 0; i < report->n_threads; i++) {
         const struct report_thread *th = &report->threads[i];
@@ -430,7 +447,7 @@ void stack_report_write_text(FILE *out, const struct stack_report *report, bool 
         fprintf(out, "  ");
         if (th->crashed)
             fprintf(out, "%sreceived %s%s, ", p->red, report->signal.name, p->reset);
-        thread_state_text(out, th, p);
+        thread_state_text(out, report, th, p);
         fputc('\n', out);
         if (th->wait && th->wait->kind != WAIT_NONE) {
             char waiting[1024];

@@ -94,6 +94,8 @@ struct report_thread {
     bool complete;
     char error[160];
     bool crashed;                /* received the fatal signal (core files, run) */
+    char stopped;                /* 'T' stopped by a signal, 't' by its tracer, 0 not stopped */
+    pid_t tracer;                /* TracerPid when stopped by a tracer, 0 otherwise */
     struct report_native *native;    /* with --native, NULL otherwise */
     struct report_wait *wait;    /* what it waits for; NULL when not analysed */
 };
@@ -150,6 +152,9 @@ struct stack_report {
     bool paused;
     bool no_interpreter;         /* the read found CPython loaded but no interpreter */
     bool gc_collecting;
+    int n_stopped;               /* threads stopped (SIGSTOP or a tracer), live processes only */
+    pid_t tracer;                /* a stopped thread's tracer, 0 when none */
+    char tracer_comm[64];
     char core_path[PATH_MAX];    /* "" for a live process */
     struct report_signal signal;
     struct report_thread *threads;

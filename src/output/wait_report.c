@@ -197,6 +197,19 @@ void wait_describe(const struct stack_report *report, const struct report_thread
         text_append(out, size, "syscall %s", w->syscall ? w->syscall : "?");
         break;
     }
+    if (w->n_owner_attrs) {
+        text_append(out, size, "; %s:", w->owner_type);
+        for (int k = 0; k < w->n_owner_attrs; k++)
+            text_append(out, size, "%s %s=%s", k ? "," : "", w->owner_attr_names[k],
+                        w->owner_attr_reprs[k]);
+    }
+    if (w->kind != WAIT_NONE && w->kind != WAIT_GIL && w->waited_ms >= 0) {
+        text_append(out, size, "; waiting %s", w->waited_at_least ? "at least " : "");
+        if (w->waited_ms < 1000)
+            text_append(out, size, "%.0f ms", w->waited_ms);
+        else
+            text_append(out, size, "%.1f s", w->waited_ms / 1000);
+    }
 }
 
 static void member_thread_ref(struct json_writer *jw, const char *key, const struct report_thread *th)
@@ -325,6 +338,26 @@ void wait_write_json(struct json_writer *jw, const struct stack_report *report,
         json_double(jw, w->timeout_seconds);
     else
         json_null(jw);
+    json_key(jw, "waiting_seconds");
+    if (w->kind != WAIT_GIL && w->waited_ms >= 0)
+        json_double(jw, w->waited_ms / 1000);
+    else
+        json_null(jw);
+    json_member_bool(jw, "waiting_at_least", w->waited_ms >= 0 && w->waited_at_least);
+    json_key(jw, "owner_state");
+    if (w->n_owner_attrs) {
+        json_begin_object(jw);
+        json_member_string(jw, "type", w->owner_type);
+        json_member_uint(jw, "address", w->owner_object);
+        json_key(jw, "attributes");
+        json_begin_object(jw);
+        for (int k = 0; k < w->n_owner_attrs; k++)
+            json_member_string(jw, w->owner_attr_names[k], w->owner_attr_reprs[k]);
+        json_end_object(jw);
+        json_end_object(jw);
+    } else {
+        json_null(jw);
+    }
     member_thread_ref(jw, "gil_holder", w->kind == WAIT_GIL ? thread_at(report, w->gil_holder) : NULL);
     write_sync(jw, report, th, w);
 
@@ -389,4 +422,45 @@ void wait_write_json(struct json_writer *jw, const struct stack_report *report,
         json_null(jw);
     }
     json_end_object(jw);
+}
+
+void wait_stopped_describe(const struct stack_report *report, const struct report_thread *th,
+                           char *out, size_t size)
+{
+    out[0] = '\0';
+    if (!th->stopped)
+        return;
+    if (th->tracer) {
+        text_format(out, size, "stopped by its tracer, process %d", (int)th->tracer);
+        if (report->tracer == th->tracer && report->tracer_comm[0])
+            text_append(out, size, " (%s)", report->tracer_comm);
+    } else {
+        text_format(out, size, "stopped by a signal (SIGSTOP, SIGTSTP, ...)");
+    }
+}
+
+void wait_write_stopped_json(struct json_writer *w, const struct stack_report *report,
+                             const struct report_thread *th)
+{
+    json_key(w, "stopped");
+    if (!th->stopped) {
+        json_null(w);
+        return;
+    }
+    char resume[64];
+    json_begin_object(w);
+    json_member_string(w, "by", th->tracer ? "tracer" : "signal");
+    if (th->tracer)
+        json_member_int(w, "tracer_pid", th->tracer);
+    else
+        json_member_null(w, "tracer_pid");
+    json_member_string(w, "tracer_command",
+                       th->tracer && report->tracer == th->tracer && report->tracer_comm[0]
+                           ? report->tracer_comm : NULL);
+    if (th->tracer)
+        text_format(resume, sizeof resume, "detach the debugger (process %d)", (int)th->tracer);
+    else
+        text_format(resume, sizeof resume, "kill -CONT %d", (int)report->pid);
+    json_member_string(w, "resume", resume);
+    json_end_object(w);
 }

@@ -67,6 +67,8 @@ struct wait_socket {
     int reference_frame;         /* -1 when not found */
 };
 
+#define WAIT_MAX_OWNER_ATTRS 6
+
 struct report_wait {
     enum wait_kind kind;
     const char *syscall;         /* the syscall blocked in, NULL when none */
@@ -110,6 +112,19 @@ struct report_wait {
     int io_fd;                   /* -1 unknown */
     char io_target[192];         /* the fd's link: a path, "pipe:[..]" */
     bool uninterruptible;        /* D state */
+
+    /* How long: off the CPU for waited_ms, from the scheduler (< 0 unknown);
+     * waited_at_least: only a lower bound is known (the observation interval). */
+    double waited_ms;
+    bool waited_at_least;
+
+    /* The state behind the wait: when the object waited on is an attribute
+     * of another object (self._cond), that owner's plain attributes. */
+    char owner_type[48];         /* "" when none */
+    uint64_t owner_object;
+    int n_owner_attrs;
+    char owner_attr_names[WAIT_MAX_OWNER_ATTRS][40];
+    char owner_attr_reprs[WAIT_MAX_OWNER_ATTRS][48];
 };
 
 struct report_thread;
@@ -124,5 +139,14 @@ void wait_write_json(struct json_writer *w, const struct stack_report *report,
                      const struct report_thread *th);
 
 const char *wait_kind_name(enum wait_kind kind);
+
+/* A stopped thread runs nothing, whatever its last syscall state says:
+ * "stopped by a signal" or "stopped by its tracer, process 812 (gdb)";
+ * "" when the thread is not stopped. */
+void wait_stopped_describe(const struct stack_report *report, const struct report_thread *th,
+                           char *out, size_t size);
+/* "stopped": null, or {"by": "signal"|"tracer", "tracer_pid", "tracer_command", "resume"}. */
+void wait_write_stopped_json(struct json_writer *w, const struct stack_report *report,
+                             const struct report_thread *th);
 
 #endif

@@ -8,6 +8,7 @@
 #include "cmd/commands.h"
 #include "output/json_writer.h"
 #include "output/wait_report.h"
+#include "target/signals.h"
 
 #define TEXT_FRAMES 6
 
@@ -55,6 +56,44 @@ static const char *state_text(const struct report_thread *th)
     return "state unknown";
 }
 
+/* why -v: every thread's own liveness, its releasers and the result of the
+ * fixpoint, so a verdict can be checked by hand. */
+static void write_liveness(FILE *out, const struct why_report *why, const struct palette *p)
+{
+    const struct stack_report *report = why->stacks;
+    char name[32];
+    fprintf(out, "\n%sLiveness%s\n", p->bold, p->reset);
+    fprintf(out, "  signals that can run Python code in the main thread: ");
+    int shown = 0;
+    for (int s = 1; s <= 64; s++)
+        if (why->python_signals & (1ull << (s - 1)))
+            fprintf(out, "%s%s", shown++ ? ", " : "", signal_name(s, name, sizeof name));
+    fprintf(out, "%s (%s%s)\n", shown ? "" : "none", why->signals_known ? "read from " : "",
+            why->signals_source);
+    for (size_t i = 0; i < report->n_threads; i++) {
+        const struct why_thread *t = &why->threads[i];
+        fputs("  ", out);
+        thread_label(out, &report->threads[i]);
+        if (t->live_reason != WHY_LIVE_BLOCKED) {
+            fprintf(out, ": live, %s%s\n", why_live_text(t->live_reason),
+                    t->strong ? "" : " (weak: counts only for its owner or joiner)");
+            continue;
+        }
+        fprintf(out, ": blocked; released by %s: ",
+                t->owner_edges ? "its owner or the thread it joins" : "any thread that can reach the object");
+        for (int k = 0; k < t->n_releasers; k++) {
+            const struct why_thread *r = &why->threads[t->releasers[k]];
+            if (k)
+                fputs(", ", out);
+            thread_label(out, &report->threads[t->releasers[k]]);
+            fprintf(out, " (%s)", r->live_reason != WHY_LIVE_BLOCKED ? why_live_text(r->live_reason)
+                                  : r->strong ? "blocked, but live" : "blocked");
+        }
+        fprintf(out, "%s -> %s\n", t->n_releasers ? "" : "none",
+                t->strong ? "live" : t->live ? "probably stuck (only weak releasers)" : "stuck for good");
+    }
+}
+
 void why_report_write_text(FILE *out, const struct why_report *why, bool color)
 {
     const struct palette *p = color ? &colors : &plain;
@@ -62,7 +101,8 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
     fprintf(out, "%sProcess %d%s  %s  (CPython %s, %s)\n", p->bold, (int)report->pid, p->reset,
             report->command, report->python_version, report->executable);
     const char *tone = is_hang(why->verdict) ? p->red : why->verdict == WHY_NOT_HUNG ? p->green : p->yellow;
-    fprintf(out, "%sVerdict: %s%s%s\n", p->bold, tone, why_verdict_name(why->verdict), p->reset);
+    fprintf(out, "%sVerdict: %s%s%s%s\n", p->bold, tone, why_verdict_name(why->verdict), p->reset,
+            why->grade == WHY_GRADE_PROBABLE ? " (probable)" : why->grade == WHY_GRADE_CERTAIN ? " (certain)" : "");
     fprintf(out, "  %s\n", why->summary);
 
     if (why->n_findings) {
@@ -70,10 +110,12 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
         for (int k = 0; k < why->n_findings; k++) {
             const struct why_finding *f = &why->findings[k];
             fprintf(out, "  %d. %s%s%s%s\n", k + 1, p->red, why_verdict_name(f->kind), p->reset,
-                    f->kind == WHY_DEADLOCK && !f->certain ? " (probable)" : "");
+                    f->grade == WHY_GRADE_PROBABLE ? " (probable)" : "");
             /* A probable deadlock's holders are inferred, which only the
              * summary says; elsewhere each thread's wait tells it all. */
-            bool summary = f->kind == WHY_GIL_BLOCKED || (f->kind == WHY_DEADLOCK && !f->certain);
+            bool summary = f->kind == WHY_GIL_BLOCKED || f->kind == WHY_GIL_HOG || f->kind == WHY_STOPPED ||
+                           f->with_child ||
+                           (f->kind == WHY_DEADLOCK && !f->certain);
             if (summary)
                 fprintf(out, "     %s\n", f->summary);
             else
@@ -81,8 +123,20 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
                     waiting_line(out, report, f->threads[m], "     ");
             for (int m = 0; m < f->n_blocked; m++)
                 waiting_line(out, report, f->blocked[m], "     stuck behind it: ");
+            for (int m = 0; m < f->n_releasers; m++) {
+                const struct report_thread *th = &report->threads[f->releasers[m]];
+                fputs("     could still release it: ", out);
+                thread_label(out, th);
+                fprintf(out, ", which %s", why_live_text(why->threads[f->releasers[m]].live_reason));
+                if (th->n_frames)
+                    fprintf(out, " (in %s, %s:%d)", th->frames[0].function,
+                            stack_report_short_path(th->frames[0].file), th->frames[0].line);
+                fputc('\n', out);
+            }
         }
     }
+    if (why->verbose)
+        write_liveness(out, why, p);
 
     const struct why_progress *pr = &why->progress;
     fprintf(out, "\n%sProgress%s  ", p->bold, p->reset);
@@ -99,6 +153,9 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
         if (pr->threads_started || pr->threads_gone)
             fprintf(out, ", %d started, %d exited", pr->threads_started, pr->threads_gone);
         fputc('\n', out);
+        fprintf(out, "Watched   %.0f ms, from the first snapshot to the end of the second "
+                     "(--interval %d ms; longer with e.g. --interval 2s)\n",
+                pr->watched_ms, pr->interval_ms);
     }
 
     fprintf(out, "\n%sThreads%s\n", p->bold, p->reset);
@@ -107,8 +164,14 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
         fputs(p->bold, out);
         thread_label(out, th);
         fputs(p->reset, out);
-        fprintf(out, "  %s", state_text(th));
-        if (th->syscall && th->state != THREAD_WAITING_GIL)
+        if (th->stopped) {
+            char stopped[160];
+            wait_stopped_describe(report, th, stopped, sizeof stopped);
+            fprintf(out, "  %s%s%s", p->red, stopped, p->reset);
+        } else {
+            fprintf(out, "  %s", state_text(th));
+        }
+        if (th->syscall && th->state != THREAD_WAITING_GIL && !th->stopped)
             fprintf(out, " (%s)", th->syscall);
         if (why->threads[i].stuck)
             fprintf(out, "  %s[stuck]%s", p->red, p->reset);
@@ -168,6 +231,8 @@ static void json_progress(struct json_writer *w, const struct why_report *why)
         json_member_int(w, "threads_started", p->threads_started);
         json_member_int(w, "threads_exited", p->threads_gone);
         json_member_int(w, "threads_running", p->threads_running);
+        json_key(w, "watched_ms");
+        json_double(w, p->watched_ms);
     } else {
         json_member_null(w, "interval_ms");
         json_member_null(w, "progressing");
@@ -177,7 +242,39 @@ static void json_progress(struct json_writer *w, const struct why_report *why)
         json_member_null(w, "threads_started");
         json_member_null(w, "threads_exited");
         json_member_null(w, "threads_running");
+        json_member_null(w, "watched_ms");
     }
+    json_end_object(w);
+}
+
+static void json_liveness(struct json_writer *w, const struct why_report *why, int i)
+{
+    const struct why_thread *t = &why->threads[i];
+    json_key(w, "liveness");
+    json_begin_object(w);
+    json_member_bool(w, "blocked", t->live_reason == WHY_LIVE_BLOCKED);
+    json_member_string(w, "reason", why_live_text(t->live_reason));
+    json_member_bool(w, "live", t->live);
+    json_member_bool(w, "strong", t->strong);
+    json_member_string(w, "releasers_are", t->live_reason != WHY_LIVE_BLOCKED ? NULL
+                                           : t->owner_edges ? "owner" : "can_reach");
+    json_thread_refs(w, "releasers", why->stacks, t->releasers, t->n_releasers);
+    json_end_object(w);
+}
+
+static void json_signals(struct json_writer *w, const struct why_report *why)
+{
+    char name[32];
+    json_key(w, "signals");
+    json_begin_object(w);
+    json_member_bool(w, "table_read", why->signals_known);
+    json_member_string(w, "source", why->signals_source);
+    json_key(w, "python_handlers");
+    json_begin_array(w);
+    for (int s = 1; s <= 64; s++)
+        if (why->python_signals & (1ull << (s - 1)))
+            json_string(w, signal_name(s, name, sizeof name));
+    json_end_array(w);
     json_end_object(w);
 }
 
@@ -194,18 +291,22 @@ void why_report_write_json(FILE *out, const struct why_report *why)
     json_member_string(&w, "python_version", report->python_version);
     json_member_string(&w, "verdict", why_verdict_name(why->verdict));
     json_member_bool(&w, "hung", is_hang(why->verdict));
+    json_member_string(&w, "grade", why_grade_name(why->grade));
     json_member_string(&w, "summary", why->summary);
     json_progress(&w, why);
+    json_signals(&w, why);
     json_key(&w, "findings");
     json_begin_array(&w);
     for (int k = 0; k < why->n_findings; k++) {
         const struct why_finding *f = &why->findings[k];
         json_begin_object(&w);
         json_member_string(&w, "kind", why_verdict_name(f->kind));
-        json_member_bool(&w, "certain", f->kind == WHY_DEADLOCK ? f->certain : true);
+        json_member_bool(&w, "certain", f->grade == WHY_GRADE_CERTAIN);
+        json_member_string(&w, "grade", why_grade_name(f->grade));
         json_member_string(&w, "summary", f->summary);
         json_thread_refs(&w, "threads", report, f->threads, f->n_threads);
         json_thread_refs(&w, "blocked_threads", report, f->blocked, f->n_blocked);
+        json_thread_refs(&w, "releasers", report, f->releasers, f->n_releasers);
         if (f->object)
             json_member_uint(&w, "object", f->object);
         else
@@ -246,6 +347,8 @@ void why_report_write_json(FILE *out, const struct why_report *why)
             json_double(&w, (double)t->cpu_ns / 1e6);
         else
             json_null(&w);
+        json_liveness(&w, why, (int)i);
+        wait_write_stopped_json(&w, report, th);
         wait_write_json(&w, report, th);
         json_key(&w, "frames");
         json_begin_array(&w);

@@ -19,6 +19,29 @@ enum why_verdict {
     WHY_QUEUE_STARVED,
     WHY_NEVER_NOTIFIED,
     WHY_NETWORK_WAIT,
+    WHY_STOPPED,                /* the process (or some threads) is stopped: SIGSTOP or a tracer */
+    WHY_GIL_HOG,                /* one thread keeps the GIL, running, while others wait for it */
+};
+
+/* How sure a hang finding is. */
+enum why_grade {
+    WHY_GRADE_NONE = 0,         /* no hang finding */
+    WHY_GRADE_CERTAIN,          /* nothing alive can release the threads */
+    WHY_GRADE_PROBABLE,         /* only threads that merely sleep, poll or wait with a timeout could */
+};
+
+/* Why a thread was judged live (or not) for the liveness computation. */
+enum why_live {
+    WHY_LIVE_BLOCKED = 0,       /* blocked without timeout on an in-process object: live only
+                                   through a releaser */
+    WHY_LIVE_CHANGED,           /* moved between the snapshots */
+    WHY_LIVE_RUNS,              /* runs, or wants the GIL */
+    WHY_LIVE_OUTSIDE,           /* waits for something outside the process */
+    WHY_LIVE_SIGNAL,            /* the main thread, and a signal has a Python handler */
+    WHY_LIVE_UNTIED,            /* its wait is not tied to an object pyscope can follow */
+    WHY_LIVE_SLEEPS,            /* only sleeps (weak) */
+    WHY_LIVE_TIMEOUT,           /* waits or polls with a timeout (weak) */
+    WHY_LIVE_STOPPED,           /* stopped: runs nothing until continued */
 };
 
 #define WHY_MAX_FINDING_THREADS 64
@@ -31,6 +54,10 @@ struct why_finding {
     int blocked[WHY_MAX_FINDING_THREADS];/* indices of threads stuck behind them */
     int n_blocked;
     uint64_t object;                     /* the lock, queue, event... at its root; 0 for none */
+    enum why_grade grade;
+    bool with_child;                     /* deadlock with a child process (pipes) */
+    int releasers[WHY_MAX_FINDING_THREADS];/* live threads that could still release it (probable) */
+    int n_releasers;
     char summary[1024];
 };
 
@@ -40,6 +67,12 @@ struct why_thread {
     bool gone;                  /* not in the second snapshot */
     int64_t cpu_ns;             /* CPU used between the snapshots; -1 unknown */
     enum thread_run_state later_state;  /* its state in the second snapshot; UNKNOWN when none */
+    enum why_live live_reason;  /* why it is live on its own, or BLOCKED */
+    bool live;                  /* some releaser is live (or it is live on its own) */
+    bool strong;                /* ... and one that does more than sleep or poll */
+    int releasers[WHY_MAX_FINDING_THREADS]; /* threads that could release its wait */
+    int n_releasers;
+    bool owner_edges;           /* the releasers are the owner or the joined thread */
 };
 
 struct why_progress {
@@ -52,6 +85,7 @@ struct why_progress {
     int threads_started;        /* threads only in the second snapshot */
     int threads_gone;
     int threads_running;        /* running Python (GIL held, no syscall) in the second snapshot */
+    double watched_ms;          /* from the start of the first snapshot to the end of the second */
 };
 
 struct why_report {
@@ -62,9 +96,17 @@ struct why_report {
     struct why_progress progress;
     struct why_finding *findings;
     int n_findings;
+    enum why_grade grade;                /* of the first finding */
+    bool signals_known;                  /* the signal module's handler table was read */
+    uint64_t python_signals;             /* bit n-1: signal n has a Python handler (and is caught) */
+    uint64_t caught_signals;             /* SigCgt */
+    char signals_source[96];
+    bool verbose;                        /* text: print the liveness computation */
 };
 
 const char *why_verdict_name(enum why_verdict verdict);
+const char *why_grade_name(enum why_grade grade);          /* NULL for NONE */
+const char *why_live_text(enum why_live reason);
 void why_report_free(struct why_report *why);
 
 void why_report_write_text(FILE *out, const struct why_report *why, bool color);

@@ -12,17 +12,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "target/pipe_peers.h"
 #include "util/text.h"
 
 #define MAX_RELEASERS 64
 
 struct node {
-    bool live;
+    bool live;                   /* some releaser is live, or it is live on its own */
+    bool strong;                 /* ... through a releaser that does more than sleep or poll */
+    bool blocked;                /* a node of the graph: blocked without timeout in the process */
+    enum why_live reason;        /* why it is live on its own (BLOCKED for graph nodes) */
     int releasers[MAX_RELEASERS];
     int n_releasers;
     bool owner_edges;            /* releasers are known owners or a joined thread */
     uint64_t reach_obj;          /* releasers are the threads that can reach this object */
     bool reach_same_lock;        /* ... and do not wait to acquire the same lock */
+    bool held;                   /* in a finding though live by the rules (network, GIL) */
+    bool consumer;               /* in get() on a queue: a worker waiting for work */
     /* Tarjan's strongly connected components */
     int index, lowlink, component;
     bool on_stack;
@@ -51,6 +57,34 @@ const char *why_verdict_name(enum why_verdict verdict)
     case WHY_QUEUE_STARVED: return "queue_starved";
     case WHY_NEVER_NOTIFIED: return "never_notified";
     case WHY_NETWORK_WAIT: return "network_wait";
+    case WHY_STOPPED: return "stopped";
+    case WHY_GIL_HOG: return "gil_hog";
+    }
+    return "?";
+}
+
+const char *why_grade_name(enum why_grade grade)
+{
+    switch (grade) {
+    case WHY_GRADE_CERTAIN: return "certain";
+    case WHY_GRADE_PROBABLE: return "probable";
+    case WHY_GRADE_NONE: break;
+    }
+    return NULL;
+}
+
+const char *why_live_text(enum why_live reason)
+{
+    switch (reason) {
+    case WHY_LIVE_BLOCKED: return "blocked without timeout";
+    case WHY_LIVE_CHANGED: return "moved between the snapshots";
+    case WHY_LIVE_RUNS: return "runs or wants the GIL";
+    case WHY_LIVE_OUTSIDE: return "waits for something outside the process";
+    case WHY_LIVE_SIGNAL: return "main thread, and a signal with a Python handler can run code in it";
+    case WHY_LIVE_UNTIED: return "its wait is not tied to an object pyscope can follow";
+    case WHY_LIVE_SLEEPS: return "only sleeps";
+    case WHY_LIVE_TIMEOUT: return "only waits or polls with a timeout";
+    case WHY_LIVE_STOPPED: return "stopped";
     }
     return "?";
 }
@@ -139,11 +173,21 @@ static void compare_snapshots(const struct hang_snapshot *first, const struct ha
         /* Only a thread running Python (holding the GIL outside any
          * syscall) counts: one seen on CPU without the GIL may be a GIL
          * waiter between two timed waits. */
-        if (th->state == THREAD_HOLDING_GIL && !th->syscall)
+        if (th->state == THREAD_HOLDING_GIL && !th->syscall && !th->stopped)
             p->threads_running++;
     }
     if (!cpu_known)
         p->cpu_ns = -1;
+    /* Where the scheduler does not say how long a thread has waited, a
+     * thread that did not move waited at least the interval. */
+    for (size_t i = 0; i < a->n_threads; i++) {
+        struct report_wait *w = a->threads[i].wait;
+        if (w && w->waited_ms < 0 && w->kind != WAIT_NONE && w->kind != WAIT_GIL &&
+            !why->threads[i].changed) {
+            w->waited_ms = interval_ms;
+            w->waited_at_least = true;
+        }
+    }
     /* Busy means more than a twentieth of one CPU over the interval: a
      * blocked process spends microseconds on its timed wake-ups. */
     int64_t busy_ns = (int64_t)interval_ms * 1000000 / 20;
@@ -177,7 +221,7 @@ static void add_releaser(struct node *node, int j)
     if (node->n_releasers < MAX_RELEASERS)
         node->releasers[node->n_releasers++] = j;
     else
-        node->live = true; /* too many candidates to call it stuck */
+        node->live = node->strong = true; /* too many candidates to call it stuck */
 }
 
 /* Does thread j wait on the same thing the same way as thread i? Then it is
@@ -189,60 +233,146 @@ static bool same_wait(const struct analysis *an, int i, int j)
         return false;
     if (an->nodes[i].reach_same_lock)
         return o->lock && o->lock == w->lock;
-    return o->object == w->object && strcmp(o->operation, w->operation) == 0;
+    /* A thread blocked on the same queue or condition (in get() while i is in
+     * join(), say) does nothing with it before someone else wakes it. */
+    return o->object == w->object;
 }
 
-/* Reach-based releasers. One live thread that can reach the object is
- * enough to make i live, so live threads are tried first; only a thread
- * none of them can help needs the full list, for the cycle search. */
+/* Is thread j, through a chain of joins, waiting for i to finish, or for a
+ * thread that waits the same way as i? Then j can act on i's object only
+ * after i itself was released. */
+static bool joins_into(const struct analysis *an, int j, int i)
+{
+    int at = j;
+    for (int step = 0; step < an->n; step++) {
+        const struct report_wait *w = wait_of(an, at);
+        if (!an->nodes[at].blocked || !w || w->kind != WAIT_JOIN || w->join_target < 0)
+            return false;
+        at = w->join_target;
+        if (at == i || (an->nodes[at].blocked && same_wait(an, i, at)))
+            return true;
+    }
+    return false;
+}
+
+/* Reach-based releasers. One thread that does more than sleep and can
+ * reach the object is enough to make i live for good, so those are tried
+ * first; otherwise every sleeping or polling thread that can reach it (they
+ * make i only probably stuck) and every blocked one (for the cycle search)
+ * is listed. */
 static void resolve_reach(struct analysis *an)
 {
     for (int i = 0; i < an->n; i++) {
         struct node *node = &an->nodes[i];
-        if (node->live || !node->reach_obj)
+        if (!node->blocked || !node->reach_obj)
             continue;
-        for (int j = 0; j < an->n && !node->live; j++) {
-            if (j == i || !an->nodes[j].live || same_wait(an, i, j))
-                continue;
-            if (waits_thread_reaches(an->ctx, an->first->raw, (size_t)j, node->reach_obj)) {
-                add_releaser(node, j);
-                node->live = true;
+        for (int pass = 0; pass < 3; pass++) {
+            for (int j = 0; j < an->n; j++) {
+                const struct node *other = &an->nodes[j];
+                bool in_pass = pass == 0   ? !other->blocked && other->strong
+                               : pass == 1 ? !other->blocked && !other->strong
+                                           : other->blocked;
+                if (j == i || !in_pass || same_wait(an, i, j) || joins_into(an, j, i))
+                    continue;
+                if (waits_thread_reaches(an->ctx, an->first->raw, (size_t)j, node->reach_obj)) {
+                    add_releaser(node, j);
+                    if (pass == 0)
+                        break;
+                }
             }
-        }
-        for (int j = 0; j < an->n && !node->live; j++) {
-            if (j == i || an->nodes[j].live || same_wait(an, i, j))
-                continue;
-            if (waits_thread_reaches(an->ctx, an->first->raw, (size_t)j, node->reach_obj))
-                add_releaser(node, j);
+            if (pass == 0 && node->n_releasers)
+                break;
         }
     }
 }
 
+/* Signals that can run Python code: a Python-level handler in the signal
+ * module's table, for a signal the process catches. Without the table:
+ * every caught signal but SIGINT (its default handler only raises), glibc's
+ * own SIGCANCEL and SIGSETXID (32, 33) and the fatal ones faulthandler
+ * catches. */
+static uint64_t python_signals(const struct hang_snapshot *s)
+{
+    if (s->handlers.known)
+        return s->caught_signals & s->handlers.python;
+    const uint64_t ignored = (1ull << (2 - 1)) | (1ull << (4 - 1)) | (1ull << (6 - 1)) |
+                             (1ull << (7 - 1)) | (1ull << (8 - 1)) | (1ull << (11 - 1)) |
+                             (1ull << (32 - 1)) | (1ull << (33 - 1));
+    return s->caught_signals & ~ignored;
+}
+
 /* Python runs signal handlers in the main thread, interrupting whatever it
- * waits for: a main thread of a process that catches a signal a handler
- * could use to set an event or feed a queue (anything but SIGINT and the
- * fatal signals faulthandler catches) may be woken that way. */
+ * waits for, so a handler may set the event it waits for. Not when it waits
+ * for a lock it holds itself: a handler would block on it the same way. */
 static bool main_thread_signalled(const struct analysis *an, int i)
 {
-    const uint64_t ignored = (1ull << (2 - 1)) | (1ull << (4 - 1)) | (1ull << (6 - 1)) |
-                             (1ull << (7 - 1)) | (1ull << (8 - 1)) | (1ull << (11 - 1));
     const struct report_thread *th = &an->first->report->threads[i];
-    return th->tid && th->tid == an->first->report->pid && (an->first->caught_signals & ~ignored) != 0;
+    const struct report_wait *w = th->wait;
+    if (!th->tid || th->tid != an->first->report->pid || python_signals(an->first) == 0)
+        return false;
+    return !(w && w->kind == WAIT_LOCK && w->owner_status == WAIT_OWNER_ALIVE && w->owner == i);
+}
+
+static bool outside_wait(const struct report_wait *w)
+{
+    return w && (w->kind == WAIT_SOCKET || w->kind == WAIT_SELECT || w->kind == WAIT_CHILD ||
+                 w->kind == WAIT_IO || w->kind == WAIT_SYSCALL);
+}
+
+static bool queue_like(const struct report_wait *w)
+{
+    size_t len = strlen(w->object_type);
+    return w->kind == WAIT_NOTIFY && strcmp(w->operation, "get") == 0 &&
+           (w->queue_length >= 0 || (len >= 5 && strcmp(w->object_type + len - 5, "Queue") == 0));
+}
+
+/* Why thread i is live on its own; BLOCKED when only a releaser can make it. */
+static enum why_live own_liveness(const struct analysis *an, int i)
+{
+    const struct report_thread *th = &an->first->report->threads[i];
+    const struct report_wait *w = th->wait;
+    if (th->stopped)
+        return WHY_LIVE_STOPPED;
+    if (an->why->threads[i].changed)
+        return WHY_LIVE_CHANGED;
+    if (!w || w->kind == WAIT_NONE || w->kind == WAIT_GIL || th->state == THREAD_RUNNING ||
+        (th->state == THREAD_HOLDING_GIL && !th->syscall))
+        return WHY_LIVE_RUNS;
+    if (w->kind == WAIT_SLEEP)
+        return WHY_LIVE_SLEEPS;
+    if (outside_wait(w))
+        return w->timeout == WAIT_TIMEOUT_SET && w->kind == WAIT_SELECT ? WHY_LIVE_TIMEOUT
+                                                                       : WHY_LIVE_OUTSIDE;
+    if (!in_process_wait(w))
+        return WHY_LIVE_UNTIED;
+    if (w->timeout == WAIT_TIMEOUT_SET)
+        return WHY_LIVE_TIMEOUT;
+    if (main_thread_signalled(an, i))
+        return WHY_LIVE_SIGNAL;
+    switch (w->kind) {
+    case WAIT_LOCK:
+        return w->owner_status == WAIT_OWNER_FREE ? WHY_LIVE_RUNS : WHY_LIVE_BLOCKED;
+    case WAIT_NOTIFY:
+        return w->object ? WHY_LIVE_BLOCKED : WHY_LIVE_UNTIED;
+    case WAIT_JOIN:
+        return w->join_target >= 0 ? WHY_LIVE_BLOCKED : WHY_LIVE_UNTIED;
+    default:
+        return WHY_LIVE_UNTIED;
+    }
 }
 
 static void build_node(struct analysis *an, int i)
 {
     const struct report_wait *w = wait_of(an, i);
-    const struct why_thread *t = &an->why->threads[i];
     struct node *node = &an->nodes[i];
-    node->live = true;
-    if (t->changed || !in_process_wait(w) || w->timeout == WAIT_TIMEOUT_SET || main_thread_signalled(an, i))
+    node->reason = own_liveness(an, i);
+    node->blocked = node->reason == WHY_LIVE_BLOCKED;
+    node->live = !node->blocked;
+    node->strong = node->live && node->reason != WHY_LIVE_SLEEPS && node->reason != WHY_LIVE_TIMEOUT;
+    if (!node->blocked)
         return;
     switch (w->kind) {
     case WAIT_LOCK:
-        if (w->owner_status == WAIT_OWNER_FREE)
-            return;
-        node->live = false;
         if (w->owner_status == WAIT_OWNER_ALIVE && w->owner >= 0) {
             add_releaser(node, w->owner);
             node->owner_edges = true;
@@ -252,35 +382,41 @@ static void build_node(struct analysis *an, int i)
         }
         break;
     case WAIT_NOTIFY:
-        if (!w->object)
-            return;
-        node->live = false;
         node->reach_obj = w->object;
+        node->consumer = queue_like(w);
         break;
     case WAIT_JOIN:
-        if (w->join_target < 0)
-            return;
-        node->live = false;
         add_releaser(node, w->join_target);
         node->owner_edges = true;
         break;
     default:
-        return;
+        break;
     }
 }
 
+/* To a fixpoint: a blocked thread is live when a releaser is; it is
+ * strongly live when its owner or joined thread runs, sleeps or polls (or is
+ * itself strongly live), or when a thread that can reach its object is
+ * strongly live. */
 static void propagate_liveness(struct analysis *an)
 {
     for (int round = 0; round <= an->n; round++) {
         bool changed = false;
         for (int i = 0; i < an->n; i++) {
             struct node *node = &an->nodes[i];
-            if (node->live)
+            if (!node->blocked || node->strong)
                 continue;
             for (int k = 0; k < node->n_releasers; k++) {
-                if (an->nodes[node->releasers[k]].live) {
-                    node->live = true;
-                    changed = true;
+                const struct node *r = &an->nodes[node->releasers[k]];
+                if (r->live && !node->live)
+                    node->live = changed = true;
+                /* An owner or joined thread that sleeps or polls will act
+                 * when it wakes; one blocked itself passes on what it is. */
+                /* A worker waiting in get() for work that a sleeping or
+                 * polling thread can still put is how pools idle. */
+                bool strong = (node->owner_edges || node->consumer) && !r->blocked ? r->live : r->strong;
+                if (strong && !node->strong) {
+                    node->strong = changed = true;
                     break;
                 }
             }
@@ -288,6 +424,13 @@ static void propagate_liveness(struct analysis *an)
         if (!changed)
             return;
     }
+}
+
+/* A thread the explanation is about: blocked, and no releaser that does
+ * more than sleep or poll is live. */
+static bool stuck(const struct analysis *an, int i)
+{
+    return an->nodes[i].blocked && !an->nodes[i].strong;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -302,7 +445,7 @@ static void strongconnect(struct analysis *an, int v)
     for (int k = 0; k < node->n_releasers; k++) {
         int w = node->releasers[k];
         struct node *next = &an->nodes[w];
-        if (next->live)
+        if (!stuck(an, w))
             continue;
         if (next->index < 0) {
             strongconnect(an, w);
@@ -400,14 +543,15 @@ static void deadlock_findings(struct analysis *an)
 {
     for (int c = 0; c < an->n_components; c++) {
         int members[WHY_MAX_FINDING_THREADS], n = 0;
-        bool self_loop = false;
+        bool self_loop = false, all_dead = true;
         for (int i = 0; i < an->n; i++) {
-            if (an->nodes[i].live || an->nodes[i].component != c)
+            if (!stuck(an, i) || an->nodes[i].component != c)
                 continue;
             if (n < WHY_MAX_FINDING_THREADS)
                 members[n++] = i;
             for (int k = 0; k < an->nodes[i].n_releasers; k++)
                 self_loop |= an->nodes[i].releasers[k] == i;
+            all_dead &= !an->nodes[i].live;
         }
         if (n == 0 || (n == 1 && !self_loop))
             continue;
@@ -427,14 +571,9 @@ static void deadlock_findings(struct analysis *an)
         if (!f->certain)
             text_append(f->summary, sizeof f->summary,
                         " (a plain Lock records no owner: its holder is inferred)");
+        f->certain &= all_dead;
+        f->grade = f->certain ? WHY_GRADE_CERTAIN : WHY_GRADE_PROBABLE;
     }
-}
-
-static bool queue_like(const struct report_wait *w)
-{
-    size_t len = strlen(w->object_type);
-    return w->kind == WAIT_NOTIFY && strcmp(w->operation, "get") == 0 &&
-           (w->queue_length >= 0 || (len >= 5 && strcmp(w->object_type + len - 5, "Queue") == 0));
 }
 
 /* The findings root_findings makes: one object nobody can release. */
@@ -443,12 +582,49 @@ static bool root_kind(enum why_verdict kind)
     return kind == WHY_LOCK_NEVER_RELEASED || kind == WHY_QUEUE_STARVED || kind == WHY_NEVER_NOTIFIED;
 }
 
+static int stuck_releaser(const struct analysis *an, int i)
+{
+    for (int k = 0; k < an->nodes[i].n_releasers; k++)
+        if (stuck(an, an->nodes[i].releasers[k]))
+            return an->nodes[i].releasers[k];
+    return -1;
+}
+
+/* The live releasers of a probable finding: who could still release it,
+ * and (in the summary) why each was judged live. */
+static void note_releasers(struct analysis *an, struct why_finding *f, int i)
+{
+    for (int k = 0; k < an->nodes[i].n_releasers; k++) {
+        int r = an->nodes[i].releasers[k];
+        if (!stuck(an, r) && an->nodes[r].live)
+            add_thread(f->releasers, &f->n_releasers, r);
+    }
+}
+
+static void append_releasers(struct analysis *an, const struct why_finding *f, char *s, size_t size)
+{
+    const struct stack_report *report = an->first->report;
+    text_append(s, size, "; the only thread%s that could still do it: ", f->n_releasers == 1 ? "" : "s");
+    for (int m = 0; m < f->n_releasers && m < 4; m++) {
+        int r = f->releasers[m];
+        if (m)
+            text_append(s, size, ", ");
+        append_thread_name(s, size, &report->threads[r]);
+        text_append(s, size, " (%s", why_live_text(an->nodes[r].reason));
+        const struct report_thread *th = &report->threads[r];
+        if (th->n_frames)
+            text_append(s, size, ", in %s", th->frames[0].function);
+        text_append(s, size, ")");
+    }
+    if (f->n_releasers > 4)
+        text_append(s, size, " and %d more", f->n_releasers - 4);
+}
+
 static void root_findings(struct analysis *an)
 {
     const struct stack_report *report = an->first->report;
     for (int i = 0; i < an->n; i++) {
-        const struct node *node = &an->nodes[i];
-        if (node->live || node->n_releasers)
+        if (!stuck(an, i) || stuck_releaser(an, i) >= 0)
             continue;
         const struct report_wait *w = wait_of(an, i);
         /* One finding per object: join it if it exists. */
@@ -456,18 +632,23 @@ static void root_findings(struct analysis *an)
         for (int k = 0; k < an->why->n_findings && !f; k++)
             if (root_kind(an->why->findings[k].kind) && an->why->findings[k].object == w->object)
                 f = &an->why->findings[k];
-        if (f) {
-            add_thread(f->threads, &f->n_threads, i);
-            continue;
+        if (!f) {
+            enum why_verdict kind = w->kind == WAIT_LOCK ? WHY_LOCK_NEVER_RELEASED
+                                    : queue_like(w)       ? WHY_QUEUE_STARVED
+                                                          : WHY_NEVER_NOTIFIED;
+            f = new_finding(an, kind);
+            if (!f)
+                return;
+            f->object = w->object;
+            f->grade = WHY_GRADE_CERTAIN;
+            f->certain = true;
         }
-        enum why_verdict kind = w->kind == WAIT_LOCK ? WHY_LOCK_NEVER_RELEASED
-                                : queue_like(w)       ? WHY_QUEUE_STARVED
-                                                      : WHY_NEVER_NOTIFIED;
-        f = new_finding(an, kind);
-        if (!f)
-            return;
-        f->object = w->object;
         add_thread(f->threads, &f->n_threads, i);
+        if (an->nodes[i].live) {
+            f->grade = WHY_GRADE_PROBABLE;
+            f->certain = false;
+        }
+        note_releasers(an, f, i);
     }
     /* Summaries once every waiter is counted. */
     for (int k = 0; k < an->why->n_findings; k++) {
@@ -477,6 +658,8 @@ static void root_findings(struct analysis *an)
         const struct report_wait *w = wait_of(an, f->threads[0]);
         char *s = f->summary;
         size_t size = sizeof f->summary;
+        bool probable = f->grade == WHY_GRADE_PROBABLE;
+        const char *who = probable ? "no thread that does more than sleep or poll" : "no live thread";
         s[0] = '\0';
         switch (f->kind) {
         case WHY_LOCK_NEVER_RELEASED:
@@ -485,23 +668,24 @@ static void root_findings(struct analysis *an)
                 text_append(s, size, " is held by thread ident 0x%llx, which has exited",
                             (unsigned long long)w->owner_ident);
             else
-                text_append(s, size, " is locked, but no live thread holds it in a with block or "
+                text_append(s, size, " is locked, but %s holds it in a with block or "
                                      "can reach it to release it (it was probably acquired on a "
-                                     "path that raised or returned before release())");
+                                     "path that raised or returned before release())", who);
             break;
         case WHY_QUEUE_STARVED:
             append_object(s, size, w);
             if (w->queue_length >= 0)
                 text_append(s, size, " has %lld item%s and", (long long)w->queue_length,
                             w->queue_length == 1 ? "" : "s");
-            text_append(s, size, " no live thread can put into it");
+            text_append(s, size, " %s can put into it", who);
             break;
         default:
             append_object(s, size, w);
-            text_append(s, size, " (%s) cannot be signalled: no live thread can reach it",
-                        w->operation);
+            text_append(s, size, " (%s) cannot be signalled: %s can reach it", w->operation, who);
             break;
         }
+        if (probable && f->n_releasers)
+            append_releasers(an, f, s, size);
         text_append(s, size, "; waiting with no timeout: ");
         for (int m = 0; m < f->n_threads; m++) {
             if (m)
@@ -515,7 +699,7 @@ static void root_findings(struct analysis *an)
 static void attach_blocked(struct analysis *an)
 {
     for (int i = 0; i < an->n; i++) {
-        if (an->nodes[i].live)
+        if (!stuck(an, i))
             continue;
         bool listed = false;
         for (int k = 0; k < an->why->n_findings && !listed; k++)
@@ -524,8 +708,7 @@ static void attach_blocked(struct analysis *an)
         if (listed)
             continue;
         int at = i;
-        for (int step = 0; step < an->n && an->nodes[at].n_releasers; step++) {
-            at = an->nodes[at].releasers[0];
+        for (int step = 0; step < an->n && (at = stuck_releaser(an, at)) >= 0; step++) {
             for (int k = 0; k < an->why->n_findings; k++) {
                 struct why_finding *f = &an->why->findings[k];
                 for (int m = 0; m < f->n_threads; m++) {
@@ -537,6 +720,100 @@ static void attach_blocked(struct analysis *an)
             }
         }
     next:;
+    }
+}
+
+/* Threads blocked only on the threads of finding f (joining them, or
+ * waiting for a lock they hold, directly or through each other) are stuck
+ * behind it, though the finding's threads are live by the liveness rules
+ * (they wait for the network, or hold the GIL). */
+static void attach_joiners(struct analysis *an, struct why_finding *f)
+{
+    for (int round = 0; round < an->n; round++) {
+        bool added = false;
+        for (int i = 0; i < an->n; i++) {
+            const struct node *node = &an->nodes[i];
+            bool in = false;
+            for (int m = 0; m < f->n_threads && !in; m++)
+                in = f->threads[m] == i;
+            for (int m = 0; m < f->n_blocked && !in; m++)
+                in = f->blocked[m] == i;
+            if (in || !node->blocked || !node->owner_edges || !node->n_releasers)
+                continue;
+            bool behind = true;
+            for (int k = 0; k < node->n_releasers && behind; k++) {
+                int r = node->releasers[k];
+                bool listed = false;
+                for (int m = 0; m < f->n_threads && !listed; m++)
+                    listed = f->threads[m] == r;
+                for (int m = 0; m < f->n_blocked && !listed; m++)
+                    listed = f->blocked[m] == r;
+                behind = listed;
+            }
+            if (behind) {
+                add_thread(f->blocked, &f->n_blocked, i);
+                added = true;
+            }
+        }
+        if (!added)
+            return;
+    }
+}
+
+/* The pipe deadlock subprocess's documentation warns about: a thread reads
+ * one pipe of a child (its stdout), while the child is blocked writing to
+ * another pipe (its stderr) that is full, whose read end this process holds
+ * and no thread of it reads. */
+static bool reads_pipe(const struct report_wait *w, uint64_t pipe, int fd)
+{
+    if (!w)
+        return false;
+    if (w->kind == WAIT_IO)
+        return pipe_inode(w->io_target) == pipe;
+    if (w->kind == WAIT_SELECT)
+        for (int k = 0; k < w->n_fds; k++)
+            if (w->fds[k].fd == fd)
+                return true;
+    return false;
+}
+
+static void pipe_finding(struct analysis *an)
+{
+    const struct stack_report *report = an->first->report;
+    if (report->core_path[0] || (an->why->progress.checked && an->why->progress.progressing))
+        return;
+    for (int i = 0; i < an->n; i++) {
+        const struct report_wait *w = wait_of(an, i);
+        uint64_t pipe = w && w->kind == WAIT_IO && w->syscall &&
+                                (strcmp(w->syscall, "read") == 0 || strcmp(w->syscall, "readv") == 0)
+                            ? pipe_inode(w->io_target)
+                            : 0;
+        struct pipe_blocked_writer bw;
+        if (!pipe || an->why->threads[i].changed ||
+            pipe_find_blocked_writer(report->pid, pipe, 16, &bw) != 0 || !bw.writes_read_pipe)
+            continue;
+        bool drained = false;
+        for (int j = 0; j < an->n && !drained; j++)
+            drained = reads_pipe(wait_of(an, j), bw.pipe, bw.parent_fd);
+        if (drained)
+            continue;
+        struct why_finding *f = new_finding(an, WHY_DEADLOCK);
+        if (!f)
+            return;
+        f->certain = true;
+        f->with_child = true;
+        f->grade = WHY_GRADE_CERTAIN;
+        add_thread(f->threads, &f->n_threads, i);
+        attach_joiners(an, f);
+        f->summary[0] = '\0';
+        append_thread_name(f->summary, sizeof f->summary, &report->threads[i]);
+        text_append(f->summary, sizeof f->summary,
+                    " reads fd %d (pipe:[%llu]) from child process %d (%s), which is blocked "
+                    "writing to its fd %d (pipe:[%llu]): that pipe is full, this process holds its "
+                    "read end (fd %d) and no thread reads it (read both pipes, e.g. with "
+                    "Popen.communicate())",
+                    w->io_fd, (unsigned long long)pipe, (int)bw.pid, bw.comm, bw.child_fd,
+                    (unsigned long long)bw.pipe, bw.parent_fd);
     }
 }
 
@@ -575,8 +852,11 @@ static void network_finding(struct analysis *an)
     struct why_finding *f = new_finding(an, WHY_NETWORK_WAIT);
     if (!f)
         return;
+    /* The peer may still answer: only probable. */
+    f->grade = WHY_GRADE_PROBABLE;
     for (int m = 0; m < n; m++)
         add_thread(f->threads, &f->n_threads, threads[m]);
+    attach_joiners(an, f);
     text_format(f->summary, sizeof f->summary,
                 "%d of %d threads wait for replies on TCP connections they opened, with no "
                 "timeout, and nothing else progresses: ",
@@ -602,7 +882,11 @@ static void gil_finding(struct analysis *an, const struct hang_snapshot *second)
         return;
     for (int h = 0; h < an->n; h++) {
         const struct report_thread *th = &report->threads[h];
-        if (!th->holds_gil || !th->syscall || an->why->threads[h].changed)
+        /* Blocked in a syscall with the GIL, or running a C call that never
+         * lets it go (a backtracking regex, a PyDLL function): in both
+         * snapshots, with no hand-off in between. */
+        bool hog = !th->syscall && an->why->threads[h].later_state == THREAD_HOLDING_GIL;
+        if (!th->holds_gil || (!th->syscall && !hog) || an->why->threads[h].changed || th->stopped)
             continue;
         /* The threads that cannot run Python: seen waiting for the GIL in
          * either snapshot (between two timed waits a waiter is briefly on
@@ -618,30 +902,86 @@ static void gil_finding(struct analysis *an, const struct hang_snapshot *second)
         }
         if (!n)
             return;
-        struct why_finding *f = new_finding(an, WHY_GIL_BLOCKED);
+        struct why_finding *f = new_finding(an, hog ? WHY_GIL_HOG : WHY_GIL_BLOCKED);
         if (!f)
             return;
         f->certain = true;
+        f->grade = WHY_GRADE_CERTAIN;
         add_thread(f->threads, &f->n_threads, h);
         for (int m = 0; m < n; m++)
             add_thread(f->blocked, &f->n_blocked, waiters[m]);
-        f->summary[0] = '\0';
-        append_thread_name(f->summary, sizeof f->summary, th);
-        text_append(f->summary, sizeof f->summary,
-                    " holds the GIL while blocked in %s, so %d thread%s waiting for the GIL cannot run",
-                    th->syscall, n, n == 1 ? "" : "s");
+        char *s = f->summary;
+        size_t size = sizeof f->summary;
+        s[0] = '\0';
+        append_thread_name(s, size, th);
+        if (hog)
+            text_append(s, size, " has held the GIL without a hand-off for at least %d ms, running "
+                                 "a call that does not release it",
+                        p->interval_ms);
+        else
+            text_append(s, size, " holds the GIL while blocked in %s", th->syscall);
+        text_append(s, size, ", so %d thread%s waiting for the GIL cannot run", n, n == 1 ? "" : "s");
         if (th->n_frames)
-            text_append(f->summary, sizeof f->summary, " (it is in %s, line %d)",
-                        th->frames[0].function, th->frames[0].line);
+            text_append(s, size, " (it is in %s, %s:%d", th->frames[0].function,
+                        stack_report_short_path(th->frames[0].file), th->frames[0].line);
+        for (size_t k = 1; k < th->n_frames && k < 3; k++)
+            text_append(s, size, ", called from %s", th->frames[k].function);
+        if (th->n_frames)
+            text_append(s, size, ")");
+        if (an->why->threads[h].cpu_ns >= 0)
+            text_append(s, size, "; it used %.0f ms of CPU in the %d ms watched",
+                        (double)an->why->threads[h].cpu_ns / 1e6, p->interval_ms);
+        text_append(s, size, "; starving: ");
+        for (int m = 0; m < n && m < 6; m++) {
+            if (m)
+                text_append(s, size, ", ");
+            append_thread_name(s, size, &report->threads[waiters[m]]);
+        }
+        if (n > 6)
+            text_append(s, size, " and %d more", n - 6);
         return;
+    }
+}
+
+/* A stopped process runs nothing until it is continued: that comes before
+ * anything its threads wait for. */
+static void stopped_finding(struct analysis *an)
+{
+    const struct stack_report *report = an->first->report;
+    if (!report->n_stopped)
+        return;
+    struct why_finding *f = new_finding(an, WHY_STOPPED);
+    if (!f)
+        return;
+    f->certain = true;
+    f->grade = WHY_GRADE_CERTAIN;
+    for (int i = 0; i < an->n; i++)
+        if (report->threads[i].stopped)
+            add_thread(f->threads, &f->n_threads, i);
+    char *s = f->summary;
+    size_t size = sizeof f->summary;
+    if (report->n_stopped >= an->n)
+        text_format(s, size, "the process is stopped");
+    else
+        text_format(s, size, "%d of %d threads are stopped", report->n_stopped, an->n);
+    if (report->tracer) {
+        text_append(s, size, " by its tracer, process %d", (int)report->tracer);
+        if (report->tracer_comm[0])
+            text_append(s, size, " (%s)", report->tracer_comm);
+        text_append(s, size, ", and runs nothing until the debugger continues or detaches it");
+    } else {
+        text_append(s, size, " by a signal (SIGSTOP, SIGTSTP: kill -STOP, Ctrl-Z) and runs nothing "
+                             "until continued; resume it with: kill -CONT %d", (int)report->pid);
     }
 }
 
 static int verdict_rank(enum why_verdict v)
 {
     switch (v) {
+    case WHY_STOPPED: return -1;
     case WHY_DEADLOCK: return 0;
     case WHY_GIL_BLOCKED: return 1;
+    case WHY_GIL_HOG: return 1;
     case WHY_LOCK_NEVER_RELEASED: return 2;
     case WHY_QUEUE_STARVED: return 3;
     case WHY_NEVER_NOTIFIED: return 4;
@@ -653,6 +993,8 @@ static int verdict_rank(enum why_verdict v)
 static int compare_findings(const void *x, const void *y)
 {
     const struct why_finding *a = x, *b = y;
+    if (a->grade != b->grade)
+        return a->grade == WHY_GRADE_CERTAIN ? -1 : 1;
     if (a->kind != b->kind)
         return verdict_rank(a->kind) - verdict_rank(b->kind);
     if (a->certain != b->certain)
@@ -670,8 +1012,18 @@ static void headline(struct analysis *an)
     size_t size = sizeof why->summary;
     const struct report_wait *w = wait_of(an, f->threads[0]);
     s[0] = '\0';
+    bool probable = f->grade == WHY_GRADE_PROBABLE;
+    if (probable && f->kind != WHY_DEADLOCK)
+        text_append(s, size, "probably hung: ");
     switch (f->kind) {
+    case WHY_STOPPED:
+        text_append(s, size, "%s", f->summary);
+        break;
     case WHY_DEADLOCK:
+        if (f->with_child) {
+            text_append(s, size, "deadlock with a child process: %s", f->summary);
+            break;
+        }
         text_append(s, size, "%s between ", f->certain ? "deadlock" : "probable deadlock");
         for (int m = 0; m < f->n_threads && m < 4; m++) {
             if (m)
@@ -682,6 +1034,7 @@ static void headline(struct analysis *an)
             text_append(s, size, " and %d more", f->n_threads - 4);
         break;
     case WHY_GIL_BLOCKED:
+    case WHY_GIL_HOG:
         text_append(s, size, "%s", f->summary);
         break;
     case WHY_LOCK_NEVER_RELEASED:
@@ -689,20 +1042,24 @@ static void headline(struct analysis *an)
                     f->n_threads == 1 ? "s" : "");
         append_object(s, size, w);
         text_append(s, size, w->owner_status == WAIT_OWNER_GONE ? ", held by a thread that has exited"
-                                                                : ", which nobody will release");
+                             : probable ? ", which only threads that merely sleep or poll could release"
+                                        : ", which nobody will release");
         break;
     case WHY_QUEUE_STARVED:
         text_append(s, size, "%d thread%s wait%s forever in %s.get on ", f->n_threads,
                     f->n_threads == 1 ? "" : "s", f->n_threads == 1 ? "s" : "", w->object_type);
         append_object(s, size, w);
-        text_append(s, size, ", which is empty and which no live thread can feed");
+        text_append(s, size, probable ? ", which is empty and which only threads that merely sleep "
+                                        "or poll could feed"
+                                      : ", which is empty and which no live thread can feed");
         break;
     case WHY_NEVER_NOTIFIED:
         text_append(s, size, "%d thread%s wait%s forever in %s.%s on ", f->n_threads,
                     f->n_threads == 1 ? "" : "s", f->n_threads == 1 ? "s" : "", w->object_type,
                     w->operation);
         append_object(s, size, w);
-        text_append(s, size, ", which no live thread can signal");
+        text_append(s, size, probable ? ", which only threads that merely sleep or poll could signal"
+                                      : ", which no live thread can signal");
         break;
     case WHY_NETWORK_WAIT:
         text_append(s, size, "%d thread%s wait%s with no timeout for replies from the network, "
@@ -726,6 +1083,7 @@ static void conclude(struct analysis *an)
     if (why->n_findings) {
         qsort(why->findings, (size_t)why->n_findings, sizeof *why->findings, compare_findings);
         why->verdict = why->findings[0].kind;
+        why->grade = why->findings[0].grade;
         headline(an);
         return;
     }
@@ -781,15 +1139,41 @@ int hang_analyze(struct waits_ctx *ctx, const struct hang_snapshot *first,
     resolve_reach(&an);
     propagate_liveness(&an);
     for (int i = 0; i < n; i++)
-        if (!an.nodes[i].live && an.nodes[i].index < 0)
+        if (stuck(&an, i) && an.nodes[i].index < 0)
             strongconnect(&an, i);
+    stopped_finding(&an);
     deadlock_findings(&an);
     gil_finding(&an, second);
     root_findings(&an);
     attach_blocked(&an);
     network_finding(&an);
-    for (int i = 0; i < n; i++)
-        why->threads[i].stuck = !an.nodes[i].live;
+    pipe_finding(&an);
+    for (int k = 0; k < why->n_findings; k++) {
+        struct why_finding *f = &why->findings[k];
+        bool live_threads = f->kind == WHY_NETWORK_WAIT || f->kind == WHY_GIL_BLOCKED ||
+                            f->kind == WHY_GIL_HOG || f->with_child;
+        if (live_threads)
+            for (int m = 0; m < f->n_threads; m++)
+                an.nodes[f->threads[m]].held = true;
+        for (int m = 0; m < f->n_blocked && f->kind != WHY_DEADLOCK; m++)
+            an.nodes[f->blocked[m]].held = true;
+    }
+    for (int i = 0; i < n; i++) {
+        struct why_thread *t = &why->threads[i];
+        const struct node *node = &an.nodes[i];
+        t->stuck = stuck(&an, i) || node->held;
+        t->live_reason = node->reason;
+        t->live = node->live;
+        t->strong = node->strong;
+        t->owner_edges = node->owner_edges;
+        t->n_releasers = node->n_releasers < WHY_MAX_FINDING_THREADS ? node->n_releasers
+                                                                      : WHY_MAX_FINDING_THREADS;
+        memcpy(t->releasers, node->releasers, sizeof t->releasers[0] * (size_t)t->n_releasers);
+    }
+    why->caught_signals = first->caught_signals;
+    why->python_signals = python_signals(first);
+    why->signals_known = first->handlers.known;
+    text_format(why->signals_source, sizeof why->signals_source, "%s", first->handlers.source);
     conclude(&an);
     rc = 0;
 out:

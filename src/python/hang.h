@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 #include "output/why_report.h"
+#include "python/signal_handlers.h"
 #include "python/stacks.h"
 #include "python/waits.h"
 
@@ -16,6 +17,7 @@ struct hang_snapshot {
     struct stacks_raw *raw;
     int64_t *cpu_ns;             /* per thread, -1 unknown */
     uint64_t caught_signals;     /* SigCgt: bit n-1 for signal n */
+    struct py_signal_handlers handlers;  /* the signal module's table */
 };
 
 /* first has its waits analysed (waits_analyze with ctx); second may be NULL

@@ -224,6 +224,31 @@ static void prefetch_stacks(struct py_reader *r, const struct py_snapshot *snap)
     free(ranges);
 }
 
+/* A stopped process runs nothing: dump, why and top must say so instead of
+ * what the last syscall state suggests. The leader's status answers for a
+ * group stop (SIGSTOP) and a debugger; each thread is looked at only then. */
+static void note_stopped(pid_t pid, struct stack_report *report)
+{
+    char state;
+    pid_t tracer;
+    report->n_stopped = 0;
+    report->tracer = 0;
+    if (process_thread_stopped(pid, pid, &state, &tracer) != 0 || !state)
+        return;
+    for (size_t i = 0; i < report->n_threads; i++) {
+        struct report_thread *th = &report->threads[i];
+        if (!th->tid || process_thread_stopped(pid, th->tid, &th->stopped, &th->tracer) != 0)
+            continue;
+        if (!th->stopped)
+            continue;
+        report->n_stopped++;
+        if (th->tracer && !report->tracer) {
+            report->tracer = th->tracer;
+            process_thread_comm(th->tracer, th->tracer, report->tracer_comm, sizeof report->tracer_comm);
+        }
+    }
+}
+
 int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
                    struct stack_report *report, struct pyscope_error *err)
 {
@@ -353,6 +378,8 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
             goto out;
         }
     }
+    if (!t->ops->is_core && !opts->paused)
+        note_stopped(t->pid, report);
     rc = 0;
 out:
     if (codes) {

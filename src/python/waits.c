@@ -5,6 +5,8 @@
  * syscalls are explained from their arguments and /proc. Every read can
  * fail: a wait that cannot be tied to an object is reported as such. */
 #include "python/waits.h"
+#include "python/locals_repr.h"
+#include "target/sched_clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +165,7 @@ struct found_path {
     const char *local;       /* variable name, NULL for a value-stack slot */
     uint64_t attr[2];        /* str objects of attribute names, 0 when unused */
     uint64_t global_key;     /* str object when found among the globals */
+    uint64_t holder;         /* the local's object when found as its attribute, else 0 */
 };
 
 typedef bool (*object_test)(struct waits_ctx *c, uint64_t obj, void *arg);
@@ -242,6 +245,7 @@ static uint64_t search_frame(struct waits_ctx *c, object_test test, void *arg, b
         if (scan.found_value) {
             path->local = name;
             path->attr[0] = scan.found_key;
+            path->holder = value;
             return scan.found_value;
         }
         if (!scan.keep)
@@ -262,6 +266,7 @@ static uint64_t search_frame(struct waits_ctx *c, object_test test, void *arg, b
                 path->local = name;
                 path->attr[0] = keys[k];
                 path->attr[1] = scan.found_key;
+                path->holder = value;
                 return scan.found_value;
             }
         }
@@ -377,12 +382,84 @@ static void type_name_of(struct waits_ctx *c, uint64_t obj, char *out, size_t ou
     snprintf(out, outsize, "%s", name);
 }
 
+/* The state behind a wait: the plain attributes (numbers, booleans, None,
+ * short strings) of the object whose attribute the waited-on object is,
+ * e.g. "RWLock: _readers=1, _writer=False". */
+struct owner_scan {
+    struct waits_ctx *c;
+    struct report_wait *w;
+};
+
+static int owner_attr_visit(void *vctx, uint64_t key, uint64_t value)
+{
+    static const char *const scalars[] = {"int", "bool", "NoneType", "float", "str"};
+    struct owner_scan *s = vctx;
+    struct report_wait *w = s->w;
+    struct py_reader *r = &s->c->reader;
+    char name[40];
+    const char *type;
+    if (w->n_owner_attrs >= WAIT_MAX_OWNER_ATTRS)
+        return 1;
+    if (py_str(r, key, name, sizeof name) != 0 || strncmp(name, "__", 2) == 0 ||
+        py_type_of(r, value, NULL, &type) != 0)
+        return 0;
+    bool scalar = false;
+    for (size_t i = 0; i < sizeof scalars / sizeof scalars[0] && !scalar; i++)
+        scalar = strcmp(type, scalars[i]) == 0;
+    if (!scalar)
+        return 0;
+    const struct repr_limits limits = {1, 1, 24};
+    char repr[sizeof w->owner_attr_reprs[0]];
+    if (locals_repr(r, value, &limits, repr, sizeof repr) != 0)
+        return 0;
+    text_copy(w->owner_attr_names[w->n_owner_attrs], sizeof w->owner_attr_names[0], name);
+    text_copy(w->owner_attr_reprs[w->n_owner_attrs], sizeof w->owner_attr_reprs[0], repr);
+    w->n_owner_attrs++;
+    return 0;
+}
+
+static void owner_state(struct waits_ctx *c, uint64_t holder, struct report_wait *w)
+{
+    w->n_owner_attrs = 0;
+    if (!holder)
+        return;
+    struct owner_scan scan = {c, w};
+    if (py_attr_items(&c->reader, holder, ATTRS_PER_OBJECT, owner_attr_visit, &scan) < 0 ||
+        !w->n_owner_attrs) {
+        w->n_owner_attrs = 0;
+        return;
+    }
+    w->owner_object = holder;
+    type_name_of(c, holder, w->owner_type, sizeof w->owner_type);
+}
+
+/* importlib's per-module lock (_ModuleLock of importlib._bootstrap, all
+ * versions): a thread importing a module another thread is importing sleeps
+ * on its `wakeup` Lock, and the lock records its owner's ident in `owner`. */
+static void module_lock_owner(struct waits_ctx *c, uint64_t holder, const char *reference,
+                              struct report_wait *w)
+{
+    char type[48];
+    uint64_t owner;
+    int64_t ident;
+    if (!holder || !ends_with(reference, ".wakeup"))
+        return;
+    type_name_of(c, holder, type, sizeof type);
+    if (strcmp(type, "_ModuleLock") != 0 || py_attr_get(&c->reader, holder, "owner", &owner) != 0 ||
+        py_int(&c->reader, owner, &ident) != 0 || ident == 0)
+        return;
+    w->owner_ident = (uint64_t)ident;
+    w->owner_source = WAIT_OWNER_SOURCE_RECORDED;
+}
+
 /* The reference by which frames [from, from + span) name obj. */
 static void name_reference(struct waits_ctx *c, const struct stacks_thread_raw *raw, size_t from,
-                           uint64_t obj, char *out, size_t outsize, int *frame_index)
+                           uint64_t obj, char *out, size_t outsize, int *frame_index,
+                           uint64_t *holder)
 {
     out[0] = '\0';
     *frame_index = -1;
+    *holder = 0;
     for (size_t k = from; k < raw->n_frames && k < from + REFERENCE_SEARCH_FRAMES; k++) {
         if (!read_frame_vars(c, &raw->frames[k]))
             continue;
@@ -390,6 +467,7 @@ static void name_reference(struct waits_ctx *c, const struct stacks_thread_raw *
         if (search_frame(c, is_object, &obj, true, false, &path)) {
             path_text(c, &path, out, outsize);
             *frame_index = (int)k;
+            *holder = path.holder;
             return;
         }
     }
@@ -414,7 +492,7 @@ static void analyze_futex(struct waits_ctx *c, const struct stacks_thread_raw *r
     /* futex(uaddr, op, val, timeout, ...): a NULL timeout waits forever. */
     w->timeout = a->syscall_args[3] ? WAIT_TIMEOUT_SET : WAIT_TIMEOUT_NONE;
 
-    uint64_t lock = 0;
+    uint64_t lock = 0, lock_holder = 0, holder = 0;
     int lock_frame = -1;
     char lock_reference[160] = "";
     for (size_t k = 0; k < raw->n_frames && k < LOCK_SEARCH_FRAMES && !lock; k++) {
@@ -424,6 +502,7 @@ static void analyze_futex(struct waits_ctx *c, const struct stacks_thread_raw *r
         lock = search_frame(c, matches_futex, &fw, true, true, &path);
         if (lock) {
             lock_frame = (int)k;
+            lock_holder = path.holder;
             path_text(c, &path, lock_reference, sizeof lock_reference);
         }
     }
@@ -483,7 +562,7 @@ static void analyze_futex(struct waits_ctx *c, const struct stacks_thread_raw *r
         if (strcmp(w->operation, "__enter__") == 0)
             snprintf(w->operation, sizeof w->operation, "acquire");
         name_reference(c, raw, (size_t)top + 1, w->object, w->reference, sizeof w->reference,
-                       &w->reference_frame);
+                       &w->reference_frame, &holder);
     } else if (lock) {
         w->kind = WAIT_LOCK;
         w->object = lock;
@@ -491,7 +570,11 @@ static void analyze_futex(struct waits_ctx *c, const struct stacks_thread_raw *r
         snprintf(w->operation, sizeof w->operation, "acquire");
         text_copy(w->reference, sizeof w->reference, lock_reference);
         w->reference_frame = lock_reference[0] ? lock_frame : -1;
+        holder = lock_holder;
+        module_lock_owner(c, holder, lock_reference, w);
     }
+    if (w->kind != WAIT_JOIN)
+        owner_state(c, holder, w);
     if (w->kind == WAIT_JOIN) {
         uint64_t ident_obj;
         int64_t ident;
@@ -921,6 +1004,8 @@ int waits_analyze(struct waits_ctx *c, struct stack_report *report, const struct
     if (!c->held || !c->reach)
         return -1;
     int gil_holder = -1;
+    struct sched_clock clock;
+    sched_clock_init(&clock);
     for (size_t i = 0; i < report->n_threads; i++)
         if (report->threads[i].holds_gil && gil_holder < 0)
             gil_holder = (int)i;
@@ -942,7 +1027,10 @@ int waits_analyze(struct waits_ctx *c, struct stack_report *report, const struct
         w->sleep_seconds = -1;
         w->io_fd = -1;
         w->total_fds = -1;
+        w->waited_ms = -1;
         analyze_thread(c, th, &raw->threads[i], w);
+        if (!c->rt->target->ops->is_core && w->kind != WAIT_NONE && w->kind != WAIT_GIL)
+            w->waited_ms = sched_clock_off_cpu_ms(&clock, c->rt->target->pid, th->tid);
         if (w->kind == WAIT_GIL)
             w->gil_holder = gil_holder;
     }

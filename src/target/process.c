@@ -483,3 +483,24 @@ int process_exe(pid_t pid, char *out, size_t outsize)
         *deleted = '\0';
     return 0;
 }
+
+int process_thread_stopped(pid_t pid, pid_t tid, char *state, pid_t *tracer)
+{
+    char path[96], buf[2048];
+    *state = 0;
+    *tracer = 0;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
+        return -1;
+    const char *s = strstr(buf, "\nState:");
+    const char *tp = strstr(buf, "\nTracerPid:");
+    if (!s || !tp)
+        return -1;
+    s += strlen("\nState:");
+    while (*s == ' ' || *s == '\t')
+        s++;
+    if (*s == 'T' || *s == 't')
+        *state = *s;
+    *tracer = (pid_t)strtol(tp + strlen("\nTracerPid:"), NULL, 10);
+    return 0;
+}

@@ -44,6 +44,11 @@ int process_thread_cpu_ns(pid_t pid, pid_t tid, uint64_t *ns);
 /* The signals the process catches (SigCgt of /proc/PID/status): bit n-1 for signal n. */
 int process_caught_signals(pid_t pid, uint64_t *mask);
 
+/* Is the thread stopped? *state 'T' (by a signal: SIGSTOP, SIGTSTP, ...),
+ * 't' (by its tracer) or 0; *tracer is TracerPid (0: none). From
+ * /proc/PID/task/TID/status; -1 when it cannot be read. */
+int process_thread_stopped(pid_t pid, pid_t tid, char *state, pid_t *tracer);
+
 /* Reads /proc/PID/task/TID/comm (without the newline). */
 int process_thread_comm(pid_t pid, pid_t tid, char *out, size_t outsize);
 

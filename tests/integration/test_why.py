@@ -17,7 +17,8 @@ from conftest import proc_state
 EXIT_OK, EXIT_USAGE = 0, 2
 
 VERDICTS = {"not_hung", "idle", "unchecked", "deadlock", "gil_held_while_blocked",
-            "lock_never_released", "queue_starved", "never_notified", "network_wait"}
+            "lock_never_released", "queue_starved", "never_notified", "network_wait",
+            "stopped", "gil_hog"}
 WAIT_KINDS = {"gil", "lock", "notify", "join", "socket", "select", "sleep", "child", "io",
               "futex", "syscall"}
 
@@ -51,7 +52,7 @@ def check_waiting_for(where, wait):
 
 def check_why_schema(doc, pid):
     for key in ("pyscope_version", "pid", "command", "executable", "python_version", "verdict",
-                "hung", "summary", "progress", "findings", "gil", "threads"):
+                "hung", "grade", "summary", "progress", "signals", "findings", "gil", "threads"):
         assert key in doc, "top-level key %r missing: %s" % (key, sorted(doc))
     assert doc["pid"] == pid
     assert doc["verdict"] in VERDICTS, doc["verdict"]
@@ -61,11 +62,17 @@ def check_why_schema(doc, pid):
                 "threads_changed", "threads_started", "threads_exited", "threads_running"):
         assert key in doc["progress"], "progress.%s missing" % key
     for finding in doc["findings"]:
-        for key in ("kind", "certain", "summary", "threads", "blocked_threads", "object"):
+        for key in ("kind", "certain", "grade", "summary", "threads", "blocked_threads",
+                "releasers", "object"):
             assert key in finding, "finding.%s missing: %r" % (key, finding)
         assert finding["kind"] in VERDICTS
+        assert finding["grade"] in ("certain", "probable")
+        assert finding["certain"] is (finding["grade"] == "certain")
     if doc["findings"]:
         assert doc["verdict"] == doc["findings"][0]["kind"]
+        assert doc["grade"] == doc["findings"][0]["grade"]
+    else:
+        assert doc["grade"] is None
     for index, thread in enumerate(doc["threads"]):
         where = "threads[%d]" % index
         for key in ("tid", "thread_id", "name", "state", "holds_gil", "syscall", "stuck",
@@ -354,14 +361,24 @@ def test_busy_not_hung(interp, start_program, pyscope):
         assert not any(t["stuck"] for t in doc["threads"])
 
 
-def test_blocking_is_idle(interp, start_program, pyscope):
-    """blocking.py waits on a lock the (sleeping) main thread can still
-    release, a socket and a sleep: nothing is stuck for good."""
+def test_blocking_lock_probably_hung(interp, start_program, pyscope):
+    """blocking.py waits on a lock never released, a socket and a sleep. Only
+    the main thread, which only sleeps, could still release the lock: the
+    lock waiter is probably hung (issue 11's graded verdicts), the rest is
+    idle."""
     target = start_program(interp, "blocking.py")
     target.wait_asleep()
+    tid = tids(target)
     doc = why_json(pyscope, target)
     threads = by_name(doc, target)
-    assert doc["verdict"] == "idle", explain(doc)
+    assert doc["verdict"] == "lock_never_released", explain(doc)
+    assert doc["grade"] == "probable"
+    finding = doc["findings"][0]
+    assert finding["grade"] == "probable" and finding["certain"] is False
+    assert finding_tids(finding) == [tid["lock-waiter"]]
+    assert finding_tids(finding, "releasers") == [tid["MainThread"]]
+    assert threads["MainThread"]["liveness"]["reason"] == "only sleeps"
+    assert [name for name, t in threads.items() if t["stuck"]] == ["lock-waiter"]
     assert doc["progress"]["progressing"] is False
     lock = threads["lock-waiter"]["waiting_for"]
     assert lock["kind"] == "lock" and lock["object"]["type"] == "Lock"
@@ -428,7 +445,12 @@ def test_other_waits(interp, start_program, pyscope):
     assert wait["event-waiter"]["forever"] is False
     assert wait["event-waiter"]["timeout_seconds"] == 3600
     assert wait["semaphore-waiter"]["forever"] is True
-    assert why_json(pyscope, target)["verdict"] == "idle"
+    # The semaphore and condition waiters have no timeout and only the
+    # sleeping main thread can reach their objects.
+    doc = why_json(pyscope, target)
+    assert doc["verdict"] == "never_notified" and doc["grade"] == "probable", explain(doc)
+    stuck = sorted(t["tid"] for t in doc["threads"] if t["stuck"])
+    assert stuck == sorted([tids(target)["semaphore-waiter"], tids(target)["condition-waiter"]])
 
 
 def test_idle_pool_is_not_hung(interp, start_program, pyscope):
@@ -516,7 +538,52 @@ def test_text_output(interp, start_program, pyscope):
 
 def test_why_usage_errors(pyscope):
     for args in (["why"], ["why", "x"], ["why", "--interval", "-1", "1"],
-                 ["why", "--interval", "abc", "1"], ["why", "--nope", "1"]):
+                 ["why", "--interval", "abc", "1"], ["why", "--nope", "1"],
+                 ["why", "--interval", "2x", "1"], ["why", "--interval", "-1s", "1"],
+                 ["why", "--interval", "61s", "1"], ["why", "--interval", "s", "1"]):
         result = pyscope(*args)
         assert result.returncode == EXIT_USAGE, "%s: %r" % (args, result)
         assert result.stderr.strip()
+
+
+@pytest.mark.parametrize("interval, ms", [("300ms", 300), ("0.25s", 250), ("200", 200)])
+def test_interval_durations(interp, start_program, pyscope, interval, ms):
+    """--interval takes a duration; the report says how long pyscope watched."""
+    target = start_program(interp, "why_rlock_deadlock.py")
+    target.wait_asleep()
+    doc = why_json(pyscope, target, "--interval", interval)
+    assert doc["progress"]["interval_ms"] == ms
+    assert ms <= doc["progress"]["watched_ms"] < ms + 5000, doc["progress"]
+    text = pyscope("why", "--interval", interval, target.pid)
+    assert re.search(r"^Watched   \d+ ms, from the first snapshot", text.stdout, re.M), text.stdout
+
+
+def test_exits_during_interval(interp, spawn, pyscope):
+    """A process that exits while pyscope waits between the snapshots gets
+    one line on stderr and exit status 7, never a verdict."""
+    proc = spawn([interp.path, "-c", "import time; print('ready', flush=True); time.sleep(0.5)"],
+                 ready_line="ready")
+    result = pyscope("why", "--interval", "3s", proc.pid)
+    assert result.returncode == 7, repr(result)
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "exited during the 3000 ms interval" in lines[0], result.stderr
+
+
+def test_signal_table(interp, spawn, pyscope):
+    """Only signals with a Python-level handler can run code in the main
+    thread: read from the signal module's table (not found in Debian's
+    stripped 3.11, where SigCgt minus SIGINT and glibc's 32/33 stands in)."""
+    code = ("import signal, threading, time\n"
+            "signal.signal(signal.SIGTERM, lambda *a: None)\n"
+            "signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
+            "signal.signal(signal.SIGUSR2, signal.SIG_DFL)\n"
+            "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(60)\n")
+    proc = spawn([interp.path, "-c", code], ready_line="ready")
+    result = pyscope("why", "--json", "--interval", "0", proc.pid)
+    assert result.returncode == EXIT_OK, repr(result)
+    signals = json.loads(result.stdout)["signals"]
+    assert signals["python_handlers"] == ["SIGTERM"], signals
+    assert signals["table_read"] is (interp.id != "debian-3.11"), signals
