@@ -18,12 +18,21 @@
  * stack, the thread is single-stepped until the new frame is pushed and the
  * report is made at that instant. On 3.11+ (without --exact) the watchpoint
  * is armed on a thread only while C has entered Python above a running
- * activation, which an int3 at _PyEval_EvalFrameDefault shows. */
+ * activation, which an int3 at _PyEval_EvalFrameDefault shows.
+ *
+ * A function not found yet is waited for at the same int3: every module's
+ * code is entered there (import, the main script, exec) before any of it
+ * runs, and holds in its constants the code objects of its functions, of
+ * its classes' methods and of the functions nested in those. So each code
+ * object entered is searched once, with its constants, and FUNC's code is
+ * watched before FUNC can even be called. */
 
 /* Between a code object's reference being taken and its frame being
  * pushed the interpreter runs a few hundred instructions; more when a
  * collection or a finalizer runs in between, which is stepped through. */
 #define CONFIRM_MAX_STEPS 200000
+/* How long a function may stay unfound before the closest names are listed. */
+#define HINT_AFTER_MS 2000
 
 static bool python_minor_at_least(const struct watch_session *s, unsigned minor)
 {
@@ -224,15 +233,219 @@ void watch_python_dr_trap(struct watch_session *s, pid_t tid)
             on_code_write(s, tid, i);
 }
 
+/* The code object of the frame _PyEval_EvalFrameDefault was entered with. */
+static uint64_t entered_code(struct watch_session *s, const struct user_regs_struct *regs)
+{
+    const struct py_layout *L = s->reader.L;
+    uint64_t frame = L->eval_frame_arg == 0 ? regs->rdi : regs->rsi, code = 0;
+    long off = L->iframe_executable != PY_OFF_NONE ? L->iframe_executable : L->frame_code;
+    if (!frame || off == PY_OFF_NONE || target_read_u64(s->t, frame + (uint64_t)off, &code) != 0)
+        return 0;
+    if (L->stackref_tagged)
+        code &= ~(uint64_t)7;
+    return code;
+}
+
+static void label_of(const struct py_func_match *m, char *out, size_t outsize);
+static int add_watches(struct watch_session *s, int f, const struct py_func_match *matches, int n);
+static void start_new_watches(struct watch_session *s, int first_new, pid_t except);
+
+/* A code object freed and another allocated at its address must be
+ * searched again: a seen entry also keeps what identifies the object. */
+static uint64_t code_identity(struct watch_session *s, uint64_t code)
+{
+    const struct py_layout *L = s->reader.L;
+    uint64_t consts = 0, filename = 0;
+    if (L->code_consts != PY_OFF_NONE)
+        target_read_u64(s->t, code + (uint64_t)L->code_consts, &consts);
+    target_read_u64(s->t, code + (uint64_t)L->code_filename, &filename);
+    return (consts ^ (filename << 1)) | 1;
+}
+
+/* Whether code still has to be scanned; mark: and note it scanned. */
+static bool first_scan(struct watch_session *s, uint64_t code, bool mark)
+{
+    if (!s->scanned && !(s->scanned = calloc(WATCH_SCAN_SLOTS * 2, sizeof *s->scanned)))
+        return true;
+    uint64_t id = code_identity(s, code);
+    size_t slot = (size_t)((code >> 4) * 0x9e3779b97f4a7c15ull >> 40) & (WATCH_SCAN_SLOTS - 1);
+    for (unsigned probe = 0; probe < 32; probe++) {
+        uint64_t *e = &s->scanned[2 * ((slot + probe) & (WATCH_SCAN_SLOTS - 1))];
+        if (e[0] == code) {
+            if (e[1] == id)
+                return false;
+            if (mark)
+                e[1] = id;
+            return true;
+        }
+        if (e[0] == 0) {
+            if (mark) {
+                e[0] = code;
+                e[1] = id;
+            }
+            return true;
+        }
+    }
+    return true;
+}
+
+static bool wants_more(const struct watch_session *s, const struct watch_func *wf);
+
+struct scan_ctx {
+    struct watch_session *s;
+    struct py_func_match found[WATCH_MAX_FUNCS][DR_SLOTS];
+    int n_found[WATCH_MAX_FUNCS];
+};
+
+static int scan_visit(void *ctx, uint64_t code, const char *qualname)
+{
+    struct scan_ctx *c = ctx;
+    struct watch_session *s = c->s;
+    if (!first_scan(s, code, true))
+        return 1;
+    for (int f = 0; f < s->n_funcs; f++) {
+        struct watch_func *wf = &s->funcs[f];
+        if (!wants_more(s, wf) || c->n_found[f] >= DR_SLOTS ||
+            !py_func_spec_matches_name(&wf->spec, qualname))
+            continue;
+        const struct py_code *pc = py_code_get_verified(s->codes, &s->reader, code);
+        if (!pc || !py_func_spec_matches_file(&wf->spec, pc->filename))
+            continue;
+        py_func_match_fill(&s->reader, pc, qualname, &c->found[f][c->n_found[f]++]);
+    }
+    return 0;
+}
+
+/* Whether more definitions of --reentry f are looked for: until one is
+ * found; without a FILE, also afterwards while debug registers are free
+ * (a bare `walk` may meet os.walk before the program's own). */
+static bool wants_more(const struct watch_session *s, const struct watch_func *wf)
+{
+    return wf->want_python && (!wf->found_python || (!wf->spec.file[0] && s->n_py < DR_SLOTS));
+}
+
+/* Whether the int3 at the interpreter's entry is still needed to find
+ * functions: always while one is missing; for more definitions only when
+ * it is there anyway (3.11+, or for a generator), as up to 3.10 it
+ * stops every call. */
+static bool any_generator(const struct watch_session *s);
+
+static bool python_pending(const struct watch_session *s)
+{
+    bool int3_anyway = s->lazy || any_generator(s);
+    for (int f = 0; f < s->n_funcs; f++)
+        if (int3_anyway ? wants_more(s, &s->funcs[f])
+                    : s->funcs[f].want_python && !s->funcs[f].found_python)
+            return true;
+    return false;
+}
+
+bool watch_python_wants_more(const struct watch_session *s)
+{
+    for (int f = 0; f < s->n_funcs; f++)
+        if (wants_more(s, &s->funcs[f]))
+            return true;
+    return false;
+}
+
+/* No longer waiting: the int3 stays only where re-entry detection needs it. */
+static bool any_generator(const struct watch_session *s);
+
+static void stop_waiting(struct watch_session *s)
+{
+    s->waiting = false;
+    if (!s->lazy && !any_generator(s) && s->eval_bp_used) {
+        bp_remove(&s->mem, &s->eval_bp);
+        s->eval_bp_used = false;
+    }
+}
+
+/* Waiting: searches a code object being entered for the functions still
+ * missing (tid is stopped at the int3). */
+static void scan_entered(struct watch_session *s, pid_t tid, uint64_t code)
+{
+    if (!code || !first_scan(s, code, false))
+        return;
+    struct scan_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    c->s = s;
+    struct py_code_tree tree;
+    py_code_tree_init(&tree, &s->reader);
+    py_code_tree_walk(&tree, code, NULL, scan_visit, c);
+    int first_new = s->n_py;
+    for (int f = 0; f < s->n_funcs; f++)
+        if (c->n_found[f] > 0)
+            add_watches(s, f, c->found[f], c->n_found[f]);
+    free(c);
+    if (s->n_py > first_new)
+        start_new_watches(s, first_new, tid);
+    if (!python_pending(s))
+        stop_waiting(s);
+}
+
+/* Watch i's code is being entered from C while an activation of it is on
+ * the thread's stack (top is the frame below the new one). Its reference
+ * was taken before this call, or never is (a generator resumed): confirm
+ * from here. */
+static bool entered_again(struct watch_session *s, pid_t tid, uint64_t tstate, uint64_t top, int i)
+{
+    bool window = false;
+    int sig = 0;
+    if (bp_step_over(&s->tr, &s->mem, tid, &s->eval_bp, &window, &sig) != 0)
+        return false;
+    if (sig)
+        watch_note_signal(s, tid, sig);
+    if (confirm_entry(s, tid, tstate, s->py[i].code, top))
+        watch_report(s, tid, i, -1);
+    return true;
+}
+
+/* Without the lazy mode the int3 stays for generators and coroutines only:
+ * resuming one creates no frame and takes no reference to the code. */
+static bool generator_entry(struct watch_session *s, pid_t tid, const struct user_regs_struct *regs)
+{
+    uint64_t code = entered_code(s, regs);
+    for (int i = 0; i < s->n_py; i++) {
+        if (!s->py[i].generator || s->py[i].code != code)
+            continue;
+        /* 3.9+ pass the thread state first; 3.8 only the frame. */
+        uint64_t tstate = s->reader.L->eval_frame_arg == 1 ? regs->rdi : tstate_of(s, tid);
+        uint64_t top = tstate ? py_tstate_top_frame(&s->reader, tstate) : 0;
+        if (!top)
+            return false;
+        enum py_walk_status status;
+        size_t count = walk(s, top, &status);
+        if (find_code(s, count, code) < 0)
+            return false;
+        return entered_again(s, tid, tstate, top, i);
+    }
+    return false;
+}
+
+static bool any_generator(const struct watch_session *s)
+{
+    for (int i = 0; i < s->n_py; i++)
+        if (s->py[i].generator)
+            return true;
+    return false;
+}
+
 bool watch_python_eval_entry(struct watch_session *s, pid_t tid, const struct user_regs_struct *regs)
 {
     s->stats.eval_entries++;
+    target_cache_invalidate(s->t);
+    if (s->waiting)
+        scan_entered(s, tid, entered_code(s, regs));
+    if (!s->n_py || !s->eval_bp.inserted)
+        return false;
+    if (!s->lazy)
+        return generator_entry(s, tid, regs);
     /* _PyEval_EvalFrameDefault(tstate, frame, throwflag) on 3.11+. */
-    uint64_t tstate = regs->rdi, entered = regs->rsi;
+    uint64_t tstate = regs->rdi;
     struct watch_thread *wt = watch_thread_get(s, tid);
     if (wt)
         wt->tstate = tstate;
-    target_cache_invalidate(s->t);
     uint64_t top = py_tstate_top_frame(&s->reader, tstate);
     if (!top)
         return false;
@@ -248,27 +461,10 @@ bool watch_python_eval_entry(struct watch_session *s, pid_t tid, const struct us
      * activation is gone, every new frame of the function on this thread
      * must be seen. */
     arm(s, tid, present);
-    const struct py_layout *L = s->reader.L;
-    uint64_t code = 0;
-    if (target_read_u64(s->t, entered + (uint64_t)L->iframe_executable, &code) != 0)
-        return false;
-    if (L->stackref_tagged)
-        code &= ~(uint64_t)7;
-    for (int i = 0; i < s->n_py; i++) {
-        if (!(present & (1u << i)) || s->py[i].code != code)
-            continue;
-        /* The function itself is entered from C: its reference was taken
-         * before this call, so confirm from here. */
-        bool window = false;
-        int sig = 0;
-        if (bp_step_over(&s->tr, &s->mem, tid, &s->eval_bp, &window, &sig) != 0)
-            return false;
-        if (sig)
-            watch_note_signal(s, tid, sig);
-        if (confirm_entry(s, tid, tstate, code, top))
-            watch_report(s, tid, i, -1);
-        return true;
-    }
+    uint64_t code = entered_code(s, regs);
+    for (int i = 0; i < s->n_py; i++)
+        if ((present & (1u << i)) && s->py[i].code == code)
+            return entered_again(s, tid, tstate, top, i);
     return false;
 }
 
@@ -306,65 +502,62 @@ static int plant_eval_breakpoint(struct watch_session *s)
     return -1;
 }
 
-int watch_python_resolve(struct watch_session *s, pid_t except)
+/* Starts watching the matches of --reentry number f (not watched yet),
+ * as far as debug registers last. Returns how many were added. */
+static int add_watches(struct watch_session *s, int f, const struct py_func_match *matches, int n)
 {
-    if (s->awaiting_exec)
-        return 0;
-    bool pending = false;
-    for (int f = 0; f < s->n_funcs; f++)
-        pending |= s->funcs[f].want_python && !s->funcs[f].found_python;
-    if (!pending)
-        return 0;
-    if (!s->have_rt) {
-        struct pyscope_error err = {0};
-        process_read_maps(s->t);
-        if (py_runtime_find(s->t, &s->rt, &err) != 0)
-            return 0;
-        s->have_rt = true;
-        py_reader_init(&s->reader, &s->rt);
-        s->lazy = !s->exact && python_minor_at_least(s, 11);
+    struct watch_func *wf = &s->funcs[f];
+    wf->found_python = true;
+    int added = 0, fresh = 0;
+    for (int m = 0; m < n; m++) {
+        bool known = false;
+        for (int i = 0; i < s->n_py; i++)
+            known |= s->py[i].code == matches[m].code;
+        fresh += !known;
     }
-    target_cache_invalidate(s->t);
-    int first_new = s->n_py;
-    for (int f = 0; f < s->n_funcs; f++) {
-        struct watch_func *wf = &s->funcs[f];
-        if (!wf->want_python || wf->found_python)
+    if (fresh > 1)
+        fprintf(stderr, "pyscope: %s matches %d functions; watching each of them\n", wf->arg,
+                fresh);
+    for (int m = 0; m < n; m++) {
+        bool known = false;
+        for (int i = 0; i < s->n_py; i++)
+            known |= s->py[i].code == matches[m].code;
+        if (known)
             continue;
-        struct py_func_match matches[8];
-        int n = py_find_functions(&s->rt, s->codes, &wf->spec, matches, 8);
-        if (n <= 0)
+        char label[512];
+        label_of(&matches[m], label, sizeof label);
+        if (s->n_py >= DR_SLOTS) {
+            fprintf(stderr, "pyscope: cannot also watch %s: the %d hardware watchpoints "
+                            "are in use\n", label, DR_SLOTS);
             continue;
-        wf->found_python = true;
-        for (int m = 0; m < n; m++) {
-            bool known = false;
-            for (int i = 0; i < s->n_py; i++)
-                known |= s->py[i].code == matches[m].code;
-            if (known)
-                continue;
-            char label[512];
-            label_of(&matches[m], label, sizeof label);
-            if (s->n_py >= DR_SLOTS) {
-                fprintf(stderr, "pyscope: cannot also watch %s: the %d hardware watchpoints "
-                                "are in use\n", label, DR_SLOTS);
-                continue;
-            }
-            struct py_watch *w = &s->py[s->n_py];
-            memset(w, 0, sizeof *w);
-            w->code = matches[m].code;
-            w->slot = s->n_py;
-            w->func = f;
-            snprintf(w->label, sizeof w->label, "%s", label);
-            s->n_py++;
-            fprintf(stderr, "pyscope: watching Python function %s, %s\n", label,
-                    matches[m].filename);
-            if (matches[m].flags & (PY_CO_GENERATOR | PY_CO_COROUTINE | PY_CO_ASYNC_GENERATOR))
-                fprintf(stderr, "pyscope: warning: %s is a generator or coroutine function: "
-                                "resuming one is not a call and is not seen\n", label);
         }
+        struct py_watch *w = &s->py[s->n_py];
+        memset(w, 0, sizeof *w);
+        w->code = matches[m].code;
+        w->slot = s->n_py;
+        w->func = f;
+        w->generator = (matches[m].flags &
+                        (PY_CO_GENERATOR | PY_CO_COROUTINE | PY_CO_ASYNC_GENERATOR)) != 0;
+        snprintf(w->label, sizeof w->label, "%s", label);
+        s->n_py++;
+        added++;
+        fprintf(stderr, "pyscope: watching Python function %s, %s\n", label,
+                matches[m].filename);
+        if (w->generator)
+            fprintf(stderr, "pyscope: %s is a generator or coroutine function: watched when "
+                            "one is resumed from C, too\n", label);
     }
-    if (s->n_py == first_new)
-        return 0;
+    return added;
+}
+
+/* Arms what watches first_new.. need; the process is stopped for it and
+ * resumed after, except thread except. */
+static void start_new_watches(struct watch_session *s, int first_new, pid_t except)
+{
     tracer_stop_all(&s->tr);
+    if (!s->lazy && any_generator(s) && !s->eval_bp_used && plant_eval_breakpoint(s) != 0)
+        fprintf(stderr, "pyscope: warning: cannot break on entries into Python here: a "
+                        "generator or coroutine resumed is not seen\n");
     if (s->lazy && !s->eval_bp_used && plant_eval_breakpoint(s) != 0) {
         fprintf(stderr, "pyscope: warning: cannot break on C-to-Python entries here; "
                         "watching every call instead (as with --exact)\n");
@@ -378,12 +571,101 @@ int watch_python_resolve(struct watch_session *s, pid_t except)
     }
     resync_counts(s);
     watch_resume_others(s, except);
+}
+
+/* A function still missing: from now on every code object entered is
+ * searched for it (see the top of this file). */
+static void begin_waiting(struct watch_session *s, pid_t except)
+{
+    tracer_stop_all(&s->tr);
+    if (s->eval_bp_used || plant_eval_breakpoint(s) == 0) {
+        s->waiting = true;
+        clock_gettime(CLOCK_MONOTONIC, &s->wait_start);
+    } else {
+        fprintf(stderr, "pyscope: warning: cannot break on entries into Python here; "
+                        "functions not defined yet are looked for every 0.2 s\n");
+    }
+    watch_resume_others(s, except);
+}
+
+int watch_python_resolve(struct watch_session *s, pid_t except)
+{
+    if (s->awaiting_exec || !watch_python_wants_more(s))
+        return 0;
+    if (!s->have_rt) {
+        struct pyscope_error err = {0};
+        process_read_maps(s->t);
+        if (py_runtime_find(s->t, &s->rt, &err) != 0) {
+            /* A shared libpython is not loaded yet: wait for the linker. */
+            watch_native_plant_dl_hook(s);
+            return 0;
+        }
+        s->have_rt = true;
+        py_reader_init(&s->reader, &s->rt);
+        s->lazy = !s->exact && python_minor_at_least(s, 11);
+    }
+    target_cache_invalidate(s->t);
+    int first_new = s->n_py;
+    for (int f = 0; f < s->n_funcs; f++) {
+        struct watch_func *wf = &s->funcs[f];
+        if (!wants_more(s, wf))
+            continue;
+        struct py_func_match matches[8];
+        int n = py_find_functions(&s->rt, s->codes, &wf->spec, matches, 8);
+        if (n > 0)
+            add_watches(s, f, matches, n);
+    }
+    if (s->n_py > first_new)
+        start_new_watches(s, first_new, except);
+    if (python_pending(s) && !s->waiting)
+        begin_waiting(s, except);
+    else if (!python_pending(s) && s->waiting) {
+        tracer_stop_all(&s->tr);
+        stop_waiting(s);
+        watch_resume_others(s, except);
+    }
     return s->n_py - first_new;
+}
+
+static long ms_since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+void watch_python_hint(struct watch_session *s)
+{
+    if (!s->have_rt || !s->waiting || ms_since(&s->wait_start) < HINT_AFTER_MS)
+        return;
+    for (int f = 0; f < s->n_funcs; f++) {
+        struct watch_func *wf = &s->funcs[f];
+        if (!wf->want_python || wf->found_python || wf->hinted)
+            continue;
+        wf->hinted = true;
+        struct py_func_match near[4];
+        int n = py_find_similar(&s->rt, s->codes, &wf->spec, near, 4);
+        size_t len = 0;
+        for (int i = 0; i < n && len < sizeof wf->hint; i++) {
+            char label[512];
+            label_of(&near[i], label, sizeof label);
+            len += (size_t)snprintf(wf->hint + len, sizeof wf->hint - len, "%s%s",
+                                    i ? (i == n - 1 ? " or " : ", ") : "", label);
+        }
+        if (n > 0)
+            fprintf(stderr, "pyscope: %s not found yet; did you mean %s?\n", wf->arg, wf->hint);
+        else
+            fprintf(stderr, "pyscope: %s not found yet, nor any name close to it; still "
+                            "watching for its definition\n", wf->arg);
+    }
 }
 
 void watch_python_reset(struct watch_session *s)
 {
     s->have_rt = false;
+    s->waiting = false;
+    if (s->scanned)
+        memset(s->scanned, 0, WATCH_SCAN_SLOTS * 2 * sizeof *s->scanned);
     s->n_py = 0;
     s->eval_bp_used = false;
     s->eval_bp.inserted = false;
