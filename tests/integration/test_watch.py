@@ -535,3 +535,35 @@ def test_never_found(interp, tmp_path):
         result
     assert "Pool._append_to_freelist was never found" in result.stderr, result
     assert "re-entries reported" not in result.stderr, result
+
+
+def test_attach_before_nested_function_exists(interp, spawn, tmp_path):
+    """-p PID: a nested function whose function object does not exist yet
+    at attach (only its code, a constant of make_pool's) is watched from
+    the moment pyscope says so, and its first re-entry is reported."""
+    truth, go, out = tmp_path / "truth.json", tmp_path / "go", tmp_path / "reports.jsonl"
+    target = spawn([interp.path, str(EARLY), str(truth), "nested", "--start-after", str(go)],
+                   ready_line="ready")
+    watcher = subprocess.Popen([PYSCOPE, "watch", "--json", "--locals", "-o", str(out),
+                                "--reentry", "_append_to_free_list", "-p", str(target.pid)],
+                               stderr=subprocess.PIPE, text=True)
+    qualname = "make_pool.<locals>._append_to_free_list"
+    line = def_line("_append_to_free_list", "def make_pool")
+    try:
+        seen = ""
+        while "watching Python function %s (early_pool.py:%d)" % (qualname, line) not in seen:
+            text = watcher.stderr.readline()
+            assert text, "pyscope ended before watching the nested function: " + seen
+            seen += text
+        go.write_text("")
+        rest = watcher.communicate(timeout=WATCH_TIMEOUT)[1]
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+    assert watcher.returncode == 0, seen + rest
+    assert target.wait(timeout=60) == 3
+    from conftest import Result
+    result = Result([], 3, "", seen + rest, 0)
+    check_first_reentry(interp, json.loads(truth.read_text()), result, read_reports(out),
+                        qualname, line)

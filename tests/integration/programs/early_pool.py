@@ -10,7 +10,7 @@ longer right. The first activation then inserts at the stale index, the free
 list is no longer sorted, and the program notices, writes what it knows to
 TRUTH.json and exits with status 3.
 
-usage: python early_pool.py TRUTH.json [MODE] [--seconds N]
+usage: python early_pool.py TRUTH.json [MODE] [--seconds N] [--start-after FILE]
   MODE method:    Pool._append_to_free_list, a method (default)
   MODE nested:    make_pool.<locals>._append_to_free_list, a function defined
                   inside make_pool (its code object lives in make_pool's
@@ -19,6 +19,10 @@ usage: python early_pool.py TRUTH.json [MODE] [--seconds N]
                   of them (arenas), each resumed with send(size) for every
                   free; a finalizer resumes the other one while one runs
   MODE calm:      the method, but no garbage: never re-entered, never corrupted
+
+--start-after FILE: print "ready", then wait until FILE exists before making
+the pool (for a watcher attaching with -p: the function objects of the pool
+do not exist yet, only their code).
 
 TRUTH.json, written at exit, is the program's own account, kept with a
 reentrancy counter (depth) in the pool:
@@ -172,7 +176,15 @@ def main():
     truth = sys.argv[1]
     mode = sys.argv[2] if len(sys.argv) > 2 and not sys.argv[2].startswith("--") else "method"
     seconds = float(sys.argv[sys.argv.index("--seconds") + 1]) if "--seconds" in sys.argv else 20
+    if "--start-after" in sys.argv:
+        go = sys.argv[sys.argv.index("--start-after") + 1]
+        print("ready", flush=True)
+        import os
+        while not os.path.exists(go):
+            time.sleep(0.01)
     acct = Accounting(mode)
+    global START
+    START = time.monotonic()
     if mode == "generator":
         pool = GeneratorPool(acct)
     elif mode == "nested":
