@@ -233,13 +233,20 @@ void watch_python_dr_trap(struct watch_session *s, pid_t tid)
             on_code_write(s, tid, i);
 }
 
+/* Reads at every trap go straight to the target, a few bytes each: the
+ * page cache would copy a whole page per read. */
+static int raw_u64(struct watch_session *s, uint64_t addr, uint64_t *out)
+{
+    return s->t->ops->read_raw(s->t, addr, out, sizeof *out);
+}
+
 /* The code object of the frame _PyEval_EvalFrameDefault was entered with. */
 static uint64_t entered_code(struct watch_session *s, const struct user_regs_struct *regs)
 {
     const struct py_layout *L = s->reader.L;
     uint64_t frame = L->eval_frame_arg == 0 ? regs->rdi : regs->rsi, code = 0;
     long off = L->iframe_executable != PY_OFF_NONE ? L->iframe_executable : L->frame_code;
-    if (!frame || off == PY_OFF_NONE || target_read_u64(s->t, frame + (uint64_t)off, &code) != 0)
+    if (!frame || off == PY_OFF_NONE || raw_u64(s, frame + (uint64_t)off, &code) != 0)
         return 0;
     if (L->stackref_tagged)
         code &= ~(uint64_t)7;
@@ -255,10 +262,17 @@ static void start_new_watches(struct watch_session *s, int first_new, pid_t exce
 static uint64_t code_identity(struct watch_session *s, uint64_t code)
 {
     const struct py_layout *L = s->reader.L;
-    uint64_t consts = 0, filename = 0;
-    if (L->code_consts != PY_OFF_NONE)
-        target_read_u64(s->t, code + (uint64_t)L->code_consts, &consts);
-    target_read_u64(s->t, code + (uint64_t)L->code_filename, &filename);
+    long lo = L->code_filename, hi = L->code_filename;
+    if (L->code_consts != PY_OFF_NONE) {
+        lo = L->code_consts < lo ? L->code_consts : lo;
+        hi = L->code_consts > hi ? L->code_consts : hi;
+    }
+    uint64_t words[32] = {0};
+    size_t n = (size_t)(hi - lo) / 8 + 1;
+    if (n > 32 || s->t->ops->read_raw(s->t, code + (uint64_t)lo, words, n * 8) != 0)
+        return 1;
+    uint64_t consts = L->code_consts != PY_OFF_NONE ? words[(L->code_consts - lo) / 8] : 0;
+    uint64_t filename = words[(L->code_filename - lo) / 8];
     return (consts ^ (filename << 1)) | 1;
 }
 
@@ -604,6 +618,11 @@ int watch_python_resolve(struct watch_session *s, pid_t except)
         py_reader_init(&s->reader, &s->rt);
         s->lazy = !s->exact && python_minor_at_least(s, 11);
     }
+    /* While every code object entered is searched, walking sys.modules
+     * again finds nothing new, and would hold up the threads that trap
+     * meanwhile. */
+    if (s->waiting)
+        return 0;
     target_cache_invalidate(s->t);
     int first_new = s->n_py;
     for (int f = 0; f < s->n_funcs; f++) {
