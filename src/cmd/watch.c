@@ -1011,6 +1011,7 @@ out:
     }
     free(s->frames);
     free(s->scanned);
+    free(s->fast);
     free(s->threads);
     tracer_free(&s->tr);
     if (s->out && s->out != stdout)

@@ -64,10 +64,19 @@ struct watch_record {
     uint64_t rsp;              /* the stack pointer at entry; UINT64_MAX: unknown */
 };
 
+#define WATCH_CHAIN_MAX 64
+
 /* What watch remembers per thread. */
 struct watch_thread {
     pid_t tid;
     uint64_t tstate;           /* 0: not looked up yet or not a Python thread */
+    /* The Python frames (top first) and the 3.11/3.12 _PyCFrame seen at
+     * the last watchpoint trap: the next trap reads them again in the same
+     * system call as everything else, and only the frames not seen before
+     * one by one. */
+    uint64_t chain[WATCH_CHAIN_MAX];
+    int chain_n;
+    uint64_t cframe;
     unsigned dr_mask;          /* debug-register slots armed on the thread */
     struct watch_record records[WATCH_MAX_RECORDS];
     int n_records;
@@ -111,6 +120,7 @@ struct watch_session {
     uint64_t *scanned;         /* WATCH_SCAN_SLOTS {code, identity} pairs, 0 = empty */
     struct timespec wait_start;
 
+    struct fast_read *fast;    /* watch_python.c's scattered read, allocated on first use */
     /* native */
     struct native_watch native[WATCH_MAX_NATIVE];
     int n_native;

@@ -39,6 +39,8 @@ static bool python_minor_at_least(const struct watch_session *s, unsigned minor)
     return ((s->rt.version_hex >> 16) & 0xff) >= minor;
 }
 
+static int raw_u64(struct watch_session *s, uint64_t addr, uint64_t *out);
+
 static uint32_t read_refcnt(struct watch_session *s, uint64_t code)
 {
     uint32_t v = 0;
@@ -193,16 +195,159 @@ static bool confirm_entry(struct watch_session *s, pid_t tid, uint64_t tstate, u
     return found;
 }
 
+/* ---- the cheap check at a watchpoint trap (every call of FUNC when the
+ * watchpoint is always armed) ---- */
+
+/* The span of a frame holding its link to the frame below and its code. */
+struct frame_fields {
+    long lo, len, back, code;  /* offsets relative to the frame; back/code relative to lo */
+};
+
+static bool frame_fields_of(const struct py_layout *L, struct frame_fields *ff)
+{
+    long back = L->frame_back != PY_OFF_NONE ? L->frame_back : L->iframe_previous;
+    long code = L->frame_code != PY_OFF_NONE ? L->frame_code : L->iframe_executable;
+    if (back == PY_OFF_NONE || code == PY_OFF_NONE)
+        return false;
+    ff->lo = back < code ? back : code;
+    ff->len = (back > code ? back : code) - ff->lo + 8;
+    ff->back = back - ff->lo;
+    ff->code = code - ff->lo;
+    return ff->len <= 64;
+}
+
+struct fast_read {
+    uint32_t refcnt;
+    uint64_t tstate_current, top_or_cframe, cframe_top;
+    unsigned char pairs[WATCH_CHAIN_MAX][64];
+    struct target_span spans[4 + WATCH_CHAIN_MAX];
+    size_t n;
+    int first_pair;
+};
+
+static void add_span(struct fast_read *fr, uint64_t addr, void *buf, size_t len)
+{
+    fr->spans[fr->n++] = (struct target_span){.addr = addr, .buf = buf, .len = len};
+}
+
+/* Whether code may be on the thread's Python stack: 0 when it surely is
+ * not (the frame chain was read whole and code is not in it), 1 when it is
+ * or that could not be told (the full walk decides). *refcnt: the code's
+ * reference count, read in the same system call. */
+static int fast_check(struct watch_session *s, struct watch_thread *wt, uint64_t code,
+                      uint32_t *refcnt)
+{
+    const struct py_layout *L = s->reader.L;
+    struct frame_fields ff;
+    if (!s->fast && !(s->fast = calloc(1, sizeof *s->fast)))
+        return -1;
+    struct fast_read *fr = s->fast;
+    fr->n = 0;
+    add_span(fr, code, &fr->refcnt, sizeof fr->refcnt);
+    bool have_current = L->runtime_tstate_current != PY_OFF_NONE;
+    if (have_current)
+        add_span(fr, s->rt.runtime_addr + (uint64_t)L->runtime_tstate_current,
+                 &fr->tstate_current, 8);
+    long top_off = L->tstate_frame != PY_OFF_NONE ? L->tstate_frame
+                   : L->tstate_current_frame != PY_OFF_NONE ? L->tstate_current_frame
+                                                            : L->tstate_cframe;
+    bool via_cframe = top_off == L->tstate_cframe;
+    if (wt->tstate && top_off != PY_OFF_NONE)
+        add_span(fr, wt->tstate + (uint64_t)top_off, &fr->top_or_cframe, 8);
+    if (via_cframe && wt->cframe)
+        add_span(fr, wt->cframe + (uint64_t)L->cframe_current_frame, &fr->cframe_top, 8);
+    bool fields = frame_fields_of(L, &ff);
+    fr->first_pair = (int)fr->n;
+    for (int k = 0; fields && k < wt->chain_n; k++)
+        add_span(fr, wt->chain[k] + (uint64_t)ff.lo, fr->pairs[k], (size_t)ff.len);
+    target_read_spans(s->t, fr->spans, fr->n);
+    if (!fr->spans[0].ok)
+        return -1;
+    *refcnt = fr->refcnt;
+    if (!fields || top_off == PY_OFF_NONE)
+        return 1;
+    size_t at = 1;
+    uint64_t tstate = wt->tstate;
+    if (have_current) {
+        if (!fr->spans[at].ok)
+            return 1;
+        if (fr->tstate_current)
+            tstate = fr->tstate_current;
+        at++;
+    }
+    if (!tstate)
+        return 1;
+    uint64_t top = 0;
+    if (tstate == wt->tstate && at < fr->n && fr->spans[at].ok && fr->spans[at].buf == &fr->top_or_cframe)
+        top = fr->top_or_cframe;
+    else if (raw_u64(s, tstate + (uint64_t)top_off, &top) != 0)
+        return 1;
+    wt->tstate = tstate;
+    if (via_cframe) {
+        uint64_t cframe = top;
+        if (!cframe)
+            return 1;
+        bool known = cframe == wt->cframe && fr->first_pair > 0 &&
+                     fr->spans[fr->first_pair - 1].buf == &fr->cframe_top &&
+                     fr->spans[fr->first_pair - 1].ok;
+        if (known)
+            top = fr->cframe_top;
+        else if (raw_u64(s, cframe + (uint64_t)L->cframe_current_frame, &top) != 0)
+            return 1;
+        wt->cframe = cframe;
+    }
+    /* Down the chain: frames seen last time come from the scattered read,
+     * the others (the new top ones) are read one by one. */
+    uint64_t chain[WATCH_CHAIN_MAX];
+    int n = 0, k = 0;
+    for (uint64_t f = top; f; n++) {
+        if (n >= WATCH_CHAIN_MAX)
+            return 1;
+        unsigned char own[64];
+        const unsigned char *pair = NULL;
+        int seen = -1;
+        for (int j = k; j < wt->chain_n && seen < 0; j++)
+            if (wt->chain[j] == f)
+                seen = j;
+        if (seen >= 0 && fr->spans[fr->first_pair + seen].ok) {
+            pair = fr->pairs[seen];
+            k = seen + 1;
+        } else if (s->t->ops->read_raw(s->t, f + (uint64_t)ff.lo, own, (size_t)ff.len) == 0) {
+            pair = own;
+        } else {
+            return 1;
+        }
+        uint64_t back, frame_code;
+        memcpy(&back, pair + ff.back, 8);
+        memcpy(&frame_code, pair + ff.code, 8);
+        if (L->stackref_tagged)
+            frame_code &= ~(uint64_t)7;
+        chain[n] = f;
+        if (frame_code == code)
+            return 1;
+        f = back;
+    }
+    memcpy(wt->chain, chain, sizeof chain[0] * (size_t)n);
+    wt->chain_n = n;
+    return 0;
+}
+
 /* The watch whose code is at index i of s->py that a trap concerns. */
 static void on_code_write(struct watch_session *s, pid_t tid, int i)
 {
     struct py_watch *w = &s->py[i];
     if (!s->lazy) {
-        uint32_t now = read_refcnt(s, w->code);
+        struct watch_thread *wt = watch_thread_get(s, tid);
+        uint32_t now = 0;
+        int may_run = wt ? fast_check(s, wt, w->code, &now) : -1;
+        if (may_run < 0)
+            now = read_refcnt(s, w->code);
         int32_t delta = (int32_t)(now - w->last_refcnt);
         w->last_refcnt = now;
         if (delta <= 0)
             return;                /* a frame going away, not one coming */
+        if (may_run == 0)
+            return;                /* FUNC is not on this thread's stack */
     }
     uint64_t tstate = tstate_of(s, tid);
     if (!tstate)
