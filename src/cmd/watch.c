@@ -328,8 +328,18 @@ static void handle_stop(struct watch_session *s, pid_t tid, int status)
         return;
     }
     if (sig == SIGTRAP) {
-        /* Our int3s first, by the address alone: they are by far the most
-         * frequent stop and need no siginfo (only our int3 can leave a
+        /* With the watchpoint armed all the time, its traps are the most
+         * frequent stop: they need the siginfo only. */
+        siginfo_t si;
+        if (s->n_py && !s->lazy && ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) == 0 &&
+            si.si_code == TRAP_HWBKPT) {
+            watch_python_dr_trap(s, tid);
+            if (!s->done)
+                tracer_cont(&s->tr, tid, watch_take_signal(s, tid));
+            return;
+        }
+        /* Our int3s by the address alone: otherwise by far the most
+         * frequent stop, they need no siginfo (only our int3 can leave a
          * thread just past its address with SIGTRAP). */
         struct user_regs_struct regs;
         if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0) {
@@ -339,7 +349,6 @@ static void handle_stop(struct watch_session *s, pid_t tid, int status)
                 return;
             }
         }
-        siginfo_t si;
         if (ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) == 0) {
             if (si.si_code == TRAP_HWBKPT) {
                 watch_python_dr_trap(s, tid);
