@@ -447,7 +447,7 @@ def def_line(name, after=""):
     lines = EARLY.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if after in line) if after else 0
     return next(i + 1 for i, line in enumerate(lines[start:], start)
-                if line.strip().startswith("def %s(" % name))
+                if line.strip().startswith(("def %s(" % name, "async def %s(" % name)))
 
 
 def watch_early(interp, tmp_path, func, mode, *extra):
@@ -495,8 +495,9 @@ def test_reentry_from_the_start(interp, tmp_path, func):
                         def_line("_append_to_free_list", "class Pool"))
     if func == "_append_to_free_list":
         # Every definition of that name is watched, and listed.
-        assert "_append_to_free_list matches 3 functions" in result.stderr, result
+        assert "_append_to_free_list matches 4 functions" in result.stderr, result
         for qualname, after in [("GeneratorPool._append_to_free_list", "class GeneratorPool"),
+                                ("CoroutinePool._append_to_free_list", "class CoroutinePool"),
                                 ("make_pool.<locals>._append_to_free_list", "def make_pool")]:
             assert "watching Python function %s (early_pool.py:%d)" % (
                 qualname, def_line("_append_to_free_list", after)) in result.stderr, result
@@ -511,13 +512,16 @@ def test_reentry_nested_function(interp, tmp_path):
                         def_line("_append_to_free_list", "def make_pool"))
 
 
-def test_reentry_generator_resumed(interp, tmp_path):
-    """A generator of FUNC running while the finalizer resumes another one
-    (send): resuming creates no frame, and is still seen."""
-    facts, result, docs = watch_early(interp, tmp_path, "GeneratorPool._append_to_free_list",
-                                      "generator")
-    check_first_reentry(interp, facts, result, docs, "GeneratorPool._append_to_free_list",
-                        def_line("_append_to_free_list", "class GeneratorPool"))
+@pytest.mark.parametrize("mode,cls", [("generator", "GeneratorPool"),
+                                      ("coroutine", "CoroutinePool")])
+def test_reentry_generator_resumed(interp, tmp_path, mode, cls):
+    """A generator (or coroutine) of FUNC running while the finalizer
+    resumes another one with send(): resuming creates no frame, and is
+    still seen."""
+    qualname = cls + "._append_to_free_list"
+    facts, result, docs = watch_early(interp, tmp_path, qualname, mode)
+    check_first_reentry(interp, facts, result, docs, qualname,
+                        def_line("_append_to_free_list", "class " + cls))
 
 
 def test_never_found(interp, tmp_path):

@@ -18,6 +18,8 @@ usage: python early_pool.py TRUTH.json [MODE] [--seconds N] [--start-after FILE]
   MODE generator: Pool._append_to_free_list is a generator; the pool has two
                   of them (arenas), each resumed with send(size) for every
                   free; a finalizer resumes the other one while one runs
+  MODE coroutine: the same with `async def`: two coroutines, each awaiting
+                  the next size, resumed with send(size)
   MODE calm:      the method, but no garbage: never re-entered, never corrupted
 
 --start-after FILE: print "ready", then wait until FILE exists before making
@@ -91,7 +93,7 @@ def insert(free_list, size, acct):
     """The append's body, shared by every mode."""
     number = acct.enter()
     index = 0
-    while free_list[index].size < size:
+    while index < len(free_list) and free_list[index].size < size:
         index += 1
     record = FreeBlock(size)
     seen = [set(), set(), set()]       # may start the collector
@@ -115,12 +117,16 @@ class Pool:
         self._append_to_free_list(size)
 
 
+def running(arena):
+    return arena.cr_running if hasattr(arena, "cr_running") else arena.gi_running
+
+
 class GeneratorPool(Pool):
     def __init__(self, acct):
         Pool.__init__(self, acct)
         self.arenas = [self._append_to_free_list(), self._append_to_free_list()]
         for arena in self.arenas:
-            next(arena)
+            arena.send(None)
 
     def _append_to_free_list(self):
         while True:
@@ -130,10 +136,26 @@ class GeneratorPool(Pool):
 
     def free(self, size):
         arena = self.arenas[size % 2]
-        if arena.gi_running:
+        if running(arena):
             arena = self.arenas[1 - size % 2]
-        if not arena.gi_running:
+        if not running(arena):
             arena.send(size)
+
+
+class NextSize:
+    """What a coroutine of CoroutinePool awaits: the size sent to it."""
+
+    def __await__(self):
+        size = yield
+        return size
+
+
+class CoroutinePool(GeneratorPool):
+    async def _append_to_free_list(self):
+        while True:
+            size = await NextSize()
+            number = insert(self.free_list, size, self.acct)
+            del number
 
 
 def make_pool(acct):
@@ -187,6 +209,8 @@ def main():
     START = time.monotonic()
     if mode == "generator":
         pool = GeneratorPool(acct)
+    elif mode == "coroutine":
+        pool = CoroutinePool(acct)
     elif mode == "nested":
         pool = make_pool(acct)
     else:
