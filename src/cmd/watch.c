@@ -34,9 +34,12 @@ static void watch_usage(FILE *out)
             "and the frames between the two activations marked.\n"
             "\n"
             "FUNC is a Python function, [FILE:]QUALNAME (pool.py:Pool.release, or\n"
-            "Pool.release), or a native function by symbol (pool_release). Prefix py: or\n"
-            "native: to say which; a plain name is looked for as both (but never in the\n"
-            "C library or the dynamic linker).\n"
+            "Pool.release, or release, which matches every function whose qualified name\n"
+            "is release or ends with .release, nested ones too), or a native function by\n"
+            "symbol (pool_release). Prefix py: or native: to say which; a plain name is\n"
+            "looked for as both (but never in the C library or the dynamic linker).\n"
+            "With -- PROGRAM, FUNC is watched from the program's first instruction; a\n"
+            "FUNC never found is said so at the end (exit status 1 if the program's was 0).\n"
             "\n"
             "  -r, --reentry FUNC   the function to watch (repeatable)\n"
             "  -p, --pid PID        watch a running process\n"
@@ -264,6 +267,7 @@ static void handle_breakpoint(struct watch_session *s, pid_t tid, struct sw_brea
         moved = watch_python_eval_entry(s, tid, regs);
     } else if (bp == &s->dl_bp) {
         watch_native_resolve(s);
+        watch_python_resolve(s, tid);
     } else {
         for (int i = 0; i < s->n_native; i++) {
             if (bp == &s->native[i].bp) {
@@ -277,7 +281,10 @@ static void handle_breakpoint(struct watch_session *s, pid_t tid, struct sw_brea
             rewind_to(tid, bp->addr);
         return;
     }
-    if (!moved) {
+    if (!moved && !bp->inserted) {
+        /* Removed meanwhile (waiting is over): run the code as it is. */
+        rewind_to(tid, bp->addr);
+    } else if (!moved) {
         bool window = false;
         int sig = 0;
         struct user_regs_struct now = *regs;
@@ -324,8 +331,18 @@ static void handle_stop(struct watch_session *s, pid_t tid, int status)
         return;
     }
     if (sig == SIGTRAP) {
-        /* Our int3s first, by the address alone: they are by far the most
-         * frequent stop and need no siginfo (only our int3 can leave a
+        /* With the watchpoint armed all the time, its traps are the most
+         * frequent stop: they need the siginfo only. */
+        siginfo_t si;
+        if (s->n_py && !s->lazy && ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) == 0 &&
+            si.si_code == TRAP_HWBKPT) {
+            watch_python_dr_trap(s, tid);
+            if (!s->done)
+                tracer_cont(&s->tr, tid, watch_take_signal(s, tid));
+            return;
+        }
+        /* Our int3s by the address alone: otherwise by far the most
+         * frequent stop, they need no siginfo (only our int3 can leave a
          * thread just past its address with SIGTRAP). */
         struct user_regs_struct regs;
         if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0) {
@@ -335,7 +352,6 @@ static void handle_stop(struct watch_session *s, pid_t tid, int status)
                 return;
             }
         }
-        siginfo_t si;
         if (ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) == 0) {
             if (si.si_code == TRAP_HWBKPT) {
                 watch_python_dr_trap(s, tid);
@@ -702,9 +718,35 @@ static void report_pending(struct watch_session *s)
         if (wf->found_python || wf->found_native || wf->warned)
             continue;
         wf->warned = true;
-        fprintf(stderr, "pyscope: %s not found yet; looking for it every %.1f s%s\n", wf->arg,
-                POLL_MS / 1000.0, wf->want_native ? " and whenever a library is loaded" : "");
+        if (wf->want_python && s->waiting)
+            fprintf(stderr, "pyscope: %s not found yet; watching for its definition (every "
+                            "code object Python starts to run is searched)\n", wf->arg);
+        else
+            fprintf(stderr, "pyscope: %s not found yet; looking for it every %.1f s%s\n",
+                    wf->arg, POLL_MS / 1000.0,
+                    wf->want_native ? " and whenever a library is loaded" : "");
     }
+}
+
+static bool found(const struct watch_func *wf)
+{
+    return wf->found_python || wf->found_native;
+}
+
+/* The program ended: each FUNC that never existed in it is said to be so. */
+static int report_never_found(const struct watch_session *s)
+{
+    int n = 0;
+    for (int f = 0; f < s->n_funcs; f++) {
+        const struct watch_func *wf = &s->funcs[f];
+        if (found(wf))
+            continue;
+        n++;
+        fprintf(stderr, "pyscope: process %d exited; %s was never found, so nothing was "
+                        "watched%s%s%s\n", (int)s->tr.pid, wf->arg,
+                wf->hint[0] ? " (did you mean " : "", wf->hint, wf->hint[0] ? "?)" : "");
+    }
+    return n;
 }
 
 static bool all_found(const struct watch_session *s)
@@ -899,6 +941,8 @@ int cmd_watch(int argc, char **argv)
 
     int stop_signal = 0;
     bool stop_from_kill = false;
+    struct timespec last_poll;
+    clock_gettime(CLOCK_MONOTONIC, &last_poll);
     while (!s->done) {
         int st;
         pid_t tid = 0;
@@ -914,11 +958,19 @@ int cmd_watch(int argc, char **argv)
             stop_from_kill = info.si_code == SI_USER;
             break;
         }
-        if (sig < 0 && errno == EAGAIN && !all_found(s)) {
+        /* Looked for again every POLL_MS, also when traps keep coming. */
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long since = (now.tv_sec - last_poll.tv_sec) * 1000 +
+                     (now.tv_nsec - last_poll.tv_nsec) / 1000000;
+        if (since >= POLL_MS && (!all_found(s) || watch_python_wants_more(s))) {
+            last_poll = now;
             watch_native_resolve(s);
             watch_python_resolve(s, 0);
-            if (!s->awaiting_exec)
+            if (!s->awaiting_exec) {
                 report_pending(s);
+                watch_python_hint(s);
+            }
         }
     }
     bool gone = s->tr.leader_exited || s->tr.n == 0;
@@ -930,7 +982,10 @@ int cmd_watch(int argc, char **argv)
                 s->stats.eval_entries, s->stats.dr_traps, s->stats.native_entries,
                 s->stats.unwinds, s->stats.candidates, s->stats.steps,
                 s->stats.single_step_windows);
-    if (gone)
+    int never_found = gone ? report_never_found(s) : 0;
+    if (never_found)
+        ;                          /* said above */
+    else if (gone)
         fprintf(stderr, "pyscope: process %d exited; %u re-entr%s reported\n", (int)s->tr.pid,
                 s->hits, s->hits == 1 ? "y" : "ies");
     else if (s->left_stopped && !wait_group_stopped(s->tr.pid))
@@ -950,6 +1005,9 @@ int cmd_watch(int argc, char **argv)
             kill(s->tr.pid, stop_signal);
         status = wait_for_program(s, &wait_set);
     }
+    /* Nothing was watched: that must not read as "no re-entry". */
+    if (never_found && status == 0)
+        status = PYSCOPE_ERR_OTHER;
 out:
     crash_session = NULL;
     if (s->unwinder)
@@ -964,6 +1022,8 @@ out:
         free(s->codes);
     }
     free(s->frames);
+    free(s->scanned);
+    free(s->fast);
     free(s->threads);
     tracer_free(&s->tr);
     if (s->out && s->out != stdout)

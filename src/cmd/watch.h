@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "native/unwind.h"
 #include "python/code.h"
@@ -24,6 +25,7 @@
 #define WATCH_MAX_NATIVE 64
 #define WATCH_MAX_RECORDS 32
 #define WATCH_MAX_FILES 1024
+#define WATCH_SCAN_SLOTS 32768
 
 /* One --reentry argument. */
 struct watch_func {
@@ -33,6 +35,8 @@ struct watch_func {
     char symbol[256];
     bool found_python, found_native;
     bool warned;               /* a warning about it was printed */
+    bool hinted;               /* "did you mean" was looked up */
+    char hint[1024];           /* its names, "" when none */
 };
 
 /* A Python code object watched through one debug-register slot. */
@@ -42,6 +46,7 @@ struct py_watch {
     int func;
     char label[512];           /* "Pool.release (pool.py:12)" */
     uint32_t last_refcnt;      /* exact mode: the count after the last write seen */
+    bool generator;            /* a generator or coroutine function's code */
 };
 
 /* A native function watched through an int3 at its entry. */
@@ -59,10 +64,19 @@ struct watch_record {
     uint64_t rsp;              /* the stack pointer at entry; UINT64_MAX: unknown */
 };
 
+#define WATCH_CHAIN_MAX 64
+
 /* What watch remembers per thread. */
 struct watch_thread {
     pid_t tid;
     uint64_t tstate;           /* 0: not looked up yet or not a Python thread */
+    /* The Python frames (top first) and the 3.11/3.12 _PyCFrame seen at
+     * the last watchpoint trap: the next trap reads them again in the same
+     * system call as everything else, and only the frames not seen before
+     * one by one. */
+    uint64_t chain[WATCH_CHAIN_MAX];
+    int chain_n;
+    uint64_t cframe;
     unsigned dr_mask;          /* debug-register slots armed on the thread */
     struct watch_record records[WATCH_MAX_RECORDS];
     int n_records;
@@ -100,7 +114,13 @@ struct watch_session {
     bool lazy;                 /* 3.11+ without --exact: arm on C->Python entries */
     struct sw_breakpoint eval_bp;
     bool eval_bp_used;
+    /* Waiting for a function not found yet: every code object entered at
+     * eval_bp is searched, with the code objects in its constants, once. */
+    bool waiting;
+    uint64_t *scanned;         /* WATCH_SCAN_SLOTS {code, identity} pairs, 0 = empty */
+    struct timespec wait_start;
 
+    struct fast_read *fast;    /* watch_python.c's scattered read, allocated on first use */
     /* native */
     struct native_watch native[WATCH_MAX_NATIVE];
     int n_native;
@@ -144,6 +164,11 @@ void watch_python_dr_trap(struct watch_session *s, pid_t tid);
 bool watch_python_eval_entry(struct watch_session *s, pid_t tid, const struct user_regs_struct *regs);
 /* Forgets everything about the process image (exec). */
 void watch_python_reset(struct watch_session *s);
+/* Still waiting for a Python function: whether it is time to say which
+ * names come close (once per function, after a few seconds), and saying it. */
+void watch_python_hint(struct watch_session *s);
+/* Whether a Python function is still looked for (see watch_python.c). */
+bool watch_python_wants_more(const struct watch_session *s);
 /* Disarms the debug registers of every (stopped) thread. */
 void watch_python_disarm_all(struct watch_session *s);
 
@@ -156,6 +181,9 @@ int watch_native_resolve(struct watch_session *s);
 void watch_native_entry(struct watch_session *s, pid_t tid, int index,
                         const struct user_regs_struct *regs);
 void watch_native_reset(struct watch_session *s);
+/* The int3 at the dynamic linker's hook, which runs whenever libraries
+ * were loaded (also how a shared libpython is seen arriving). */
+void watch_native_plant_dl_hook(struct watch_session *s);
 
 /* ---- shared helpers (watch.c) ---- */
 

@@ -43,7 +43,7 @@ static bool searched(const struct watch_session *s, const char *path)
     return false;
 }
 
-static void plant_dl_hook(struct watch_session *s)
+void watch_native_plant_dl_hook(struct watch_session *s)
 {
     if (s->dl_bp_used)
         return;
@@ -125,7 +125,7 @@ int watch_native_resolve(struct watch_session *s)
     if (!wanted)
         return 0;
     process_read_maps(s->t);
-    plant_dl_hook(s);
+    watch_native_plant_dl_hook(s);
     const char *files[WATCH_MAX_FILES];
     int n = native_code_files(s->t, files, WATCH_MAX_FILES);
     int before = s->n_native;

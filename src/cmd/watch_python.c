@@ -18,17 +18,28 @@
  * stack, the thread is single-stepped until the new frame is pushed and the
  * report is made at that instant. On 3.11+ (without --exact) the watchpoint
  * is armed on a thread only while C has entered Python above a running
- * activation, which an int3 at _PyEval_EvalFrameDefault shows. */
+ * activation, which an int3 at _PyEval_EvalFrameDefault shows.
+ *
+ * A function not found yet is waited for at the same int3: every module's
+ * code is entered there (import, the main script, exec) before any of it
+ * runs, and holds in its constants the code objects of its functions, of
+ * its classes' methods and of the functions nested in those. So each code
+ * object entered is searched once, with its constants, and FUNC's code is
+ * watched before FUNC can even be called. */
 
 /* Between a code object's reference being taken and its frame being
  * pushed the interpreter runs a few hundred instructions; more when a
  * collection or a finalizer runs in between, which is stepped through. */
 #define CONFIRM_MAX_STEPS 200000
+/* How long a function may stay unfound before the closest names are listed. */
+#define HINT_AFTER_MS 2000
 
 static bool python_minor_at_least(const struct watch_session *s, unsigned minor)
 {
     return ((s->rt.version_hex >> 16) & 0xff) >= minor;
 }
+
+static int raw_u64(struct watch_session *s, uint64_t addr, uint64_t *out);
 
 static uint32_t read_refcnt(struct watch_session *s, uint64_t code)
 {
@@ -184,16 +195,159 @@ static bool confirm_entry(struct watch_session *s, pid_t tid, uint64_t tstate, u
     return found;
 }
 
+/* ---- the cheap check at a watchpoint trap (every call of FUNC when the
+ * watchpoint is always armed) ---- */
+
+/* The span of a frame holding its link to the frame below and its code. */
+struct frame_fields {
+    long lo, len, back, code;  /* offsets relative to the frame; back/code relative to lo */
+};
+
+static bool frame_fields_of(const struct py_layout *L, struct frame_fields *ff)
+{
+    long back = L->frame_back != PY_OFF_NONE ? L->frame_back : L->iframe_previous;
+    long code = L->frame_code != PY_OFF_NONE ? L->frame_code : L->iframe_executable;
+    if (back == PY_OFF_NONE || code == PY_OFF_NONE)
+        return false;
+    ff->lo = back < code ? back : code;
+    ff->len = (back > code ? back : code) - ff->lo + 8;
+    ff->back = back - ff->lo;
+    ff->code = code - ff->lo;
+    return ff->len <= 64;
+}
+
+struct fast_read {
+    uint32_t refcnt;
+    uint64_t tstate_current, top_or_cframe, cframe_top;
+    unsigned char pairs[WATCH_CHAIN_MAX][64];
+    struct target_span spans[4 + WATCH_CHAIN_MAX];
+    size_t n;
+    int first_pair;
+};
+
+static void add_span(struct fast_read *fr, uint64_t addr, void *buf, size_t len)
+{
+    fr->spans[fr->n++] = (struct target_span){.addr = addr, .buf = buf, .len = len};
+}
+
+/* Whether code may be on the thread's Python stack: 0 when it surely is
+ * not (the frame chain was read whole and code is not in it), 1 when it is
+ * or that could not be told (the full walk decides). *refcnt: the code's
+ * reference count, read in the same system call. */
+static int fast_check(struct watch_session *s, struct watch_thread *wt, uint64_t code,
+                      uint32_t *refcnt)
+{
+    const struct py_layout *L = s->reader.L;
+    struct frame_fields ff;
+    if (!s->fast && !(s->fast = calloc(1, sizeof *s->fast)))
+        return -1;
+    struct fast_read *fr = s->fast;
+    fr->n = 0;
+    add_span(fr, code, &fr->refcnt, sizeof fr->refcnt);
+    bool have_current = L->runtime_tstate_current != PY_OFF_NONE;
+    if (have_current)
+        add_span(fr, s->rt.runtime_addr + (uint64_t)L->runtime_tstate_current,
+                 &fr->tstate_current, 8);
+    long top_off = L->tstate_frame != PY_OFF_NONE ? L->tstate_frame
+                   : L->tstate_current_frame != PY_OFF_NONE ? L->tstate_current_frame
+                                                            : L->tstate_cframe;
+    bool via_cframe = top_off == L->tstate_cframe;
+    if (wt->tstate && top_off != PY_OFF_NONE)
+        add_span(fr, wt->tstate + (uint64_t)top_off, &fr->top_or_cframe, 8);
+    if (via_cframe && wt->cframe)
+        add_span(fr, wt->cframe + (uint64_t)L->cframe_current_frame, &fr->cframe_top, 8);
+    bool fields = frame_fields_of(L, &ff);
+    fr->first_pair = (int)fr->n;
+    for (int k = 0; fields && k < wt->chain_n; k++)
+        add_span(fr, wt->chain[k] + (uint64_t)ff.lo, fr->pairs[k], (size_t)ff.len);
+    target_read_spans(s->t, fr->spans, fr->n);
+    if (!fr->spans[0].ok)
+        return -1;
+    *refcnt = fr->refcnt;
+    if (!fields || top_off == PY_OFF_NONE)
+        return 1;
+    size_t at = 1;
+    uint64_t tstate = wt->tstate;
+    if (have_current) {
+        if (!fr->spans[at].ok)
+            return 1;
+        if (fr->tstate_current)
+            tstate = fr->tstate_current;
+        at++;
+    }
+    if (!tstate)
+        return 1;
+    uint64_t top = 0;
+    if (tstate == wt->tstate && at < fr->n && fr->spans[at].ok && fr->spans[at].buf == &fr->top_or_cframe)
+        top = fr->top_or_cframe;
+    else if (raw_u64(s, tstate + (uint64_t)top_off, &top) != 0)
+        return 1;
+    wt->tstate = tstate;
+    if (via_cframe) {
+        uint64_t cframe = top;
+        if (!cframe)
+            return 1;
+        bool known = cframe == wt->cframe && fr->first_pair > 0 &&
+                     fr->spans[fr->first_pair - 1].buf == &fr->cframe_top &&
+                     fr->spans[fr->first_pair - 1].ok;
+        if (known)
+            top = fr->cframe_top;
+        else if (raw_u64(s, cframe + (uint64_t)L->cframe_current_frame, &top) != 0)
+            return 1;
+        wt->cframe = cframe;
+    }
+    /* Down the chain: frames seen last time come from the scattered read,
+     * the others (the new top ones) are read one by one. */
+    uint64_t chain[WATCH_CHAIN_MAX];
+    int n = 0, k = 0;
+    for (uint64_t f = top; f; n++) {
+        if (n >= WATCH_CHAIN_MAX)
+            return 1;
+        unsigned char own[64];
+        const unsigned char *pair = NULL;
+        int seen = -1;
+        for (int j = k; j < wt->chain_n && seen < 0; j++)
+            if (wt->chain[j] == f)
+                seen = j;
+        if (seen >= 0 && fr->spans[fr->first_pair + seen].ok) {
+            pair = fr->pairs[seen];
+            k = seen + 1;
+        } else if (s->t->ops->read_raw(s->t, f + (uint64_t)ff.lo, own, (size_t)ff.len) == 0) {
+            pair = own;
+        } else {
+            return 1;
+        }
+        uint64_t back, frame_code;
+        memcpy(&back, pair + ff.back, 8);
+        memcpy(&frame_code, pair + ff.code, 8);
+        if (L->stackref_tagged)
+            frame_code &= ~(uint64_t)7;
+        chain[n] = f;
+        if (frame_code == code)
+            return 1;
+        f = back;
+    }
+    memcpy(wt->chain, chain, sizeof chain[0] * (size_t)n);
+    wt->chain_n = n;
+    return 0;
+}
+
 /* The watch whose code is at index i of s->py that a trap concerns. */
 static void on_code_write(struct watch_session *s, pid_t tid, int i)
 {
     struct py_watch *w = &s->py[i];
     if (!s->lazy) {
-        uint32_t now = read_refcnt(s, w->code);
+        struct watch_thread *wt = watch_thread_get(s, tid);
+        uint32_t now = 0;
+        int may_run = wt ? fast_check(s, wt, w->code, &now) : -1;
+        if (may_run < 0)
+            now = read_refcnt(s, w->code);
         int32_t delta = (int32_t)(now - w->last_refcnt);
         w->last_refcnt = now;
         if (delta <= 0)
             return;                /* a frame going away, not one coming */
+        if (may_run == 0)
+            return;                /* FUNC is not on this thread's stack */
     }
     uint64_t tstate = tstate_of(s, tid);
     if (!tstate)
@@ -224,15 +378,233 @@ void watch_python_dr_trap(struct watch_session *s, pid_t tid)
             on_code_write(s, tid, i);
 }
 
+/* Reads at every trap go straight to the target, a few bytes each: the
+ * page cache would copy a whole page per read. */
+static int raw_u64(struct watch_session *s, uint64_t addr, uint64_t *out)
+{
+    return s->t->ops->read_raw(s->t, addr, out, sizeof *out);
+}
+
+/* The code object of the frame _PyEval_EvalFrameDefault was entered with. */
+static uint64_t entered_code(struct watch_session *s, const struct user_regs_struct *regs)
+{
+    const struct py_layout *L = s->reader.L;
+    uint64_t frame = L->eval_frame_arg == 0 ? regs->rdi : regs->rsi, code = 0;
+    long off = L->iframe_executable != PY_OFF_NONE ? L->iframe_executable : L->frame_code;
+    if (!frame || off == PY_OFF_NONE || raw_u64(s, frame + (uint64_t)off, &code) != 0)
+        return 0;
+    if (L->stackref_tagged)
+        code &= ~(uint64_t)7;
+    return code;
+}
+
+static void label_of(const struct py_func_match *m, char *out, size_t outsize);
+static int add_watches(struct watch_session *s, int f, const struct py_func_match *matches, int n);
+static void start_new_watches(struct watch_session *s, int first_new, pid_t except);
+
+/* A code object freed and another allocated at its address must be
+ * searched again: a seen entry also keeps what identifies the object. */
+static uint64_t code_identity(struct watch_session *s, uint64_t code)
+{
+    const struct py_layout *L = s->reader.L;
+    long lo = L->code_filename, hi = L->code_filename;
+    if (L->code_consts != PY_OFF_NONE) {
+        lo = L->code_consts < lo ? L->code_consts : lo;
+        hi = L->code_consts > hi ? L->code_consts : hi;
+    }
+    uint64_t words[32] = {0};
+    size_t n = (size_t)(hi - lo) / 8 + 1;
+    if (n > 32 || s->t->ops->read_raw(s->t, code + (uint64_t)lo, words, n * 8) != 0)
+        return 1;
+    uint64_t consts = L->code_consts != PY_OFF_NONE ? words[(L->code_consts - lo) / 8] : 0;
+    uint64_t filename = words[(L->code_filename - lo) / 8];
+    return (consts ^ (filename << 1)) | 1;
+}
+
+/* Whether code still has to be scanned; mark: and note it scanned. */
+static bool first_scan(struct watch_session *s, uint64_t code, bool mark)
+{
+    if (!s->scanned && !(s->scanned = calloc(WATCH_SCAN_SLOTS * 2, sizeof *s->scanned)))
+        return true;
+    uint64_t id = code_identity(s, code);
+    size_t slot = (size_t)((code >> 4) * 0x9e3779b97f4a7c15ull >> 40) & (WATCH_SCAN_SLOTS - 1);
+    for (unsigned probe = 0; probe < 32; probe++) {
+        uint64_t *e = &s->scanned[2 * ((slot + probe) & (WATCH_SCAN_SLOTS - 1))];
+        if (e[0] == code) {
+            if (e[1] == id)
+                return false;
+            if (mark)
+                e[1] = id;
+            return true;
+        }
+        if (e[0] == 0) {
+            if (mark) {
+                e[0] = code;
+                e[1] = id;
+            }
+            return true;
+        }
+    }
+    return true;
+}
+
+static bool wants_more(const struct watch_session *s, const struct watch_func *wf);
+
+struct scan_ctx {
+    struct watch_session *s;
+    struct py_func_match found[WATCH_MAX_FUNCS][DR_SLOTS];
+    int n_found[WATCH_MAX_FUNCS];
+};
+
+static int scan_visit(void *ctx, uint64_t code, const char *qualname)
+{
+    struct scan_ctx *c = ctx;
+    struct watch_session *s = c->s;
+    if (!first_scan(s, code, true))
+        return 1;
+    for (int f = 0; f < s->n_funcs; f++) {
+        struct watch_func *wf = &s->funcs[f];
+        if (!wants_more(s, wf) || c->n_found[f] >= DR_SLOTS ||
+            !py_func_spec_matches_name(&wf->spec, qualname))
+            continue;
+        const struct py_code *pc = py_code_get_verified(s->codes, &s->reader, code);
+        if (!pc || !py_func_spec_matches_file(&wf->spec, pc->filename))
+            continue;
+        py_func_match_fill(&s->reader, pc, qualname, &c->found[f][c->n_found[f]++]);
+    }
+    return 0;
+}
+
+/* Whether more definitions of --reentry f are looked for: until one is
+ * found; without a FILE, also afterwards while debug registers are free
+ * (a bare `walk` may meet os.walk before the program's own). */
+static bool wants_more(const struct watch_session *s, const struct watch_func *wf)
+{
+    return wf->want_python && (!wf->found_python || (!wf->spec.file[0] && s->n_py < DR_SLOTS));
+}
+
+/* Whether the int3 at the interpreter's entry is still needed to find
+ * functions: always while one is missing; for more definitions only when
+ * it is there anyway (3.11+, or for a generator), as up to 3.10 it
+ * stops every call. */
+static bool any_generator(const struct watch_session *s);
+
+static bool python_pending(const struct watch_session *s)
+{
+    bool int3_anyway = s->lazy || any_generator(s);
+    for (int f = 0; f < s->n_funcs; f++)
+        if (int3_anyway ? wants_more(s, &s->funcs[f])
+                    : s->funcs[f].want_python && !s->funcs[f].found_python)
+            return true;
+    return false;
+}
+
+bool watch_python_wants_more(const struct watch_session *s)
+{
+    for (int f = 0; f < s->n_funcs; f++)
+        if (wants_more(s, &s->funcs[f]))
+            return true;
+    return false;
+}
+
+/* No longer waiting: the int3 stays only where re-entry detection needs it. */
+static bool any_generator(const struct watch_session *s);
+
+static void stop_waiting(struct watch_session *s)
+{
+    s->waiting = false;
+    if (!s->lazy && !any_generator(s) && s->eval_bp_used) {
+        bp_remove(&s->mem, &s->eval_bp);
+        s->eval_bp_used = false;
+    }
+}
+
+/* Waiting: searches a code object being entered for the functions still
+ * missing (tid is stopped at the int3). */
+static void scan_entered(struct watch_session *s, pid_t tid, uint64_t code)
+{
+    if (!code || !first_scan(s, code, false))
+        return;
+    struct scan_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    c->s = s;
+    struct py_code_tree tree;
+    py_code_tree_init(&tree, &s->reader);
+    py_code_tree_walk(&tree, code, NULL, scan_visit, c);
+    int first_new = s->n_py;
+    for (int f = 0; f < s->n_funcs; f++)
+        if (c->n_found[f] > 0)
+            add_watches(s, f, c->found[f], c->n_found[f]);
+    free(c);
+    if (s->n_py > first_new)
+        start_new_watches(s, first_new, tid);
+    if (!python_pending(s))
+        stop_waiting(s);
+}
+
+/* Watch i's code is being entered from C while an activation of it is on
+ * the thread's stack (top is the frame below the new one). Its reference
+ * was taken before this call, or never is (a generator resumed): confirm
+ * from here. */
+static bool entered_again(struct watch_session *s, pid_t tid, uint64_t tstate, uint64_t top, int i)
+{
+    bool window = false;
+    int sig = 0;
+    if (bp_step_over(&s->tr, &s->mem, tid, &s->eval_bp, &window, &sig) != 0)
+        return false;
+    if (sig)
+        watch_note_signal(s, tid, sig);
+    if (confirm_entry(s, tid, tstate, s->py[i].code, top))
+        watch_report(s, tid, i, -1);
+    return true;
+}
+
+/* Without the lazy mode the int3 stays for generators and coroutines only:
+ * resuming one creates no frame and takes no reference to the code. */
+static bool generator_entry(struct watch_session *s, pid_t tid, const struct user_regs_struct *regs)
+{
+    uint64_t code = entered_code(s, regs);
+    for (int i = 0; i < s->n_py; i++) {
+        if (!s->py[i].generator || s->py[i].code != code)
+            continue;
+        /* 3.9+ pass the thread state first; 3.8 only the frame. */
+        uint64_t tstate = s->reader.L->eval_frame_arg == 1 ? regs->rdi : tstate_of(s, tid);
+        uint64_t top = tstate ? py_tstate_top_frame(&s->reader, tstate) : 0;
+        if (!top)
+            return false;
+        enum py_walk_status status;
+        size_t count = walk(s, top, &status);
+        if (find_code(s, count, code) < 0)
+            return false;
+        return entered_again(s, tid, tstate, top, i);
+    }
+    return false;
+}
+
+static bool any_generator(const struct watch_session *s)
+{
+    for (int i = 0; i < s->n_py; i++)
+        if (s->py[i].generator)
+            return true;
+    return false;
+}
+
 bool watch_python_eval_entry(struct watch_session *s, pid_t tid, const struct user_regs_struct *regs)
 {
     s->stats.eval_entries++;
+    target_cache_invalidate(s->t);
+    if (s->waiting)
+        scan_entered(s, tid, entered_code(s, regs));
+    if (!s->n_py || !s->eval_bp.inserted)
+        return false;
+    if (!s->lazy)
+        return generator_entry(s, tid, regs);
     /* _PyEval_EvalFrameDefault(tstate, frame, throwflag) on 3.11+. */
-    uint64_t tstate = regs->rdi, entered = regs->rsi;
+    uint64_t tstate = regs->rdi;
     struct watch_thread *wt = watch_thread_get(s, tid);
     if (wt)
         wt->tstate = tstate;
-    target_cache_invalidate(s->t);
     uint64_t top = py_tstate_top_frame(&s->reader, tstate);
     if (!top)
         return false;
@@ -248,27 +620,10 @@ bool watch_python_eval_entry(struct watch_session *s, pid_t tid, const struct us
      * activation is gone, every new frame of the function on this thread
      * must be seen. */
     arm(s, tid, present);
-    const struct py_layout *L = s->reader.L;
-    uint64_t code = 0;
-    if (target_read_u64(s->t, entered + (uint64_t)L->iframe_executable, &code) != 0)
-        return false;
-    if (L->stackref_tagged)
-        code &= ~(uint64_t)7;
-    for (int i = 0; i < s->n_py; i++) {
-        if (!(present & (1u << i)) || s->py[i].code != code)
-            continue;
-        /* The function itself is entered from C: its reference was taken
-         * before this call, so confirm from here. */
-        bool window = false;
-        int sig = 0;
-        if (bp_step_over(&s->tr, &s->mem, tid, &s->eval_bp, &window, &sig) != 0)
-            return false;
-        if (sig)
-            watch_note_signal(s, tid, sig);
-        if (confirm_entry(s, tid, tstate, code, top))
-            watch_report(s, tid, i, -1);
-        return true;
-    }
+    uint64_t code = entered_code(s, regs);
+    for (int i = 0; i < s->n_py; i++)
+        if ((present & (1u << i)) && s->py[i].code == code)
+            return entered_again(s, tid, tstate, top, i);
     return false;
 }
 
@@ -306,65 +661,62 @@ static int plant_eval_breakpoint(struct watch_session *s)
     return -1;
 }
 
-int watch_python_resolve(struct watch_session *s, pid_t except)
+/* Starts watching the matches of --reentry number f (not watched yet),
+ * as far as debug registers last. Returns how many were added. */
+static int add_watches(struct watch_session *s, int f, const struct py_func_match *matches, int n)
 {
-    if (s->awaiting_exec)
-        return 0;
-    bool pending = false;
-    for (int f = 0; f < s->n_funcs; f++)
-        pending |= s->funcs[f].want_python && !s->funcs[f].found_python;
-    if (!pending)
-        return 0;
-    if (!s->have_rt) {
-        struct pyscope_error err = {0};
-        process_read_maps(s->t);
-        if (py_runtime_find(s->t, &s->rt, &err) != 0)
-            return 0;
-        s->have_rt = true;
-        py_reader_init(&s->reader, &s->rt);
-        s->lazy = !s->exact && python_minor_at_least(s, 11);
+    struct watch_func *wf = &s->funcs[f];
+    wf->found_python = true;
+    int added = 0, fresh = 0;
+    for (int m = 0; m < n; m++) {
+        bool known = false;
+        for (int i = 0; i < s->n_py; i++)
+            known |= s->py[i].code == matches[m].code;
+        fresh += !known;
     }
-    target_cache_invalidate(s->t);
-    int first_new = s->n_py;
-    for (int f = 0; f < s->n_funcs; f++) {
-        struct watch_func *wf = &s->funcs[f];
-        if (!wf->want_python || wf->found_python)
+    if (fresh > 1)
+        fprintf(stderr, "pyscope: %s matches %d functions; watching each of them\n", wf->arg,
+                fresh);
+    for (int m = 0; m < n; m++) {
+        bool known = false;
+        for (int i = 0; i < s->n_py; i++)
+            known |= s->py[i].code == matches[m].code;
+        if (known)
             continue;
-        struct py_func_match matches[8];
-        int n = py_find_functions(&s->rt, s->codes, &wf->spec, matches, 8);
-        if (n <= 0)
+        char label[512];
+        label_of(&matches[m], label, sizeof label);
+        if (s->n_py >= DR_SLOTS) {
+            fprintf(stderr, "pyscope: cannot also watch %s: the %d hardware watchpoints "
+                            "are in use\n", label, DR_SLOTS);
             continue;
-        wf->found_python = true;
-        for (int m = 0; m < n; m++) {
-            bool known = false;
-            for (int i = 0; i < s->n_py; i++)
-                known |= s->py[i].code == matches[m].code;
-            if (known)
-                continue;
-            char label[512];
-            label_of(&matches[m], label, sizeof label);
-            if (s->n_py >= DR_SLOTS) {
-                fprintf(stderr, "pyscope: cannot also watch %s: the %d hardware watchpoints "
-                                "are in use\n", label, DR_SLOTS);
-                continue;
-            }
-            struct py_watch *w = &s->py[s->n_py];
-            memset(w, 0, sizeof *w);
-            w->code = matches[m].code;
-            w->slot = s->n_py;
-            w->func = f;
-            snprintf(w->label, sizeof w->label, "%s", label);
-            s->n_py++;
-            fprintf(stderr, "pyscope: watching Python function %s, %s\n", label,
-                    matches[m].filename);
-            if (matches[m].flags & (PY_CO_GENERATOR | PY_CO_COROUTINE | PY_CO_ASYNC_GENERATOR))
-                fprintf(stderr, "pyscope: warning: %s is a generator or coroutine function: "
-                                "resuming one is not a call and is not seen\n", label);
         }
+        struct py_watch *w = &s->py[s->n_py];
+        memset(w, 0, sizeof *w);
+        w->code = matches[m].code;
+        w->slot = s->n_py;
+        w->func = f;
+        w->generator = (matches[m].flags &
+                        (PY_CO_GENERATOR | PY_CO_COROUTINE | PY_CO_ASYNC_GENERATOR)) != 0;
+        snprintf(w->label, sizeof w->label, "%s", label);
+        s->n_py++;
+        added++;
+        fprintf(stderr, "pyscope: watching Python function %s, %s\n", label,
+                matches[m].filename);
+        if (w->generator)
+            fprintf(stderr, "pyscope: %s is a generator or coroutine function: watched when "
+                            "one is resumed from C, too\n", label);
     }
-    if (s->n_py == first_new)
-        return 0;
+    return added;
+}
+
+/* Arms what watches first_new.. need; the process is stopped for it and
+ * resumed after, except thread except. */
+static void start_new_watches(struct watch_session *s, int first_new, pid_t except)
+{
     tracer_stop_all(&s->tr);
+    if (!s->lazy && any_generator(s) && !s->eval_bp_used && plant_eval_breakpoint(s) != 0)
+        fprintf(stderr, "pyscope: warning: cannot break on entries into Python here: a "
+                        "generator or coroutine resumed is not seen\n");
     if (s->lazy && !s->eval_bp_used && plant_eval_breakpoint(s) != 0) {
         fprintf(stderr, "pyscope: warning: cannot break on C-to-Python entries here; "
                         "watching every call instead (as with --exact)\n");
@@ -378,12 +730,106 @@ int watch_python_resolve(struct watch_session *s, pid_t except)
     }
     resync_counts(s);
     watch_resume_others(s, except);
+}
+
+/* A function still missing: from now on every code object entered is
+ * searched for it (see the top of this file). */
+static void begin_waiting(struct watch_session *s, pid_t except)
+{
+    tracer_stop_all(&s->tr);
+    if (s->eval_bp_used || plant_eval_breakpoint(s) == 0) {
+        s->waiting = true;
+        clock_gettime(CLOCK_MONOTONIC, &s->wait_start);
+    } else {
+        fprintf(stderr, "pyscope: warning: cannot break on entries into Python here; "
+                        "functions not defined yet are looked for every 0.2 s\n");
+    }
+    watch_resume_others(s, except);
+}
+
+int watch_python_resolve(struct watch_session *s, pid_t except)
+{
+    if (s->awaiting_exec || !watch_python_wants_more(s))
+        return 0;
+    if (!s->have_rt) {
+        struct pyscope_error err = {0};
+        process_read_maps(s->t);
+        if (py_runtime_find(s->t, &s->rt, &err) != 0) {
+            /* A shared libpython is not loaded yet: wait for the linker. */
+            watch_native_plant_dl_hook(s);
+            return 0;
+        }
+        s->have_rt = true;
+        py_reader_init(&s->reader, &s->rt);
+        s->lazy = !s->exact && python_minor_at_least(s, 11);
+    }
+    /* While every code object entered is searched, walking sys.modules
+     * again finds nothing new, and would hold up the threads that trap
+     * meanwhile. */
+    if (s->waiting)
+        return 0;
+    target_cache_invalidate(s->t);
+    int first_new = s->n_py;
+    for (int f = 0; f < s->n_funcs; f++) {
+        struct watch_func *wf = &s->funcs[f];
+        if (!wants_more(s, wf))
+            continue;
+        struct py_func_match matches[8];
+        int n = py_find_functions(&s->rt, s->codes, &wf->spec, matches, 8);
+        if (n > 0)
+            add_watches(s, f, matches, n);
+    }
+    if (s->n_py > first_new)
+        start_new_watches(s, first_new, except);
+    if (python_pending(s) && !s->waiting)
+        begin_waiting(s, except);
+    else if (!python_pending(s) && s->waiting) {
+        tracer_stop_all(&s->tr);
+        stop_waiting(s);
+        watch_resume_others(s, except);
+    }
     return s->n_py - first_new;
+}
+
+static long ms_since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+void watch_python_hint(struct watch_session *s)
+{
+    if (!s->have_rt || !s->waiting || ms_since(&s->wait_start) < HINT_AFTER_MS)
+        return;
+    for (int f = 0; f < s->n_funcs; f++) {
+        struct watch_func *wf = &s->funcs[f];
+        if (!wf->want_python || wf->found_python || wf->hinted)
+            continue;
+        wf->hinted = true;
+        struct py_func_match near[4];
+        int n = py_find_similar(&s->rt, s->codes, &wf->spec, near, 4);
+        size_t len = 0;
+        for (int i = 0; i < n && len < sizeof wf->hint; i++) {
+            char label[512];
+            label_of(&near[i], label, sizeof label);
+            len += (size_t)snprintf(wf->hint + len, sizeof wf->hint - len, "%s%s",
+                                    i ? (i == n - 1 ? " or " : ", ") : "", label);
+        }
+        if (n > 0)
+            fprintf(stderr, "pyscope: %s not found yet; did you mean %s?\n", wf->arg, wf->hint);
+        else
+            fprintf(stderr, "pyscope: %s not found yet, nor any name close to it; still "
+                            "watching for its definition\n", wf->arg);
+    }
 }
 
 void watch_python_reset(struct watch_session *s)
 {
     s->have_rt = false;
+    s->waiting = false;
+    if (s->scanned)
+        memset(s->scanned, 0, WATCH_SCAN_SLOTS * 2 * sizeof *s->scanned);
     s->n_py = 0;
     s->eval_bp_used = false;
     s->eval_bp.inserted = false;

@@ -360,6 +360,7 @@ static void decode_fields(struct decoder *d, const struct py_layout *facts, stru
                        out->code_code_adaptive == facts->code_code_adaptive;
     keep_fact_if(code_agrees, &out->code_nlocals);
     keep_fact_if(code_agrees, &out->code_flags);
+    keep_fact_if(code_agrees, &out->code_consts);
 
     x->pyobject_size = slot(d, "pyobject.size");
     out->ob_type = slot(d, "pyobject.ob_type");

@@ -112,6 +112,8 @@ struct py_layout {
     long code_filename;
     long code_name;
     long code_qualname;          /* 3.11+ */
+    int eval_frame_arg;          /* _PyEval_EvalFrameDefault's frame argument: 0 or 1 */
+    long code_consts;            /* co_consts, a tuple (nested code objects live there) */
     long code_linetable;         /* co_lnotab (<=3.9) or co_linetable */
     long code_varnames;          /* co_varnames (<=3.10) */
     long code_localsplusnames;   /* 3.11+ */

@@ -434,3 +434,140 @@ def test_usage_errors(tmp_path, pyscope):
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+# --------------------------------------------------------------------------
+# issue #12: from the program's first instruction, names as users type them
+
+EARLY = PROGRAMS / "early_pool.py"
+
+
+def def_line(name, after=""):
+    """The line of `def name(` in early_pool.py (the first after `after`)."""
+    lines = EARLY.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if after in line) if after else 0
+    return next(i + 1 for i, line in enumerate(lines[start:], start)
+                if line.strip().startswith(("def %s(" % name, "async def %s(" % name)))
+
+
+def watch_early(interp, tmp_path, func, mode, *extra):
+    """`watch --reentry func -- python early_pool.py`: the program's truth,
+    pyscope's result and its reports."""
+    truth = tmp_path / "truth.json"
+    out = tmp_path / "reports.jsonl"
+    result = watch(["--json", "--locals", "-o", out] + list(extra) + ["--reentry", func, "--",
+                   interp.path, EARLY, truth, mode])
+    facts = json.loads(truth.read_text()) if truth.exists() else None
+    return facts, result, read_reports(out) if out.exists() else []
+
+
+def check_first_reentry(interp, facts, result, docs, qualname, line):
+    """pyscope reported the program's first re-entry, which the program saw
+    too (and died of, exit 3, which pyscope passes on)."""
+    assert result.returncode == 3, result
+    assert facts["corrupted"] and facts["first_reentry"], facts
+    assert "re-entry #1 of %s (early_pool.py:%d)" % (qualname, line) in result.stderr, result
+    [doc] = docs
+    re_ = doc["reentry"]
+    assert re_["function"] == "%s (early_pool.py:%d)" % (qualname, line)
+    frames = reentering_thread(doc)["frames"]
+    name = python_name(interp, qualname)
+    functions = [f["function"] for f in frames]
+    assert functions[0] == name and functions.count(name) >= 2, functions
+    outer = functions.index(name, 1)
+    assert python_name(interp, "Block.__del__") in functions[1:outer], functions
+    # The running activation's body (insert) numbered itself when it began:
+    # the program's first re-entry happened inside that very activation.
+    assert functions[outer - 1] == "insert", functions
+    number = [v for v in frames[outer - 1]["locals"] if v["name"] == "number"]
+    assert number and number[0]["repr"] == str(facts["first_reentry"]["outer_append"]), \
+        (number, facts)
+
+
+@pytest.mark.parametrize("func", ["_append_to_free_list", "Pool._append_to_free_list",
+                                  "early_pool.py:Pool._append_to_free_list"])
+def test_reentry_from_the_start(interp, tmp_path, func):
+    """The pool re-enters its append moments after start and then dies of
+    it: with `-- PROGRAM` that first re-entry is reported, whatever form of
+    the name is given (a bare name matches the method)."""
+    facts, result, docs = watch_early(interp, tmp_path, func, "method")
+    check_first_reentry(interp, facts, result, docs, "Pool._append_to_free_list",
+                        def_line("_append_to_free_list", "class Pool"))
+    if func == "_append_to_free_list":
+        # Every definition of that name is watched, and listed.
+        assert "_append_to_free_list matches 4 functions" in result.stderr, result
+        for qualname, after in [("GeneratorPool._append_to_free_list", "class GeneratorPool"),
+                                ("CoroutinePool._append_to_free_list", "class CoroutinePool"),
+                                ("make_pool.<locals>._append_to_free_list", "def make_pool")]:
+            assert "watching Python function %s (early_pool.py:%d)" % (
+                qualname, def_line("_append_to_free_list", after)) in result.stderr, result
+
+
+def test_reentry_nested_function(interp, tmp_path):
+    """A function defined inside another (its code object is a constant of
+    make_pool's; the function object exists only once make_pool ran)."""
+    facts, result, docs = watch_early(interp, tmp_path, "make_pool.<locals>._append_to_free_list",
+                                      "nested")
+    check_first_reentry(interp, facts, result, docs, "make_pool.<locals>._append_to_free_list",
+                        def_line("_append_to_free_list", "def make_pool"))
+
+
+@pytest.mark.parametrize("mode,cls", [("generator", "GeneratorPool"),
+                                      ("coroutine", "CoroutinePool")])
+def test_reentry_generator_resumed(interp, tmp_path, mode, cls):
+    """A generator (or coroutine) of FUNC running while the finalizer
+    resumes another one with send(): resuming creates no frame, and is
+    still seen."""
+    qualname = cls + "._append_to_free_list"
+    facts, result, docs = watch_early(interp, tmp_path, qualname, mode)
+    check_first_reentry(interp, facts, result, docs, qualname,
+                        def_line("_append_to_free_list", "class " + cls))
+
+
+def test_never_found(interp, tmp_path):
+    """A name the program never defines: said so at the end, with the
+    closest names, and the exit status is not the program's 0."""
+    truth = tmp_path / "truth.json"
+    result = watch(["--reentry", "Pool._append_to_freelist", "--", interp.path, EARLY, truth,
+                    "calm", "--seconds", "3.5"], timeout=60)
+    facts = json.loads(truth.read_text())
+    assert facts["corrupted"] is False and facts["reentries"] == 0, facts
+    assert result.returncode == 1, result
+    label = "Pool._append_to_free_list (early_pool.py:%d)" % def_line("_append_to_free_list",
+                                                                     "class Pool")
+    assert "Pool._append_to_freelist not found yet; did you mean %s" % label in result.stderr, \
+        result
+    assert "Pool._append_to_freelist was never found" in result.stderr, result
+    assert "re-entries reported" not in result.stderr, result
+
+
+def test_attach_before_nested_function_exists(interp, spawn, tmp_path):
+    """-p PID: a nested function whose function object does not exist yet
+    at attach (only its code, a constant of make_pool's) is watched from
+    the moment pyscope says so, and its first re-entry is reported."""
+    truth, go, out = tmp_path / "truth.json", tmp_path / "go", tmp_path / "reports.jsonl"
+    target = spawn([interp.path, str(EARLY), str(truth), "nested", "--start-after", str(go)],
+                   ready_line="ready")
+    watcher = subprocess.Popen([PYSCOPE, "watch", "--json", "--locals", "-o", str(out),
+                                "--reentry", "_append_to_free_list", "-p", str(target.pid)],
+                               stderr=subprocess.PIPE, text=True)
+    qualname = "make_pool.<locals>._append_to_free_list"
+    line = def_line("_append_to_free_list", "def make_pool")
+    try:
+        seen = ""
+        while "watching Python function %s (early_pool.py:%d)" % (qualname, line) not in seen:
+            text = watcher.stderr.readline()
+            assert text, "pyscope ended before watching the nested function: " + seen
+            seen += text
+        go.write_text("")
+        rest = watcher.communicate(timeout=WATCH_TIMEOUT)[1]
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+    assert watcher.returncode == 0, seen + rest
+    assert target.wait(timeout=60) == 3
+    from conftest import Result
+    result = Result([], 3, "", seen + rest, 0)
+    check_first_reentry(interp, json.loads(truth.read_text()), result, read_reports(out),
+                        qualname, line)

@@ -260,6 +260,14 @@ static void emit_frames(void)
 #endif
 }
 
+/* Which argument of _PyEval_EvalFrameDefault is the frame: the first on
+ * 3.8, the second (after the thread state) since. */
+static void emit_eval_signature(void)
+{
+    emit_int("eval_frame_arg", _Generic(&_PyEval_EvalFrameDefault,
+                                        PyObject *(*)(PyFrameObject *, int): 0, default: 1));
+}
+
 static void emit_code(void)
 {
     emit("code_size", SIZE(PyCodeObject));
@@ -269,6 +277,7 @@ static void emit_code(void)
     emit("code_firstlineno", OFF(PyCodeObject, co_firstlineno));
     emit("code_filename", OFF(PyCodeObject, co_filename));
     emit("code_name", OFF(PyCodeObject, co_name));
+    emit("code_consts", OFF(PyCodeObject, co_consts));
 #if MINOR >= 11
     emit("code_qualname", OFF(PyCodeObject, co_qualname));
 #else
@@ -373,6 +382,7 @@ int main(int argc, char **argv)
     emit_thread_state();
     emit_frames();
     emit_code();
+    emit_eval_signature();
     emit_objects();
     printf("    } },\n");
     return 0;
