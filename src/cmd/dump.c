@@ -45,7 +45,9 @@ static void dump_usage(FILE *out)
             "                   the Python frames; this PAUSES the process briefly (ptrace)\n"
             "                   while the stacks are read\n"
             "      --native-all with --native, keep the interpreter's own C frames too\n"
-            "      --core FILE  read a core file (kernel core or gdb gcore) instead of a PID\n"
+            "      --core FILE  read a core file (kernel core or gdb gcore) instead of a PID;\n"
+            "                   zstd, lz4, xz or gzip-compressed cores are expanded first\n"
+
             "      --exe PATH   with --core: the executable, when it is not at the path the\n"
             "                   core records (e.g. the core comes from another machine)\n"
             "      --lib-path DIR  with --core: a directory holding the shared libraries\n"
@@ -94,14 +96,21 @@ static void explain_missing_files(struct target *t, struct pyscope_error *err)
 }
 
 static int dump_core(const char *core_path, const struct core_options *copts,
-                     const struct collect_request *req, bool json, int color)
+                     const struct collect_request *req, bool json, int color, bool verbose)
 {
+    double started = monotonic_ms();
     struct pyscope_error err = {0};
     struct target *t = core_open(core_path, copts, &err);
     if (!t)
         return error_report(&err);
     target_cache_enable(t);
     const struct core_info *info = core_get_info(t);
+    if (verbose && info->compression)
+        fprintf(stderr, "pyscope: %s: %s, %llu bytes expanded to %llu bytes (in %s) in %.0f ms\n",
+                core_path, compression_name(info->compression),
+                (unsigned long long)info->expanded.in_bytes,
+                (unsigned long long)info->expanded.out_bytes, info->expanded.where,
+                info->expanded.ms);
     struct stack_report report = {0};
     struct py_runtime rt;
     int status = 0;
@@ -116,6 +125,9 @@ static int dump_core(const char *core_path, const struct core_options *copts,
     report.pid = info->pid;
     report.paused = true;
     snprintf(report.core_path, sizeof report.core_path, "%s", core_path);
+    if (info->compression)
+        snprintf(report.core_compression, sizeof report.core_compression, "%s",
+                 compression_name(info->compression));
     snprintf(report.command, sizeof report.command, "%s", info->psargs);
     const char *exe = core_resolved_path(t, info->exe);
     snprintf(report.executable, sizeof report.executable, "%s", exe ? exe : info->exe);
@@ -130,6 +142,10 @@ static int dump_core(const char *core_path, const struct core_options *copts,
                 "what lies there shows as unreadable\n", core_path,
                 (unsigned long long)info->bytes_missing);
     write_report(&report, json, color);
+    if (verbose)
+        fprintf(stderr, "pyscope: %zu threads in %.2f ms (%llu reads, %llu bytes, %llu failed)\n",
+                report.n_threads, monotonic_ms() - started, (unsigned long long)t->stats.reads,
+                (unsigned long long)t->stats.bytes, (unsigned long long)t->stats.failures);
     stack_report_free(&report);
     target_close(t);
     return 0;
@@ -269,7 +285,7 @@ int cmd_dump(int argc, char **argv)
             return PYSCOPE_ERR_USAGE;
         }
         req.paused = true;
-        return dump_core(core_path, &copts, &req, json, color);
+        return dump_core(core_path, &copts, &req, json, color, verbose);
     }
     if (copts.exe || copts.n_lib_paths) {
         fprintf(stderr, "pyscope: --exe and --lib-path go with --core FILE\n");

@@ -150,6 +150,7 @@ struct stack_report {
     bool paused;
     bool gc_collecting;
     char core_path[PATH_MAX];    /* "" for a live process */
+    char core_compression[8];    /* "zstd", "lz4", "xz", "gzip"; "" for a plain core */
     struct report_signal signal;
     struct report_thread *threads;
     size_t n_threads;

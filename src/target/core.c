@@ -712,6 +712,23 @@ struct target *core_open(const char *path, const struct core_options *opts,
     struct stat st;
     if (fstat(c->fd, &st) != 0 || !S_ISREG(st.st_mode))
         return fail_open(c, err, PYSCOPE_ERR_USAGE, "%s is not a regular file%s", path, "");
+    unsigned char head[8];
+    ssize_t got = pread(c->fd, head, sizeof head, 0);
+    enum compression kind = got > 0 ? compression_detect(head, (size_t)got) : COMPRESSION_NONE;
+    if (kind != COMPRESSION_NONE) {
+        int expanded = decompress_to_temp(c->fd, path, kind, opts ? opts->max_expanded : 0,
+                                          &c->info.expanded, err);
+        if (expanded < 0) {
+            core_close(&c->base);
+            return NULL;
+        }
+        close(c->fd);
+        c->fd = expanded;
+        c->info.compression = kind;
+        if (fstat(c->fd, &st) != 0)
+            return fail_open(c, err, PYSCOPE_ERR_OTHER, "cannot read %s: %s", path,
+                             strerror(errno));
+    }
     c->file_size = (uint64_t)st.st_size;
     if (opts) {
         c->warnings = opts->warnings;
@@ -732,10 +749,14 @@ struct target *core_open(const char *path, const struct core_options *opts,
         return fail_open(c, err, PYSCOPE_ERR_USAGE,
                          "%s is not an ELF core file: it is too short (%s)", path,
                          c->file_size ? "truncated ELF header" : "empty file");
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 && c->info.compression)
+        return fail_open(c, err, PYSCOPE_ERR_USAGE,
+                         "%s is %s-compressed, but what it holds is not an ELF core file", path,
+                         compression_name(c->info.compression));
     if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
         return fail_open(c, err, PYSCOPE_ERR_USAGE,
-                         "%s is not an ELF core file%s (no ELF magic; a compressed core must be "
-                         "uncompressed first)", path, "");
+                         "%s is not an ELF core file%s (no ELF magic, nor that of zstd, lz4, xz or "
+                         "gzip)", path, "");
     if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64)
         return fail_open(c, err, PYSCOPE_ERR_USAGE,
                          "%s is not a 64-bit x86-64 core file%s", path, "");

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "target/decompress.h"
 #include "target/signals.h"
 #include "target/target.h"
 #include "util/error.h"
@@ -26,6 +27,7 @@ struct core_options {
     const char *const *lib_paths;    /* --lib-path directories, searched by file name */
     int n_lib_paths;
     FILE *warnings;                  /* where build-id mismatches are reported; NULL: nowhere */
+    uint64_t max_expanded;           /* a compressed core expands to at most this (0: no limit) */
 };
 
 struct core_thread {
@@ -44,10 +46,13 @@ struct core_info {
     const struct core_thread *threads;
     size_t n_threads;
     uint64_t bytes_missing;          /* memory the segments claim but the file lacks */
+    enum compression compression;    /* how the file was compressed (read through a copy) */
+    struct decompress_stats expanded;
 };
 
-/* Opens and checks a core file. Errors name the file and what is wrong
- * with it (not ELF, not a core, truncated headers, no threads). */
+/* Opens and checks a core file, expanding a compressed one first. Errors
+ * name the file and what is wrong with it (not ELF, not a core, truncated
+ * headers, no threads, a truncated or corrupt compressed stream). */
 struct target *core_open(const char *path, const struct core_options *opts,
                          struct pyscope_error *err);
 
