@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+#include "target/coredump_store.h"
 
 bool cli_parse_pid(const char *text, pid_t *pid)
 {
@@ -45,4 +48,28 @@ bool cli_parse_color(const char *text, int *color)
         return false;
     }
     return true;
+}
+
+int cli_core_path(const char *arg, char *out, size_t outsize, struct pyscope_error *err)
+{
+    if (!coredump_store_request(arg)) {
+        snprintf(out, outsize, "%s", arg);
+        return 0;
+    }
+    struct coredump_entry e;
+    if (coredump_store_find(strcmp(arg, "latest") == 0 ? 0 : (pid_t)atol(arg), &e, err) != 0)
+        return -1;
+    char when[64] = "at an unknown time";
+    time_t secs = (time_t)(e.usec / 1000000);
+    struct tm tm;
+    if (gmtime_r(&secs, &tm))
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    char more[64] = "";
+    if (e.matches > 1)
+        snprintf(more, sizeof more, "; the newest of %u %s", e.matches,
+                 strcmp(arg, "latest") == 0 ? "cores" : "cores of that PID");
+    fprintf(stderr, "pyscope: --core %s: %s (%s, PID %d, UID %u, taken %s%s)\n", arg, e.path,
+            e.comm, (int)e.pid, (unsigned)e.uid, when, more);
+    snprintf(out, outsize, "%s", e.path);
+    return 0;
 }

@@ -3,6 +3,7 @@
  * briefly), or from a core file (--core). */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,7 @@ static void dump_usage(FILE *out)
 {
     fprintf(out,
             "usage: pyscope dump [options] PID\n"
-            "       pyscope dump [options] --core FILE [--exe PATH] [--lib-path DIR]...\n"
+            "       pyscope dump [options] --core FILE|PID|latest [--exe PATH] [--lib-path DIR]...\n"
             "\n"
             "Prints every thread's Python stack, who holds the GIL, who waits for it,\n"
             "and whether the garbage collector is running. The process is not stopped\n"
@@ -47,7 +48,10 @@ static void dump_usage(FILE *out)
             "      --native-all with --native, keep the interpreter's own C frames too\n"
             "      --core FILE  read a core file (kernel core or gdb gcore) instead of a PID;\n"
             "                   zstd, lz4, xz or gzip-compressed cores are expanded first\n"
-
+            "      --core PID, --core latest\n"
+            "                   the newest core of that process, or the newest of all, in\n"
+            "                   systemd-coredump's store (/var/lib/systemd/coredump, or\n"
+            "                   $PYSCOPE_COREDUMP_DIR); the file chosen is named on stderr\n"
             "      --exe PATH   with --core: the executable, when it is not at the path the\n"
             "                   core records (e.g. the core comes from another machine)\n"
             "      --lib-path DIR  with --core: a directory holding the shared libraries\n"
@@ -285,7 +289,11 @@ int cmd_dump(int argc, char **argv)
             return PYSCOPE_ERR_USAGE;
         }
         req.paused = true;
-        return dump_core(core_path, &copts, &req, json, color, verbose);
+        char chosen[PATH_MAX];
+        struct pyscope_error err = {0};
+        if (cli_core_path(core_path, chosen, sizeof chosen, &err) != 0)
+            return error_report(&err);
+        return dump_core(chosen, &copts, &req, json, color, verbose);
     }
     if (copts.exe || copts.n_lib_paths) {
         fprintf(stderr, "pyscope: --exe and --lib-path go with --core FILE\n");

@@ -7,6 +7,7 @@ NULL dereference in thread "parser"), written by `pyscope run --core-dir`,
 compressed by the formats' own command-line tools."""
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -116,3 +117,82 @@ def test_compressed_file_that_is_not_a_core(tmp_path, pyscope):
     one_line_error(pyscope("dump", "--core", packed),
                    "%s is gzip-compressed, but what it holds is not an ELF core file" % packed)
 
+
+# --------------------------------------------------------------------------
+# systemd-coredump's store: --core PID and --core latest
+
+BOOT_ID = "3f1c5e0a9b2d4c6e8f0a1b2c3d4e5f60"
+OLD_BOOT_ID = "0123456789abcdef0123456789abcdef"
+
+
+def debian_crash(callthrough_lib, cores):
+    result = run_pyscope(["run", "--core-dir", cores, "--", "/usr/bin/python3.11",
+                          PROGRAMS / "native_crash.py", callthrough_lib], timeout=60)
+    assert result.returncode == 139, result
+    return max(cores.iterdir(), key=lambda p: p.stat().st_mtime)
+
+
+def store_name(pid, usec, boot=BOOT_ID, ext=""):
+    # systemd-coredump escapes the '.' of the command name as \x2e.
+    return "core.python3\\x2e11.0.%s.%d.%d%s" % (boot, pid, usec, ext)
+
+
+def test_coredump_store(callthrough_lib, tmp_path):
+    if not Path("/usr/bin/python3.11").exists():
+        pytest.skip("needs /usr/bin/python3.11")
+    made = tmp_path / "made"
+    made.mkdir()
+    store = tmp_path / "coredump"
+    store.mkdir()
+    crashes = []
+    for _ in range(3):
+        core = debian_crash(callthrough_lib, made)
+        crashes.append((int(core.name.split(".")[1]), core))
+    base = 1764583323000000
+    # Stored the ways systemd-coredump stores them: zstd (its default), lz4, plain.
+    (a_pid, a), (b_pid, b), (c_pid, c) = crashes
+    names = {
+        a_pid: compress("zstd", a, store / store_name(a_pid, base + 3000000, ext=".zst")),
+        b_pid: compress("lz4", b, store / store_name(b_pid, base + 1000000, ext=".lz4")),
+        c_pid: store / store_name(c_pid, base + 2000000),
+    }
+    shutil.copy(c, names[c_pid])
+    # The same PID in an earlier boot, and files that are not cores of the store.
+    shutil.copy(c, store / store_name(a_pid, base, boot=OLD_BOOT_ID))
+    (store / "core.notes.txt").write_text("not a store entry\n")
+    (store / store_name(4242, base + 9000000)).mkdir()
+    env_before = os.environ.get("PYSCOPE_COREDUMP_DIR")
+    os.environ["PYSCOPE_COREDUMP_DIR"] = str(store)
+    try:
+        for request, pid, count in ((b_pid, b_pid, 1), (c_pid, c_pid, 1), (a_pid, a_pid, 2),
+                                    ("latest", a_pid, 4)):
+            result = run_pyscope(["dump", "--json", "--core", request], timeout=30)
+            assert result.returncode == 0, result
+            doc = json.loads(result.stdout, object_pairs_hook=strict_object)
+            assert doc["pid"] == pid
+            assert doc["core"]["path"] == str(names[pid])
+            [line] = result.stderr.splitlines()
+            assert line.startswith("pyscope: --core %s: %s (python3\\x2e11, PID %d, UID 0, "
+                                   "taken 2025-12-01 " % (request, names[pid], pid)), line
+            if count > 1:
+                assert line.endswith("; the newest of %d %s)" % (
+                    count, "cores" if request == "latest" else "cores of that PID")), line
+            assert thread_named(doc, "parser")["crashed"]
+        result = run_pyscope(["dump", "--core", "999999"])
+        assert result.returncode == 3, result
+        assert result.stderr == ("pyscope: no core of process 999999 in systemd-coredump's "
+                                 "store %s ($PYSCOPE_COREDUMP_DIR)\n" % store)
+        # No store at all.
+        os.environ["PYSCOPE_COREDUMP_DIR"] = str(tmp_path / "none")
+        result = run_pyscope(["dump", "--core", "latest"])
+        assert result.returncode == 3 and "cannot read systemd-coredump's store" in result.stderr
+    finally:
+        if env_before is None:
+            del os.environ["PYSCOPE_COREDUMP_DIR"]
+        else:
+            os.environ["PYSCOPE_COREDUMP_DIR"] = env_before
+
+
+def thread_named(doc, name):
+    [found] = [t for t in doc["threads"] if t["name"] == name]
+    return found
