@@ -28,7 +28,8 @@ static void dump_usage(FILE *out)
 {
     fprintf(out,
             "usage: pyscope dump [options] PID\n"
-            "       pyscope dump [options] --core FILE|PID|latest [--exe PATH] [--lib-path DIR]...\n"
+            "       pyscope dump [options] --core FILE|PID|latest [--sysroot DIR]\n"
+            "                    [--debug-dir DIR] [--exe PATH] [--lib-path DIR]...\n"
             "\n"
             "Prints every thread's Python stack, who holds the GIL, who waits for it,\n"
             "and whether the garbage collector is running. The process is not stopped\n"
@@ -56,6 +57,10 @@ static void dump_usage(FILE *out)
             "                   core records (e.g. the core comes from another machine)\n"
             "      --lib-path DIR  with --core: a directory holding the shared libraries\n"
             "                   (searched by file name before the recorded path; repeatable)\n"
+            "      --sysroot DIR   with --core: look up the paths the core records below DIR\n"
+            "                   (a copy of the container's or other machine's root), as gdb does\n"
+            "      --debug-dir DIR with --core: binaries and debug files by build-id, as\n"
+            "                   DIR/.build-id/xx/yyyy and DIR/.build-id/xx/yyyy.debug\n"
             "      --color=WHEN always, never or auto (default: auto, on a terminal)\n"
             "  -h, --help       this help\n");
 }
@@ -84,18 +89,23 @@ static void explain_missing_files(struct target *t, struct pyscope_error *err)
         return;
     char list[sizeof err->hint / 2] = "";
     size_t used = 0;
-    for (size_t i = 0; i < n && i < 8; i++)
+    for (size_t i = 0; i < n && i < 8; i++) {
+        char build_id[129];
+        core_mapped_build_id(t, missing[i], build_id, sizeof build_id);
         used += (size_t)snprintf(list + used, used < sizeof list ? sizeof list - used : 0,
-                                 "  %s\n", missing[i]);
+                                 "  %s%s%s%s\n", missing[i], build_id[0] ? " (build-id " : "",
+                                 build_id, build_id[0] ? ")" : "");
+    }
     const struct core_info *info = core_get_info(t);
     error_set(err, PYSCOPE_ERR_NOT_PYTHON,
               "cannot find CPython in core of process %d: %zu file%s it had mapped %s missing",
               (int)info->pid, n, n == 1 ? "" : "s", n == 1 ? "is" : "are");
     error_hint(err,
                "missing:\n%s"
-               "Pass the executable with --exe PATH (the core records %s) and a directory\n"
-               "holding the libraries with --lib-path DIR (e.g. a copy of the other machine's\n"
-               "/usr/lib/x86_64-linux-gnu).",
+               "Pass a copy of the root they were mapped from (the other machine's or the\n"
+               "container's) with --sysroot DIR, files named by build-id with --debug-dir DIR\n"
+               "(DIR/.build-id/xx/yyyy), the executable with --exe PATH (the core records %s)\n"
+               "or a directory holding the libraries with --lib-path DIR.",
                list, info->exe[0] ? info->exe : "no executable path");
 }
 
@@ -223,7 +233,8 @@ fail:
 
 int cmd_dump(int argc, char **argv)
 {
-    enum { OPT_COLOR = 256, OPT_PRINT, OPT_NATIVE_ALL, OPT_CORE, OPT_EXE, OPT_LIB_PATH };
+    enum { OPT_COLOR = 256, OPT_PRINT, OPT_NATIVE_ALL, OPT_CORE, OPT_EXE, OPT_LIB_PATH,
+           OPT_SYSROOT, OPT_DEBUG_DIR };
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},
         {"pause", no_argument, NULL, 'p'},
@@ -236,6 +247,8 @@ int cmd_dump(int argc, char **argv)
         {"core", required_argument, NULL, OPT_CORE},
         {"exe", required_argument, NULL, OPT_EXE},
         {"lib-path", required_argument, NULL, OPT_LIB_PATH},
+        {"sysroot", required_argument, NULL, OPT_SYSROOT},
+        {"debug-dir", required_argument, NULL, OPT_DEBUG_DIR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -266,6 +279,8 @@ int cmd_dump(int argc, char **argv)
         }
         case OPT_CORE: core_path = optarg; break;
         case OPT_EXE: copts.exe = optarg; break;
+        case OPT_SYSROOT: copts.sysroot = optarg; break;
+        case OPT_DEBUG_DIR: copts.debug_dir = optarg; break;
         case OPT_LIB_PATH:
             if (copts.n_lib_paths == MAX_LIB_PATHS) {
                 fprintf(stderr, "pyscope: at most %d --lib-path options\n", MAX_LIB_PATHS);
@@ -295,8 +310,8 @@ int cmd_dump(int argc, char **argv)
             return error_report(&err);
         return dump_core(chosen, &copts, &req, json, color, verbose);
     }
-    if (copts.exe || copts.n_lib_paths) {
-        fprintf(stderr, "pyscope: --exe and --lib-path go with --core FILE\n");
+    if (copts.exe || copts.n_lib_paths || copts.sysroot || copts.debug_dir) {
+        fprintf(stderr, "pyscope: --exe, --lib-path, --sysroot and --debug-dir go with --core\n");
         return PYSCOPE_ERR_USAGE;
     }
     pid_t pid;

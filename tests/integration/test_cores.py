@@ -9,13 +9,15 @@ compressed by the formats' own command-line tools."""
 import json
 import os
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from conftest import PROGRAMS, run_pyscope
-from test_native import callthrough_lib, check_crash_report, run_crash  # noqa: F401
+from test_native import (callthrough_lib, check_crash_report, run_crash,  # noqa: F401
+                         uses_own_glibc)
 
 COMPRESSORS = {
     "zstd": ["zstd", "-q", "-c"],
@@ -196,3 +198,112 @@ def test_coredump_store(callthrough_lib, tmp_path):
 def thread_named(doc, name):
     [found] = [t for t in doc["threads"] if t["name"] == name]
     return found
+
+
+# --------------------------------------------------------------------------
+# Files from elsewhere: --sysroot and --debug-dir
+
+def mapped_files(core):
+    """The paths of NT_FILE, parsed from the core's notes."""
+    data = Path(core).read_bytes()
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phnum, = struct.unpack_from("<H", data, 56)
+    paths = set()
+    for i in range(phnum):
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + 56 * i)
+        if p_type != 4:
+            continue
+        pos, end = p_offset, p_offset + p_filesz
+        while pos + 12 <= end:
+            namesz, descsz, ntype = struct.unpack_from("<III", data, pos)
+            desc = pos + 12 + (namesz + 3) // 4 * 4
+            if ntype == 0x46494C45:
+                count, _ = struct.unpack_from("<QQ", data, desc)
+                names = data[desc + 16 + 24 * count:desc + descsz].split(b"\0")
+                paths.update(n.decode() for n in names[:count])
+            pos = desc + (descsz + 3) // 4 * 4
+    return sorted(p for p in paths if p.startswith("/") and os.path.isfile(p))
+
+
+def test_sysroot(interp, callthrough_lib, tmp_path):
+    """The crashed program's executable, libpython and C library lived in a
+    root that is not this machine's (a container's): after the crash they
+    exist only below a copy of that root, with everything else it mapped."""
+    orig = tmp_path / "app"
+    (orig / "bin").mkdir(parents=True)
+    (orig / "lib").mkdir()
+    exe = Path(os.path.realpath(interp.path))
+    prefix = exe.parent.parent
+    version = "python%s" % ".".join(interp.version.split(".")[:2])
+    shutil.copy(exe, orig / "bin" / exe.name)
+    # The stdlib by symlink (its files stay where they are), libpython by copy.
+    os.symlink(prefix / "lib" / version, orig / "lib" / version)
+    for lib in (prefix / "lib").glob("libpython*.so*"):
+        shutil.copy(lib, orig / "lib" / lib.name)
+    shutil.copy(callthrough_lib, orig / "lib" / "libcallthrough.so")
+    cores = tmp_path / "cores"
+    cores.mkdir()
+    result = run_pyscope(["run", "--core-dir", cores, "--", orig / "bin" / exe.name,
+                          PROGRAMS / "native_crash.py", orig / "lib" / "libcallthrough.so"],
+                         prefix=("env", "LD_LIBRARY_PATH=%s" % (orig / "lib")), timeout=60)
+    assert result.returncode == 139, result
+    [core] = list(cores.iterdir())
+    files = mapped_files(core)
+    moved = [f for f in files if f.startswith(str(orig) + "/")]
+    assert str(orig / "bin" / exe.name) in moved and str(orig / "lib" / "libcallthrough.so") in moved
+    sysroot = tmp_path / "root"
+    for f in files:
+        dst = sysroot / f.lstrip("/")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, dst)
+    for f in moved:
+        os.unlink(f)
+    # Without --sysroot: the C library's frame is lost, and stderr says
+    # which file is missing, its build-id and the option that supplies it.
+    result = run_pyscope(["dump", "--json", "--core", core, "--native"])
+    lib = str(orig / "lib" / "libcallthrough.so")
+    build_id = elf_build_id(sysroot / lib.lstrip("/"))
+    want = ("pyscope: warning: %s (build-id %s), mapped by the process, is not on this machine; "
+            "supply it with --sysroot DIR" % (lib, build_id))
+    assert want in result.stderr, result.stderr
+    # With it: the whole crash report, as from the original files.
+    doc = dump_json("--core", core, "--native", "--locals", "--sysroot", sysroot)
+    check_crash_report(doc, interp, from_core=True)
+    # --debug-dir: the moved files by build-id alone, the rest where it always was.
+    debug = tmp_path / "debug"
+    for f in moved:
+        bid = elf_build_id(sysroot / f.lstrip("/"))
+        dst = debug / ".build-id" / bid[:2] / bid[2:]
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(sysroot / f.lstrip("/"), dst)
+    args = ["--debug-dir", debug]
+    if uses_own_glibc(interp):
+        # patchelf moved these executables' build-id note out of their first
+        # page, the only one a core keeps of a file mapping: nothing can find
+        # them by build-id, --exe names them.
+        args += ["--exe", sysroot / moved[moved.index(str(orig / "bin" / exe.name))].lstrip("/")]
+    doc = dump_json("--core", core, "--native", "--locals", *args)
+    check_crash_report(doc, interp, from_core=True)
+    # A different file where the core's was: named with both build-ids.
+    shutil.copy(sysroot / files_not(moved, files), sysroot / lib.lstrip("/"))
+    result = run_pyscope(["dump", "--core", core, "--native", "--sysroot", sysroot])
+    other = elf_build_id(sysroot / lib.lstrip("/"))
+    assert ("pyscope: warning: %s/%s is not the file the process had mapped as %s (build-id %s, "
+            "the core says %s)" % (sysroot, lib.lstrip("/"), lib, other, build_id)
+            in result.stderr), result.stderr
+
+
+def files_not(moved, files):
+    """A mapped ELF file with a build-id that is not one of moved."""
+    for f in files:
+        if f not in moved and ".so" in f:
+            return f.lstrip("/")
+    pytest.fail("no other library mapped")
+
+
+def elf_build_id(path):
+    out = subprocess.run(["readelf", "-n", str(path)], stdout=subprocess.PIPE, check=True)
+    for line in out.stdout.decode().splitlines():
+        if "Build ID:" in line:
+            return line.split("Build ID:")[1].strip()
+    pytest.fail("no build-id in %s" % path)
