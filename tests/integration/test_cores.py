@@ -8,6 +8,8 @@ compressed by the formats' own command-line tools."""
 
 import json
 import os
+import resource
+import signal
 import shutil
 import struct
 import subprocess
@@ -16,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import PROGRAMS, run_pyscope
-from test_native import (callthrough_lib, check_crash_report, run_crash,  # noqa: F401
-                         uses_own_glibc)
+from test_native import (callthrough_lib, check_crash_report, gcore,  # noqa: F401
+                         kernel_core_pattern, run_crash, uses_own_glibc)
+from test_why import by_name, check_lock_wait, explain, finding_tids, tids
 
 COMPRESSORS = {
     "zstd": ["zstd", "-q", "-c"],
@@ -307,3 +310,77 @@ def elf_build_id(path):
         if "Build ID:" in line:
             return line.split("Build ID:")[1].strip()
     pytest.fail("no build-id in %s" % path)
+
+
+# --------------------------------------------------------------------------
+# why --core: the waits and verdict of the moment the core was taken
+
+def core_of(interp, target, tmp_path):
+    """A core of the live target taken by the kernel (SIGABRT with RLIMIT_CORE
+    raised), or by gcore where the kernel writes cores elsewhere: either way
+    the process is gone after it and nothing is left to read but the core.
+    gdb 13's gcore zeroes the top of the stacks of the Debian 3.13+ builds,
+    where their locks' wait entries live, so those need the kernel's core."""
+    target.wait_asleep()
+    if kernel_core_pattern() is None:
+        if uses_own_glibc(interp):
+            pytest.skip("core_pattern does not write a core file into the working directory")
+        core = gcore(target.pid, tmp_path / "gc")
+        target.kill()
+        return core
+    resource.prlimit(target.pid, resource.RLIMIT_CORE,
+                     (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    os.kill(target.pid, signal.SIGABRT)
+    target.proc.wait(timeout=60)
+    cores = [p for p in tmp_path.iterdir() if p.name.startswith("core")]
+    assert cores, "the kernel wrote no core (pattern %r)" % kernel_core_pattern()
+    return cores[0]
+
+
+def why_core(*args):
+    result = run_pyscope(["why", "--json", "--core"] + [str(a) for a in args], timeout=30)
+    assert result.returncode == 0, result
+    doc = json.loads(result.stdout, object_pairs_hook=strict_object)
+    assert doc["progress"]["checked"] is False
+    return doc
+
+
+def test_why_core_queue(interp, start_program, tmp_path):
+    target = start_program(interp, "why_queue.py")
+    extra = target.report["extra"]
+    tid = tids(target)
+    core = core_of(interp, target, tmp_path)
+    doc = why_core(core)
+    assert doc["pid"] == target.pid
+    threads = by_name(doc, target)
+    assert doc["verdict"] == "queue_starved", explain(doc)
+    finding = doc["findings"][0]
+    assert finding["object"] == extra["queue"]
+    assert finding_tids(finding) == [tid["consumer"]]
+    wait = threads["consumer"]["waiting_for"]
+    assert wait["kind"] == "notify" and wait["operation"] == "get", wait
+    assert wait["object"]["address"] == extra["queue"] and wait["object"]["type"] == "Queue"
+    assert wait["queue_length"] == 0 and wait["forever"] is True and wait["waiters"] == 1
+    assert threads["consumer"]["stuck"] is True
+    text = run_pyscope(["why", "--core", core]).stdout
+    assert text.startswith("Core file %s of process %d  " % (core, target.pid)), text[:200]
+    assert "Progress  cannot be checked: a core holds one moment" in text, text
+
+
+def test_why_core_lock_deadlock(interp, start_program, tmp_path):
+    target = start_program(interp, "why_lock_deadlock.py")
+    tid = tids(target)
+    waits = target.report["extra"]["waits"]
+    core = core_of(interp, target, tmp_path)
+    doc = why_core(core)
+    threads = by_name(doc, target)
+    assert doc["verdict"] == "deadlock", explain(doc)
+    deadlocks = {tuple(finding_tids(f)) for f in doc["findings"] if f["kind"] == "deadlock"}
+    assert deadlocks == {tuple(sorted([tid["with-a"], tid["with-b"]])),
+                         tuple(sorted([tid["acquire-a"], tid["acquire-b"]]))}, explain(doc)
+    for name, want in waits.items():
+        qualname = "with_worker" if name.startswith("with") else "acquire_worker"
+        check_lock_wait(interp, threads[name], want["lock"], "second", qualname, "Lock")
+        assert threads[name]["stuck"] is True
+        if name.startswith("with"):
+            assert threads[name]["waiting_for"]["owner"]["tid"] == tid[want["owner"]]
