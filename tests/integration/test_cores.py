@@ -8,6 +8,7 @@ compressed by the formats' own command-line tools."""
 
 import json
 import os
+import re
 import resource
 import signal
 import shutil
@@ -332,7 +333,7 @@ def core_of(interp, target, tmp_path):
                      (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     os.kill(target.pid, signal.SIGABRT)
     target.proc.wait(timeout=60)
-    cores = [p for p in tmp_path.iterdir() if p.name.startswith("core")]
+    cores = [p for p in tmp_path.iterdir() if re.fullmatch(r"core(\.\d+)?", p.name)]
     assert cores, "the kernel wrote no core (pattern %r)" % kernel_core_pattern()
     return cores[0]
 
@@ -384,3 +385,32 @@ def test_why_core_lock_deadlock(interp, start_program, tmp_path):
         assert threads[name]["stuck"] is True
         if name.startswith("with"):
             assert threads[name]["waiting_for"]["owner"]["tid"] == tid[want["owner"]]
+
+
+# --------------------------------------------------------------------------
+# What asyncio support will read: objects that only the heap holds
+
+def print_results(doc):
+    return [(r["frame_index"], r["repr"], r["error"]) for r in doc["print"]["results"]]
+
+
+def test_core_heap_objects_as_live(interp, start_program, tmp_path):
+    """Suspended tasks and the loop's timers are on no thread's stack: they are
+    reached through heap objects only, and a core answers those reads as the
+    live process did."""
+    target = start_program(interp, "core_asyncio.py")
+    extra = target.report["extra"]
+    live = {expr: dump_json("--print", expr, target.pid)
+            for expr in ("future", "self._scheduled")}
+    core = core_of(interp, target, tmp_path)
+    for expr, live_doc in live.items():
+        doc = dump_json("--core", core, "--print", expr)
+        assert print_results(doc) == print_results(live_doc), expr
+    addresses = lambda text: [int(a, 16) for a in re.findall(r"object at (0x[0-9a-f]+)>", text)]
+    doc = dump_json("--core", core, "--print", "future")
+    [task_repr] = {r for _, r, _ in print_results(doc) if r}
+    assert addresses(task_repr) == [extra["main_task"]], task_repr
+    doc = dump_json("--core", core, "--print", "self._scheduled")
+    reprs = {r for _, r, _ in print_results(doc) if r}
+    assert reprs == {"[%s]" % ", ".join("<TimerHandle object at %#x>" % a
+                                         for a in extra["scheduled"])}, reprs
