@@ -22,4 +22,10 @@ bool cli_parse_color(const char *text, int *color);
  * named on stderr. Returns 0, or -1 with err set. */
 int cli_core_path(const char *arg, char *out, size_t outsize, struct pyscope_error *err);
 
+struct target;
+/* A core whose Python binary is missing gives "not Python" or, with only
+ * its name to go by, "unsupported version": says instead which mapped files
+ * were missing and the options that supply them (when some were). */
+void cli_explain_core_failure(struct target *t, struct pyscope_error *err);
+
 #endif

@@ -79,36 +79,6 @@ static void write_report(const struct stack_report *report, bool json, int color
     fflush(stdout);
 }
 
-/* A core whose Python binary is missing gives "not Python": say which
- * files were missing and how to supply them instead. */
-static void explain_missing_files(struct target *t, struct pyscope_error *err)
-{
-    const char *missing[8];
-    size_t n = core_missing_files(t, missing, 8);
-    if (n == 0)
-        return;
-    char list[sizeof err->hint / 2] = "";
-    size_t used = 0;
-    for (size_t i = 0; i < n && i < 8; i++) {
-        char build_id[129];
-        core_mapped_build_id(t, missing[i], build_id, sizeof build_id);
-        used += (size_t)snprintf(list + used, used < sizeof list ? sizeof list - used : 0,
-                                 "  %s%s%s%s\n", missing[i], build_id[0] ? " (build-id " : "",
-                                 build_id, build_id[0] ? ")" : "");
-    }
-    const struct core_info *info = core_get_info(t);
-    error_set(err, PYSCOPE_ERR_NOT_PYTHON,
-              "cannot find CPython in core of process %d: %zu file%s it had mapped %s missing",
-              (int)info->pid, n, n == 1 ? "" : "s", n == 1 ? "is" : "are");
-    error_hint(err,
-               "missing:\n%s"
-               "Pass a copy of the root they were mapped from (the other machine's or the\n"
-               "container's) with --sysroot DIR, files named by build-id with --debug-dir DIR\n"
-               "(DIR/.build-id/xx/yyyy), the executable with --exe PATH (the core records %s)\n"
-               "or a directory holding the libraries with --lib-path DIR.",
-               list, info->exe[0] ? info->exe : "no executable path");
-}
-
 static int dump_core(const char *core_path, const struct core_options *copts,
                      const struct collect_request *req, bool json, int color, bool verbose)
 {
@@ -129,8 +99,7 @@ static int dump_core(const char *core_path, const struct core_options *copts,
     struct py_runtime rt;
     int status = 0;
     if (py_runtime_find(t, &rt, &err) != 0) {
-        if (err.status == PYSCOPE_ERR_NOT_PYTHON)
-            explain_missing_files(t, &err);
+        cli_explain_core_failure(t, &err);
         if (err.status == PYSCOPE_ERR_NOT_PYTHON && !core_missing_files(t, NULL, 0))
             error_set(&err, PYSCOPE_ERR_NOT_PYTHON, "core of process %d (%s) is not of a Python "
                       "process", (int)info->pid, info->fname);

@@ -167,7 +167,12 @@ int cmd_why(int argc, char **argv)
     struct waits_ctx *waits = NULL;
     struct why_report why = {0};
     int status = 0;
-    if (py_runtime_find(t, &rt, &err) != 0 || take_snapshot(&rt, pid, &first, &err) != 0)
+    if (py_runtime_find(t, &rt, &err) != 0) {
+        if (info)
+            cli_explain_core_failure(t, &err);
+        goto fail;
+    }
+    if (take_snapshot(&rt, pid, &first, &err) != 0)
         goto fail;
     first.report.pid = pid;
     if (info) {

@@ -270,6 +270,9 @@ def test_sysroot(interp, callthrough_lib, tmp_path):
     want = ("pyscope: warning: %s (build-id %s), mapped by the process, is not on this machine; "
             "supply it with --sysroot DIR" % (lib, build_id))
     assert want in result.stderr, result.stderr
+    assert result.returncode == 5, result
+    assert ("cannot find CPython in core of process %d" % doc_pid(core)) in result.stderr
+    assert "  %s (build-id %s)\n" % (lib, build_id) in result.stderr, result.stderr
     # With it: the whole crash report, as from the original files.
     doc = dump_json("--core", core, "--native", "--locals", "--sysroot", sysroot)
     check_crash_report(doc, interp, from_core=True)
@@ -303,6 +306,11 @@ def files_not(moved, files):
         if f not in moved and ".so" in f:
             return f.lstrip("/")
     pytest.fail("no other library mapped")
+
+
+def doc_pid(core):
+    """The PID the core's name carries (pyscope run writes core.PID)."""
+    return int(Path(core).name.split(".")[1])
 
 
 def elf_build_id(path):
