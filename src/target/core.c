@@ -47,6 +47,8 @@ struct core_file {
 struct core_target {
     struct target base;
     int fd;
+    struct decompressed expanded;  /* a compressed core's contents (fd -1 otherwise) */
+    const unsigned char *image;    /* expanded.image: the core in memory, or NULL */
     uint64_t file_size;
     struct core_segment *segs;
     size_t nsegs;
@@ -81,6 +83,17 @@ static int pread_full(int fd, void *buf, size_t len, uint64_t offset)
         len -= (size_t)n;
         offset += (uint64_t)n;
     }
+    return 0;
+}
+
+/* Reads the core file itself (or its expansion). */
+static int core_pread(const struct core_target *c, void *buf, size_t len, uint64_t offset)
+{
+    if (!c->image)
+        return pread_full(c->fd, buf, len, offset);
+    if (offset > c->file_size || len > c->file_size - offset)
+        return -1;
+    memcpy(buf, c->image + offset, len);
     return 0;
 }
 
@@ -152,7 +165,7 @@ static int read_core_bytes(const struct core_target *c, uint64_t addr, void *buf
         if (n > s->filesz - in_seg)
             n = (size_t)(s->filesz - in_seg);
         if (s->offset + in_seg + n > c->file_size ||
-            pread_full(c->fd, out, n, s->offset + in_seg) != 0)
+            core_pread(c, out, n, s->offset + in_seg) != 0)
             return -1;
         out += n;
         addr += n;
@@ -385,7 +398,7 @@ static int core_read_raw(struct target *t, uint64_t addr, void *buf, size_t len)
             if (n > s->filesz - in_seg)
                 n = (size_t)(s->filesz - in_seg);
             if (s->offset + in_seg + n > c->file_size ||
-                pread_full(c->fd, out, n, s->offset + in_seg) != 0)
+                core_pread(c, out, n, s->offset + in_seg) != 0)
                 return -1;
         } else {
             struct core_file *f = file_at(c, addr);
@@ -481,6 +494,7 @@ static void core_close(struct target *t)
     struct core_target *c = as_core(t);
     if (c->fd >= 0)
         close(c->fd);
+    decompressed_free(&c->expanded);
     for (size_t i = 0; i < c->nfiles; i++) {
         if (c->files[i].fd >= 0)
             close(c->files[i].fd);
@@ -763,6 +777,7 @@ struct target *core_open(const char *path, const struct core_options *opts,
         return NULL;
     }
     c->base.ops = &core_ops;
+    c->expanded.fd = -1;
     c->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (c->fd < 0)
         return fail_open(c, err, errno == ENOENT ? PYSCOPE_ERR_NO_PROCESS : PYSCOPE_ERR_OTHER,
@@ -774,18 +789,17 @@ struct target *core_open(const char *path, const struct core_options *opts,
     ssize_t got = pread(c->fd, head, sizeof head, 0);
     enum compression kind = got > 0 ? compression_detect(head, (size_t)got) : COMPRESSION_NONE;
     if (kind != COMPRESSION_NONE) {
-        int expanded = decompress_to_temp(c->fd, path, kind, opts ? opts->max_expanded : 0,
-                                          &c->info.expanded, err);
-        if (expanded < 0) {
+        if (decompress_core(c->fd, path, kind, opts ? opts->max_expanded : 0, &c->expanded,
+                            &c->info.expanded, err) != 0) {
             core_close(&c->base);
             return NULL;
         }
         close(c->fd);
-        c->fd = expanded;
+        c->fd = c->expanded.fd;
+        c->expanded.fd = -1;
+        c->image = c->expanded.image;
         c->info.compression = kind;
-        if (fstat(c->fd, &st) != 0)
-            return fail_open(c, err, PYSCOPE_ERR_OTHER, "cannot read %s: %s", path,
-                             strerror(errno));
+        st.st_size = (off_t)c->expanded.size;
     }
     c->file_size = (uint64_t)st.st_size;
     if (opts) {
@@ -808,7 +822,7 @@ struct target *core_open(const char *path, const struct core_options *opts,
     }
 
     Elf64_Ehdr eh;
-    if (c->file_size < sizeof eh || pread_full(c->fd, &eh, sizeof eh, 0) != 0)
+    if (c->file_size < sizeof eh || core_pread(c, &eh, sizeof eh, 0) != 0)
         return fail_open(c, err, PYSCOPE_ERR_USAGE,
                          "%s is not an ELF core file: it is too short (%s)", path,
                          c->file_size ? "truncated ELF header" : "empty file");
@@ -833,7 +847,7 @@ struct target *core_open(const char *path, const struct core_options *opts,
         Elf64_Shdr sh0;
         if (eh.e_shoff == 0 || eh.e_shoff > c->file_size ||
             c->file_size - eh.e_shoff < sizeof sh0 ||
-            pread_full(c->fd, &sh0, sizeof sh0, eh.e_shoff) != 0)
+            core_pread(c, &sh0, sizeof sh0, eh.e_shoff) != 0)
             return fail_open(c, err, PYSCOPE_ERR_USAGE,
                              "%s is truncated: its segment count is missing%s", path, "");
         phnum = sh0.sh_info;
@@ -848,7 +862,7 @@ struct target *core_open(const char *path, const struct core_options *opts,
                          path, "");
     Elf64_Phdr *ph = malloc(phnum * sizeof *ph);
     c->segs = calloc(phnum, sizeof *c->segs);
-    if (!ph || !c->segs || pread_full(c->fd, ph, phnum * sizeof *ph, eh.e_phoff) != 0) {
+    if (!ph || !c->segs || core_pread(c, ph, phnum * sizeof *ph, eh.e_phoff) != 0) {
         free(ph);
         return fail_open(c, err, PYSCOPE_ERR_OTHER, "cannot read %s: %s", path, strerror(errno));
     }
@@ -878,7 +892,7 @@ struct target *core_open(const char *path, const struct core_options *opts,
                 free(ph);
                 return fail_open(c, err, PYSCOPE_ERR_OTHER, "%s%s: out of memory", path, "");
             }
-            int rc = pread_full(c->fd, notes, ph[i].p_filesz, ph[i].p_offset) == 0
+            int rc = core_pread(c, notes, ph[i].p_filesz, ph[i].p_offset) == 0
                          ? parse_notes(c, notes, ph[i].p_filesz, &at_entry)
                          : 0;
             free(notes);

@@ -1,4 +1,4 @@
-/* Expansion of compressed cores into an unlinked temporary file. The four
+/* Expansion of compressed cores into memory or an unlinked temporary file. The four
  * decoders share one input reader and one output sink; the sink leaves
  * pages of zeros as holes (a core is mostly untouched stack and heap) and
  * keeps nothing past the end of the ELF file's last segment, so trailing
@@ -104,23 +104,12 @@ static uint64_t memory_available(void)
     return (uint64_t)kb << 10;
 }
 
-/* Where the expanded core goes: $TMPDIR when the user set it; otherwise
- * memory (a memfd) when the core is known to take at most half of what is
- * available, because writing a large file into a busy disk's page cache
- * stalls on writeback for many times the decompression's own cost; /tmp
- * for the rest. *where names the choice for messages. */
-static int make_temp(uint64_t expected, const char **where)
+/* An unlinked temporary file in $TMPDIR, or /tmp. */
+static int make_temp(const char **where)
 {
     const char *dir = getenv("TMPDIR");
-    if (!dir || !*dir) {
-        if (expected != UINT64_MAX && expected <= memory_available() / 2) {
-            *where = "memory";
-            int fd = memfd_create("pyscope-core", MFD_CLOEXEC);
-            if (fd >= 0)
-                return fd;
-        }
+    if (!dir || !*dir)
         dir = "/tmp";
-    }
     *where = dir;
     int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd >= 0)
@@ -139,7 +128,8 @@ static int make_temp(uint64_t expected, const char **where)
 
 struct sink {
     int fd;
-    unsigned char *buf;
+    unsigned char *buf;     /* where the decoders write: staging, or into image */
+    unsigned char *staging;
     size_t len;
     uint64_t written;       /* file offset of buf[0] */
     uint64_t limit;         /* the core ends here (UINT64_MAX: not known) */
@@ -148,6 +138,9 @@ struct sink {
     bool done;              /* far past limit: the rest of the stream is not read */
     int error;
     bool no_temp;           /* the temporary file could not be made */
+    bool opened;            /* image or fd chosen (at the first flush) */
+    unsigned char *image;   /* the core in anonymous memory, or NULL */
+    size_t map_size;
     const char *where;      /* "memory" or the directory of the temporary file */
 };
 
@@ -188,6 +181,10 @@ static uint64_t elf_end(const unsigned char *buf, size_t len)
 
 static int write_at(struct sink *k, const unsigned char *p, size_t n, uint64_t off)
 {
+    if (k->image) {
+        memcpy(k->image + off, p, n);   /* off + n <= limit <= map_size */
+        return 0;
+    }
     while (n > 0) {
         ssize_t w = pwrite(k->fd, p, n, (off_t)off);
         if (w < 0 && errno == EINTR)
@@ -203,20 +200,49 @@ static int write_at(struct sink *k, const unsigned char *p, size_t n, uint64_t o
     return 0;
 }
 
+/* Where the decoders write next: straight into the image while a whole
+ * chunk fits there, else the staging buffer (on disk, and at the image's
+ * end, where the stream may run past the last segment). */
+static void sink_place(struct sink *k)
+{
+    k->buf = k->image && k->map_size - k->written >= OUT_CHUNK ? k->image + k->written
+                                                               : k->staging;
+}
+
 /* Writes out buf (runs of non-zero pages); -1 on a write error. */
 static int sink_flush(struct sink *k)
 {
-    if (k->fd < 0) {
+    if (!k->opened) {
+        k->opened = true;
         k->limit = elf_end(k->buf, k->len);
         if (k->max_bytes && k->limit > k->max_bytes)
             k->limit = k->max_bytes;
-        k->fd = make_temp(k->limit, &k->where);
+        /* Memory when the user set no TMPDIR and the core is known to take
+         * at most half of what is available: writing a large file into a
+         * busy disk's page cache stalled on writeback for many times the
+         * decompression's own cost. Pages never written stay unallocated. */
+        const char *tmpdir = getenv("TMPDIR");
+        if ((!tmpdir || !*tmpdir) && k->limit != UINT64_MAX && k->limit > 0 &&
+            k->limit <= memory_available() / 2) {
+            size_t size = (size_t)((k->limit + PAGE - 1) & ~(uint64_t)(PAGE - 1));
+            void *m = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (m != MAP_FAILED) {
+                madvise(m, size, MADV_HUGEPAGE);
+                k->image = m;
+                k->map_size = size;
+                k->where = "memory";
+                goto opened;
+            }
+        }
+        k->fd = make_temp(&k->where);
         if (k->fd < 0) {
             k->error = errno;
             k->no_temp = true;
             return -1;
         }
     }
+opened:;
     size_t len = k->len;
     if (k->written + len > k->limit) {
         len = (size_t)(k->limit - k->written);
@@ -225,6 +251,13 @@ static int sink_flush(struct sink *k)
          * stream that goes on much longer is not worth reading. */
         k->dropped += k->len - len;
         k->done = k->dropped > MAX_DROPPED;
+    }
+    if (k->buf != k->staging) {
+        /* Decoded straight into the image: nothing to copy or scan. */
+        k->written += len;
+        k->len = 0;
+        sink_place(k);
+        return 0;
     }
     size_t run_start = 0;
     bool in_run = false;
@@ -244,6 +277,7 @@ static int sink_flush(struct sink *k)
         return -1;
     k->written += len;
     k->len = 0;
+    sink_place(k);
     return 0;
 }
 
@@ -441,15 +475,18 @@ static enum outcome run_gzip(struct run *r)
     return result;
 }
 
-int decompress_to_temp(int fd, const char *name, enum compression kind, uint64_t max_bytes,
-                       struct decompress_stats *stats, struct pyscope_error *err)
+int decompress_core(int fd, const char *name, enum compression kind, uint64_t max_bytes,
+                    struct decompressed *core, struct decompress_stats *stats,
+                    struct pyscope_error *err)
 {
+    memset(core, 0, sizeof *core);
+    core->fd = -1;
     double started = monotonic_ms();
     const char *format = compression_name(kind);
     struct source src = {.fd = fd};
     struct sink out = {.fd = -1, .limit = UINT64_MAX, .max_bytes = max_bytes, .where = "/tmp"};
     src.buf = malloc(IN_CHUNK);
-    out.buf = malloc(OUT_CHUNK);
+    out.buf = out.staging = malloc(OUT_CHUNK);
     struct run r = {&src, &out, NULL};
     enum outcome result = OUT_NOMEM;
     if (src.buf && out.buf) {
@@ -462,9 +499,9 @@ int decompress_to_temp(int fd, const char *name, enum compression kind, uint64_t
         case COMPRESSION_GZIP: result = run_gzip(&r); break;
         case COMPRESSION_NONE: result = OUT_CORRUPT; r.detail = "not compressed"; break;
         }
-        if (result == OUT_OK && !out.done && (out.len || out.fd < 0) && sink_flush(&out) != 0)
+        if (result == OUT_OK && !out.done && (out.len || !out.opened) && sink_flush(&out) != 0)
             result = OUT_IO;
-        if (result == OUT_OK && ftruncate(out.fd, (off_t)out.written) != 0) {
+        if (result == OUT_OK && out.fd >= 0 && ftruncate(out.fd, (off_t)out.written) != 0) {
             out.error = errno;
             result = OUT_IO;
         }
@@ -472,7 +509,7 @@ int decompress_to_temp(int fd, const char *name, enum compression kind, uint64_t
     uint64_t at = src.consumed + src.pos;
     uint64_t expanded = out.written + out.len;
     free(src.buf);
-    free(out.buf);
+    free(out.staging);
     if (src.error && result != OUT_OK)
         result = OUT_IO, out.error = src.error;
     switch (result) {
@@ -483,7 +520,11 @@ int decompress_to_temp(int fd, const char *name, enum compression kind, uint64_t
             stats->ms = monotonic_ms() - started;
             snprintf(stats->where, sizeof stats->where, "%s", out.where);
         }
-        return out.fd;
+        core->fd = out.fd;
+        core->image = out.image;
+        core->map_size = out.map_size;
+        core->size = out.written;
+        return 0;
     case OUT_TRUNCATED:
         error_set(err, PYSCOPE_ERR_USAGE, "%s is a truncated %s file: its compressed data ends "
                   "after %llu bytes of core (cut short while copying or compressing?)", name,
@@ -509,5 +550,17 @@ int decompress_to_temp(int fd, const char *name, enum compression kind, uint64_t
     }
     if (out.fd >= 0)
         close(out.fd);
+    if (out.image)
+        munmap(out.image, out.map_size);
     return -1;
+}
+
+void decompressed_free(struct decompressed *core)
+{
+    if (core->fd >= 0)
+        close(core->fd);
+    if (core->image)
+        munmap(core->image, core->map_size);
+    memset(core, 0, sizeof *core);
+    core->fd = -1;
 }

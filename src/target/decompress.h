@@ -1,6 +1,6 @@
 /* Compressed core files (zstd, lz4 frames, xz, gzip), recognised by their
- * magic bytes and expanded into an unlinked temporary file that the core
- * target then reads like any other core. */
+ * magic bytes and expanded into memory or an unlinked temporary file that
+ * the core target then reads like any other core. */
 #ifndef PYSCOPE_TARGET_DECOMPRESS_H
 #define PYSCOPE_TARGET_DECOMPRESS_H
 
@@ -28,14 +28,24 @@ struct decompress_stats {
     char where[256];                /* "memory", or the directory of the temporary file */
 };
 
-/* Expands the compressed file open on fd (name: for messages) into an
- * unlinked temporary file and returns its descriptor: in $TMPDIR when set,
- * else in memory (memfd) when it fits in half the available memory, else
- * in /tmp. Returns -1 with err set to one line naming the file and what is
- * wrong with it (truncated, corrupt, no space). Pages of zeros become
- * holes. When the output is an ELF file, nothing past the end of its last
- * segment is kept; max_bytes (0: no limit) bounds it in any case. */
-int decompress_to_temp(int fd, const char *name, enum compression kind, uint64_t max_bytes,
-                       struct decompress_stats *stats, struct pyscope_error *err);
+struct decompressed {
+    int fd;                         /* the temporary file, or -1 */
+    unsigned char *image;           /* or the core in anonymous memory (NULL) */
+    size_t map_size;                /* of image */
+    uint64_t size;                  /* bytes of core */
+};
+
+/* Expands the compressed file open on fd (name: for messages): into
+ * anonymous memory when TMPDIR is not set and the core fits in half the
+ * available memory, else into an unlinked temporary file in $TMPDIR (or
+ * /tmp). Returns 0, or -1 with err set to one line naming the file and what
+ * is wrong with it (truncated, corrupt, no space). Pages of zeros are
+ * neither written nor allocated. When the output is an ELF file, nothing
+ * past the end of its last segment is kept; max_bytes (0: no limit) bounds
+ * it in any case. */
+int decompress_core(int fd, const char *name, enum compression kind, uint64_t max_bytes,
+                    struct decompressed *core, struct decompress_stats *stats,
+                    struct pyscope_error *err);
+void decompressed_free(struct decompressed *core);
 
 #endif

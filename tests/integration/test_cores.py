@@ -71,6 +71,17 @@ def test_compressed_cores(interp, callthrough_lib, tmp_path):
         check_crash_report(doc, interp, from_core=True)
         doc["core"] = plain["core"]
         assert doc == plain, kind
+    # With TMPDIR set the core is expanded into an unlinked file there.
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    result = run_pyscope(["dump", "--json", "-v", "--core", packed, "--native", "--locals"],
+                         prefix=("env", "TMPDIR=%s" % spool), timeout=30)
+    assert result.returncode == 0, result
+    assert "(in %s)" % spool in result.stderr, result.stderr
+    doc = json.loads(result.stdout, object_pairs_hook=strict_object)
+    doc["core"] = plain["core"]
+    assert doc == plain
+    assert list(spool.iterdir()) == []
     text = run_pyscope(["dump", "--core", packed]).stdout
     assert text.startswith("Core file %s (gzip-compressed) of process %d  "
                            % (packed, plain["pid"])), text[:300]
