@@ -58,8 +58,13 @@ int cli_core_path(const char *arg, char *out, size_t outsize, struct pyscope_err
         return 0;
     }
     struct coredump_entry e;
-    if (coredump_store_find(strcmp(arg, "latest") == 0 ? 0 : (pid_t)atol(arg), &e, err) != 0)
-        return -1;
+    pid_t pid = strcmp(arg, "latest") == 0 ? 0 : (pid_t)atol(arg);
+    if (coredump_store_find(pid, &e, err) != 0) {
+        if (err->status != PYSCOPE_ERR_NO_PROCESS || coredump_store_extract(pid, out, outsize, err))
+            return -1;
+        fprintf(stderr, "pyscope: --core %s: the core coredumpctl extracted, in %s\n", arg, out);
+        return 0;
+    }
     char when[64] = "at an unknown time";
     time_t secs = (time_t)(e.usec / 1000000);
     struct tm tm;

@@ -7,10 +7,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_ENTRIES 100000
@@ -124,5 +126,79 @@ int coredump_store_find(pid_t pid, struct coredump_entry *out, struct pyscope_er
         return -1;
     }
     out->matches = matches;
+    return 0;
+}
+
+static char extracted[PATH_MAX];
+
+static void remove_extracted(void)
+{
+    if (extracted[0])
+        unlink(extracted);
+}
+
+static bool coredumpctl_on_path(void)
+{
+    const char *path = getenv("PATH");
+    char dir[PATH_MAX], file[PATH_MAX];
+    while (path && *path) {
+        size_t n = strcspn(path, ":");
+        if (n > 0 && n < sizeof dir) {
+            memcpy(dir, path, n);
+            dir[n] = '\0';
+            if ((size_t)snprintf(file, sizeof file, "%s/coredumpctl", dir) < sizeof file &&
+                access(file, X_OK) == 0)
+                return true;
+        }
+        path += n + (path[n] == ':');
+    }
+    return false;
+}
+
+int coredump_store_extract(pid_t pid, char *out, size_t outsize, struct pyscope_error *err)
+{
+    const char *env_dir = getenv("PYSCOPE_COREDUMP_DIR");
+    if ((env_dir && *env_dir) || !coredumpctl_on_path())
+        return -1;
+    const char *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    if ((size_t)snprintf(extracted, sizeof extracted, "%s/pyscope-coredumpctl-XXXXXX", dir) >=
+        sizeof extracted)
+        return -1;
+    int fd = mkostemp(extracted, O_CLOEXEC);
+    if (fd < 0) {
+        error_set(err, PYSCOPE_ERR_OTHER, "cannot create a file in %s for coredumpctl: %s", dir,
+                  strerror(errno));
+        extracted[0] = '\0';
+        return -1;
+    }
+    close(fd);
+    atexit(remove_extracted);
+    char match[16];
+    snprintf(match, sizeof match, "%d", (int)pid);
+    /* "dump" with no match extracts the newest core; coredumpctl finds
+     * those kept in the journal too, and expands them. */
+    char *argv[] = {"coredumpctl", "--no-pager", "dump", pid ? match : NULL, NULL, NULL, NULL};
+    int k = pid ? 4 : 3;
+    argv[k++] = "-o";
+    argv[k] = extracted;
+    fflush(stderr);
+    pid_t child = fork();
+    if (child == 0) {
+        dup2(STDERR_FILENO, STDOUT_FILENO);
+        execvp("coredumpctl", argv);
+        _exit(127);
+    }
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+        if (pid)
+            error_set(err, PYSCOPE_ERR_NO_PROCESS, "no core of process %d in systemd-coredump's "
+                      "store %s, and coredumpctl found none either", (int)pid, COREDUMP_STORE_DIR);
+        else
+            error_set(err, PYSCOPE_ERR_NO_PROCESS, "no core in systemd-coredump's store %s, and "
+                      "coredumpctl found none either", COREDUMP_STORE_DIR);
+        return -1;
+    }
+    snprintf(out, outsize, "%s", extracted);
     return 0;
 }

@@ -34,6 +34,13 @@ const char *coredump_store_dir(void);
  * with err set (no store, nothing matches). */
 int coredump_store_find(pid_t pid, struct coredump_entry *out, struct pyscope_error *err);
 
+/* When the store has no match: `coredumpctl dump [PID] -o FILE` (it also
+ * finds cores kept in the journal) into a temporary file removed at exit,
+ * when coredumpctl is on PATH and $PYSCOPE_COREDUMP_DIR is not set.
+ * Returns 0 with its path in out; -1 without coredumpctl (err untouched)
+ * or when it found nothing (err set). */
+int coredump_store_extract(pid_t pid, char *out, size_t outsize, struct pyscope_error *err);
+
 /* Parses one file name of the store; false when it is not one. */
 bool coredump_store_parse_name(const char *name, struct coredump_entry *out);
 

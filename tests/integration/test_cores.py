@@ -210,6 +210,58 @@ def test_coredump_store(callthrough_lib, tmp_path):
             os.environ["PYSCOPE_COREDUMP_DIR"] = env_before
 
 
+FAKE_COREDUMPCTL = """#!/bin/sh
+# Stands in for coredumpctl: logs its arguments, knows one core of PID %(pid)d.
+printf '%%s\\n' "$@" >> %(log)s
+[ "$1" = --no-pager ] && [ "$2" = dump ] || exit 2
+if [ "$3" != -o ]; then [ "$3" = %(pid)d ] || exit 1; shift; fi
+[ "$3" = -o ] || exit 2
+cp %(core)s "$4"
+"""
+
+
+def test_coredumpctl_when_the_store_has_none(callthrough_lib, tmp_path):
+    """No store directory (or no match in it): coredumpctl, which also finds
+    cores kept in the journal, extracts the core. The real tool is not
+    installed here (installing it would take over core_pattern), so a stand-in
+    checks the documented call: coredumpctl dump [PID] -o FILE."""
+    if not Path("/usr/bin/python3.11").exists():
+        pytest.skip("needs /usr/bin/python3.11")
+    store = Path("/var/lib/systemd/coredump")
+    if store.is_dir() and any(p.name.startswith("core.") for p in store.iterdir()):
+        pytest.skip("this machine's systemd-coredump store holds cores")
+    made = tmp_path / "made"
+    made.mkdir()
+    core = debian_crash(callthrough_lib, made)
+    pid = int(core.name.split(".")[1])
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "argv"
+    tool = bindir / "coredumpctl"
+    tool.write_text(FAKE_COREDUMPCTL % {"pid": pid, "log": log, "core": core})
+    tool.chmod(0o755)
+    env = ("env", "-u", "PYSCOPE_COREDUMP_DIR", "TMPDIR=%s" % tmp_path,
+           "PATH=%s:%s" % (bindir, os.environ["PATH"]))
+    for request in (str(pid), "latest"):
+        log.write_text("")
+        result = run_pyscope(["dump", "--json", "--core", request], prefix=env, timeout=30)
+        assert result.returncode == 0, result
+        doc = json.loads(result.stdout, object_pairs_hook=strict_object)
+        assert doc["pid"] == pid and thread_named(doc, "parser")["crashed"]
+        [line] = result.stderr.splitlines()
+        prefix = "pyscope: --core %s: the core coredumpctl extracted, in %s/pyscope-coredumpctl-" % (
+            request, tmp_path)
+        assert line.startswith(prefix), line
+        extracted = line.split(", in ")[1]
+        assert log.read_text().splitlines() == (
+            ["--no-pager", "dump"] + ([str(pid)] if request != "latest" else []) + ["-o", extracted])
+        assert not Path(extracted).exists()
+    result = run_pyscope(["dump", "--core", "999999"], prefix=env)
+    assert result.returncode == 3, result
+    assert result.stderr == ("pyscope: no core of process 999999 in systemd-coredump's store "
+                             "/var/lib/systemd/coredump, and coredumpctl found none either\n")
+
+
 def thread_named(doc, name):
     [found] = [t for t in doc["threads"] if t["name"] == name]
     return found
