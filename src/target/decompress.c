@@ -1,7 +1,8 @@
-/* Expansion of compressed cores into memory or an unlinked temporary file. The four
- * decoders share one input reader and one output sink; the sink leaves
- * pages of zeros as holes (a core is mostly untouched stack and heap) and
- * keeps nothing past the end of the ELF file's last segment, so trailing
+/* Expansion of compressed cores into memory or an unlinked temporary file.
+ * The four decoders share one input reader and one output sink; in memory
+ * they decode straight into the image, into a file through a buffer whose
+ * pages of zeros become holes (a core is mostly untouched stack and heap).
+ * Nothing past the end of the ELF file's last segment is kept, so trailing
  * data or a crafted stream cannot fill memory or disk beyond what the core
  * needs. */
 #include "target/decompress.h"

@@ -39,8 +39,8 @@ struct decompressed {
  * anonymous memory when TMPDIR is not set and the core fits in half the
  * available memory, else into an unlinked temporary file in $TMPDIR (or
  * /tmp). Returns 0, or -1 with err set to one line naming the file and what
- * is wrong with it (truncated, corrupt, no space). Pages of zeros are
- * neither written nor allocated. When the output is an ELF file, nothing
+ * is wrong with it (truncated, corrupt, no space). In a file, pages of
+ * zeros are left as holes. When the output is an ELF file, nothing
  * past the end of its last segment is kept; max_bytes (0: no limit) bounds
  * it in any case. */
 int decompress_core(int fd, const char *name, enum compression kind, uint64_t max_bytes,
