@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+#include "target/core.h"
+#include "target/coredump_store.h"
 
 bool cli_parse_pid(const char *text, pid_t *pid)
 {
@@ -68,4 +72,63 @@ bool cli_parse_duration_ms(const char *text, long max_ms, long *ms)
         return true;
     }
     return false;
+}
+
+int cli_core_path(const char *arg, char *out, size_t outsize, struct pyscope_error *err)
+{
+    if (!coredump_store_request(arg)) {
+        snprintf(out, outsize, "%s", arg);
+        return 0;
+    }
+    struct coredump_entry e;
+    pid_t pid = strcmp(arg, "latest") == 0 ? 0 : (pid_t)atol(arg);
+    if (coredump_store_find(pid, &e, err) != 0) {
+        if (err->status != PYSCOPE_ERR_NO_PROCESS || coredump_store_extract(pid, out, outsize, err))
+            return -1;
+        fprintf(stderr, "pyscope: --core %s: the core coredumpctl extracted, in %s\n", arg, out);
+        return 0;
+    }
+    char when[64] = "at an unknown time";
+    time_t secs = (time_t)(e.usec / 1000000);
+    struct tm tm;
+    if (gmtime_r(&secs, &tm))
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    char more[64] = "";
+    if (e.matches > 1)
+        snprintf(more, sizeof more, "; the newest of %u %s", e.matches,
+                 strcmp(arg, "latest") == 0 ? "cores" : "cores of that PID");
+    fprintf(stderr, "pyscope: --core %s: %s (%s, PID %d, UID %u, taken %s%s)\n", arg, e.path,
+            e.comm, (int)e.pid, (unsigned)e.uid, when, more);
+    snprintf(out, outsize, "%s", e.path);
+    return 0;
+}
+
+void cli_explain_core_failure(struct target *t, struct pyscope_error *err)
+{
+    if (err->status != PYSCOPE_ERR_NOT_PYTHON && err->status != PYSCOPE_ERR_UNSUPPORTED)
+        return;
+    const char *missing[8];
+    size_t n = core_missing_files(t, missing, 8);
+    if (n == 0)
+        return;
+    char list[sizeof err->hint / 2] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < n && i < 8; i++) {
+        char build_id[129];
+        core_mapped_build_id(t, missing[i], build_id, sizeof build_id);
+        used += (size_t)snprintf(list + used, used < sizeof list ? sizeof list - used : 0,
+                                 "  %s%s%s%s\n", missing[i], build_id[0] ? " (build-id " : "",
+                                 build_id, build_id[0] ? ")" : "");
+    }
+    const struct core_info *info = core_get_info(t);
+    error_set(err, PYSCOPE_ERR_NOT_PYTHON,
+              "cannot find CPython in core of process %d: %zu file%s it had mapped %s missing",
+              (int)info->pid, n, n == 1 ? "" : "s", n == 1 ? "is" : "are");
+    error_hint(err,
+               "missing:\n%s"
+               "Pass a copy of the root they were mapped from (the other machine's or the\n"
+               "container's) with --sysroot DIR, files named by build-id with --debug-dir DIR\n"
+               "(DIR/.build-id/xx/yyyy), the executable with --exe PATH (the core records %s)\n"
+               "or a directory holding the libraries with --lib-path DIR.",
+               list, info->exe[0] ? info->exe : "no executable path");
 }

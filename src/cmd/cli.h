@@ -3,7 +3,10 @@
 #define PYSCOPE_CMD_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
+
+#include "util/error.h"
 
 /* A positive process id, the whole text and nothing else. */
 bool cli_parse_pid(const char *text, pid_t *pid);
@@ -17,5 +20,16 @@ bool cli_parse_duration_ms(const char *text, long max_ms, long *ms);
 /* --color: "always" 1, "never" 0, "auto" -1 (decided later by isatty);
  * false, with a message on stderr, for anything else. */
 bool cli_parse_color(const char *text, int *color);
+
+/* The core file --core ARG means: ARG itself, or for "latest" and a
+ * process id the file chosen in systemd-coredump's store, which is then
+ * named on stderr. Returns 0, or -1 with err set. */
+int cli_core_path(const char *arg, char *out, size_t outsize, struct pyscope_error *err);
+
+struct target;
+/* A core whose Python binary is missing gives "not Python" or, with only
+ * its name to go by, "unsupported version": says instead which mapped files
+ * were missing and the options that supply them (when some were). */
+void cli_explain_core_failure(struct target *t, struct pyscope_error *err);
 
 #endif

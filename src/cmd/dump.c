@@ -3,6 +3,7 @@
  * briefly), or from a core file (--core). */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,8 @@ static void dump_usage(FILE *out)
 {
     fprintf(out,
             "usage: pyscope dump [options] PID\n"
-            "       pyscope dump [options] --core FILE [--exe PATH] [--lib-path DIR]...\n"
+            "       pyscope dump [options] --core FILE|PID|latest [--sysroot DIR]\n"
+            "                    [--debug-dir DIR] [--exe PATH] [--lib-path DIR]...\n"
             "\n"
             "Prints every thread's Python stack, who holds the GIL, who waits for it,\n"
             "and whether the garbage collector is running. The process is not stopped\n"
@@ -46,11 +48,21 @@ static void dump_usage(FILE *out)
             "                   the Python frames; this PAUSES the process briefly (ptrace)\n"
             "                   while the stacks are read\n"
             "      --native-all with --native, keep the interpreter's own C frames too\n"
-            "      --core FILE  read a core file (kernel core or gdb gcore) instead of a PID\n"
+            "      --core FILE  read a core file (kernel core or gdb gcore) instead of a PID;\n"
+            "                   zstd, lz4, xz or gzip-compressed cores are expanded first\n"
+            "      --core PID, --core latest\n"
+            "                   the newest core of that process, or the newest of all, in\n"
+            "                   systemd-coredump's store (/var/lib/systemd/coredump, or\n"
+            "                   $PYSCOPE_COREDUMP_DIR), else what coredumpctl extracts; the\n"
+            "                   file chosen is named on stderr\n"
             "      --exe PATH   with --core: the executable, when it is not at the path the\n"
             "                   core records (e.g. the core comes from another machine)\n"
             "      --lib-path DIR  with --core: a directory holding the shared libraries\n"
             "                   (searched by file name before the recorded path; repeatable)\n"
+            "      --sysroot DIR   with --core: look up the paths the core records below DIR\n"
+            "                   (a copy of the container's or other machine's root), as gdb does\n"
+            "      --debug-dir DIR with --core: binaries and debug files by build-id, as\n"
+            "                   DIR/.build-id/xx/yyyy and DIR/.build-id/xx/yyyy.debug\n"
             "      --color=WHEN always, never or auto (default: auto, on a terminal)\n"
             "  -h, --help       this help\n");
 }
@@ -69,46 +81,27 @@ static void write_report(const struct stack_report *report, bool json, int color
     fflush(stdout);
 }
 
-/* A core whose Python binary is missing gives "not Python": say which
- * files were missing and how to supply them instead. */
-static void explain_missing_files(struct target *t, struct pyscope_error *err)
-{
-    const char *missing[8];
-    size_t n = core_missing_files(t, missing, 8);
-    if (n == 0)
-        return;
-    char list[sizeof err->hint / 2] = "";
-    size_t used = 0;
-    for (size_t i = 0; i < n && i < 8; i++)
-        used += (size_t)snprintf(list + used, used < sizeof list ? sizeof list - used : 0,
-                                 "  %s\n", missing[i]);
-    const struct core_info *info = core_get_info(t);
-    error_set(err, PYSCOPE_ERR_NOT_PYTHON,
-              "cannot find CPython in core of process %d: %zu file%s it had mapped %s missing",
-              (int)info->pid, n, n == 1 ? "" : "s", n == 1 ? "is" : "are");
-    error_hint(err,
-               "missing:\n%s"
-               "Pass the executable with --exe PATH (the core records %s) and a directory\n"
-               "holding the libraries with --lib-path DIR (e.g. a copy of the other machine's\n"
-               "/usr/lib/x86_64-linux-gnu).",
-               list, info->exe[0] ? info->exe : "no executable path");
-}
-
 static int dump_core(const char *core_path, const struct core_options *copts,
-                     const struct collect_request *req, bool json, int color)
+                     const struct collect_request *req, bool json, int color, bool verbose)
 {
+    double started = monotonic_ms();
     struct pyscope_error err = {0};
     struct target *t = core_open(core_path, copts, &err);
     if (!t)
         return error_report(&err);
     target_cache_enable(t);
     const struct core_info *info = core_get_info(t);
+    if (verbose && info->compression)
+        fprintf(stderr, "pyscope: %s: %s, %llu bytes expanded to %llu bytes (in %s) in %.0f ms\n",
+                core_path, compression_name(info->compression),
+                (unsigned long long)info->expanded.in_bytes,
+                (unsigned long long)info->expanded.out_bytes, info->expanded.where,
+                info->expanded.ms);
     struct stack_report report = {0};
     struct py_runtime rt;
     int status = 0;
     if (py_runtime_find(t, &rt, &err) != 0) {
-        if (err.status == PYSCOPE_ERR_NOT_PYTHON)
-            explain_missing_files(t, &err);
+        cli_explain_core_failure(t, &err);
         if (err.status == PYSCOPE_ERR_NOT_PYTHON && !core_missing_files(t, NULL, 0))
             error_set(&err, PYSCOPE_ERR_NOT_PYTHON, "core of process %d (%s) is not of a Python "
                       "process", (int)info->pid, info->fname);
@@ -117,6 +110,9 @@ static int dump_core(const char *core_path, const struct core_options *copts,
     report.pid = info->pid;
     report.paused = true;
     snprintf(report.core_path, sizeof report.core_path, "%s", core_path);
+    if (info->compression)
+        snprintf(report.core_compression, sizeof report.core_compression, "%s",
+                 compression_name(info->compression));
     snprintf(report.command, sizeof report.command, "%s", info->psargs);
     const char *exe = core_resolved_path(t, info->exe);
     snprintf(report.executable, sizeof report.executable, "%s", exe ? exe : info->exe);
@@ -131,6 +127,10 @@ static int dump_core(const char *core_path, const struct core_options *copts,
                 "what lies there shows as unreadable\n", core_path,
                 (unsigned long long)info->bytes_missing);
     write_report(&report, json, color);
+    if (verbose)
+        fprintf(stderr, "pyscope: %zu threads in %.2f ms (%llu reads, %llu bytes, %llu failed)\n",
+                report.n_threads, monotonic_ms() - started, (unsigned long long)t->stats.reads,
+                (unsigned long long)t->stats.bytes, (unsigned long long)t->stats.failures);
     stack_report_free(&report);
     target_close(t);
     return 0;
@@ -216,7 +216,8 @@ fail:
 
 int cmd_dump(int argc, char **argv)
 {
-    enum { OPT_COLOR = 256, OPT_PRINT, OPT_NATIVE_ALL, OPT_CORE, OPT_EXE, OPT_LIB_PATH };
+    enum { OPT_COLOR = 256, OPT_PRINT, OPT_NATIVE_ALL, OPT_CORE, OPT_EXE, OPT_LIB_PATH,
+           OPT_SYSROOT, OPT_DEBUG_DIR };
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},
         {"pause", no_argument, NULL, 'p'},
@@ -229,6 +230,8 @@ int cmd_dump(int argc, char **argv)
         {"core", required_argument, NULL, OPT_CORE},
         {"exe", required_argument, NULL, OPT_EXE},
         {"lib-path", required_argument, NULL, OPT_LIB_PATH},
+        {"sysroot", required_argument, NULL, OPT_SYSROOT},
+        {"debug-dir", required_argument, NULL, OPT_DEBUG_DIR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -259,6 +262,8 @@ int cmd_dump(int argc, char **argv)
         }
         case OPT_CORE: core_path = optarg; break;
         case OPT_EXE: copts.exe = optarg; break;
+        case OPT_SYSROOT: copts.sysroot = optarg; break;
+        case OPT_DEBUG_DIR: copts.debug_dir = optarg; break;
         case OPT_LIB_PATH:
             if (copts.n_lib_paths == MAX_LIB_PATHS) {
                 fprintf(stderr, "pyscope: at most %d --lib-path options\n", MAX_LIB_PATHS);
@@ -282,10 +287,14 @@ int cmd_dump(int argc, char **argv)
             return PYSCOPE_ERR_USAGE;
         }
         req.paused = true;
-        return dump_core(core_path, &copts, &req, json, color);
+        char chosen[PATH_MAX];
+        struct pyscope_error err = {0};
+        if (cli_core_path(core_path, chosen, sizeof chosen, &err) != 0)
+            return error_report(&err);
+        return dump_core(chosen, &copts, &req, json, color, verbose);
     }
-    if (copts.exe || copts.n_lib_paths) {
-        fprintf(stderr, "pyscope: --exe and --lib-path go with --core FILE\n");
+    if (copts.exe || copts.n_lib_paths || copts.sysroot || copts.debug_dir) {
+        fprintf(stderr, "pyscope: --exe, --lib-path, --sysroot and --debug-dir go with --core\n");
         return PYSCOPE_ERR_USAGE;
     }
     pid_t pid;

@@ -1,8 +1,10 @@
-/* pyscope why: hang and deadlock diagnosis of a live process. Two snapshots
- * a moment apart (--interval) tell a stuck process from a busy one; the
- * first snapshot's waits explain what each thread is stuck on. */
+/* pyscope why: hang and deadlock diagnosis of a live process, or of the
+ * moment a core file was taken (--core). Two snapshots a moment apart
+ * (--interval) tell a stuck process from a busy one; the first snapshot's
+ * waits explain what each thread is stuck on. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include "python/runtime.h"
 #include "python/stacks.h"
 #include "python/waits.h"
+#include "target/core.h"
 #include "target/process.h"
 #include "util/clock.h"
 
@@ -27,6 +30,7 @@ static void why_usage(FILE *out)
 {
     fprintf(out,
             "usage: pyscope why [options] PID\n"
+            "       pyscope why [options] --core FILE|PID|latest [--sysroot DIR] [--debug-dir DIR]\n"
             "\n"
             "Tells why a Python process is stuck: for every thread, what it waits for\n"
             "(the GIL, a lock, a queue, a socket, ...) and who could release it, then a\n"
@@ -37,6 +41,9 @@ static void why_usage(FILE *out)
             "  -i, --interval=TIME time between the two snapshots of the progress check:\n"
             "                      150ms, 2s, 1m, or milliseconds (default %d ms; 0 skips it)\n"
             "  -v, --verbose       also print the liveness computation behind the verdict\n"
+            "      --core FILE     the moment a core file was taken instead of a live process\n"
+            "                      (no progress check; PID and latest as for dump --core)\n"
+            "      --sysroot DIR, --debug-dir DIR   with --core: as for dump --core\n"
             "      --color=WHEN    always, never or auto (default: auto, on a terminal)\n"
             "  -h, --help          this help\n",
             DEFAULT_INTERVAL_MS);
@@ -71,7 +78,8 @@ static int take_snapshot(struct py_runtime *rt, pid_t pid, struct snapshot *s, s
 {
     memset(s, 0, sizeof *s);
     s->report.pid = pid;
-    struct stacks_options opts = {.paused = false, .max_retries = 3, .raw = &s->raw};
+    bool core = target_is_core(rt->target);
+    struct stacks_options opts = {.paused = core, .max_retries = 3, .raw = &s->raw};
     target_cache_invalidate(rt->target);
     if (stacks_collect(rt, &opts, &s->report, err) != 0)
         return -1;
@@ -82,7 +90,7 @@ static int take_snapshot(struct py_runtime *rt, pid_t pid, struct snapshot *s, s
     }
     for (size_t i = 0; i < s->report.n_threads; i++) {
         uint64_t ns;
-        s->cpu_ns[i] = s->report.threads[i].tid &&
+        s->cpu_ns[i] = !core && s->report.threads[i].tid &&
                                process_thread_cpu_ns(pid, s->report.threads[i].tid, &ns) == 0
                            ? (int64_t)ns
                            : -1;
@@ -97,12 +105,17 @@ int cmd_why(int argc, char **argv)
         {"interval", required_argument, NULL, 'i'},
         {"color", required_argument, NULL, 'C'},
         {"verbose", no_argument, NULL, 'v'},
+        {"core", required_argument, NULL, 'c'},
+        {"sysroot", required_argument, NULL, 'S'},
+        {"debug-dir", required_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     bool json = false, verbose = false;
     int color = -1;
     long interval = DEFAULT_INTERVAL_MS;
+    const char *core_arg = NULL;
+    struct core_options copts = {.warnings = stderr};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "ji:vh", longopts, NULL)) != -1) {
@@ -121,12 +134,16 @@ int cmd_why(int argc, char **argv)
             if (!cli_parse_color(optarg, &color))
                 return PYSCOPE_ERR_USAGE;
             break;
+        case 'c': core_arg = optarg; break;
+        case 'S': copts.sysroot = optarg; break;
+        case 'D': copts.debug_dir = optarg; break;
         case 'h': why_usage(stdout); return 0;
         default: why_usage(stderr); return PYSCOPE_ERR_USAGE;
         }
     }
-    long pid_value;
-    if (optind != argc - 1 || !parse_number(argv[optind], 1, 0x3fffffff, &pid_value)) {
+    long pid_value = 0;
+    if (core_arg ? optind != argc
+                 : optind != argc - 1 || !parse_number(argv[optind], 1, 0x3fffffff, &pid_value)) {
         if (optind < argc)
             fprintf(stderr, "pyscope: invalid process id '%s'\n", argv[optind]);
         why_usage(stderr);
@@ -137,9 +154,18 @@ int cmd_why(int argc, char **argv)
         color = !json && isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL;
 
     struct pyscope_error err = {0};
-    struct target *t = process_open(pid, &err);
+    char core_path[PATH_MAX] = "";
+    if (core_arg && cli_core_path(core_arg, core_path, sizeof core_path, &err) != 0)
+        return error_report(&err);
+    /* A core is one moment: there is no second snapshot to compare. */
+    if (core_arg)
+        interval = 0;
+    struct target *t = core_arg ? core_open(core_path, &copts, &err) : process_open(pid, &err);
     if (!t)
         return error_report(&err);
+    const struct core_info *info = core_get_info(t);
+    if (info)
+        pid = info->pid;
     target_cache_enable(t);
 
     struct py_runtime rt;
@@ -148,11 +174,24 @@ int cmd_why(int argc, char **argv)
     struct why_report why = {0};
     int status = 0;
     double first_at = monotonic_ms();
-    if (py_runtime_find(t, &rt, &err) != 0 || take_snapshot(&rt, pid, &first, &err) != 0)
+    if (py_runtime_find(t, &rt, &err) != 0) {
+        if (info)
+            cli_explain_core_failure(t, &err);
+        goto fail;
+    }
+    if (take_snapshot(&rt, pid, &first, &err) != 0)
         goto fail;
     first.report.pid = pid;
-    process_cmdline(pid, first.report.command, sizeof first.report.command);
-    process_exe(pid, first.report.executable, sizeof first.report.executable);
+    if (info) {
+        snprintf(first.report.core_path, sizeof first.report.core_path, "%s", core_path);
+        snprintf(first.report.command, sizeof first.report.command, "%s", info->psargs);
+        const char *exe = core_resolved_path(t, info->exe);
+        snprintf(first.report.executable, sizeof first.report.executable, "%s",
+                 exe ? exe : info->exe);
+    } else {
+        process_cmdline(pid, first.report.command, sizeof first.report.command);
+        process_exe(pid, first.report.executable, sizeof first.report.executable);
+    }
     snprintf(first.report.python_version, sizeof first.report.python_version, "%s", rt.version);
 
     waits = waits_new(&rt);
@@ -175,7 +214,8 @@ int cmd_why(int argc, char **argv)
         watched_ms = monotonic_ms() - first_at;
     }
     uint64_t caught = 0;
-    process_caught_signals(pid, &caught);
+    if (!info)
+        process_caught_signals(pid, &caught);
     struct hang_snapshot a = {&first.report, &first.raw, first.cpu_ns, caught, {0}};
     py_signal_handlers_read(&rt, &a.handlers);
     struct hang_snapshot b = {&second.report, &second.raw, second.cpu_ns, caught, a.handlers};
@@ -183,7 +223,7 @@ int cmd_why(int argc, char **argv)
         error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
     }
-    if (process_gone(pid)) {
+    if (!info && process_gone(pid)) {
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the diagnosis", (int)pid);
         goto fail;
     }
@@ -196,7 +236,8 @@ int cmd_why(int argc, char **argv)
     fflush(stdout);
     goto out;
 fail:
-    if (err.status != PYSCOPE_ERR_EXITED && err.status != PYSCOPE_ERR_NO_PROCESS && process_gone(pid))
+    if (!info && err.status != PYSCOPE_ERR_EXITED && err.status != PYSCOPE_ERR_NO_PROCESS &&
+        process_gone(pid))
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the diagnosis", (int)pid);
     status = error_report(&err);
 out:

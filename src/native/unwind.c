@@ -197,6 +197,14 @@ struct native_unwinder *native_open(struct target *t, const char *const *interp_
      * ":.debug:/usr/lib/debug"); tests point it elsewhere to see the
      * no-debug-info case. */
     debuginfo_path_storage = getenv("PYSCOPE_DEBUGINFO_PATH");
+    /* A core's --debug-dir holds .build-id/xx/yyyy.debug files too. */
+    static char with_debug_dir[PATH_MAX + 64];
+    const char *debug_dir = core_debug_dir(t);
+    if (debug_dir && (size_t)snprintf(with_debug_dir, sizeof with_debug_dir, "%s:%s",
+                                      debuginfo_path_storage ? debuginfo_path_storage
+                                                             : ":.debug:/usr/lib/debug",
+                                      debug_dir) < sizeof with_debug_dir)
+        debuginfo_path_storage = with_debug_dir;
     u->interp_paths = calloc((size_t)(n_interp_paths > 0 ? n_interp_paths : 1), sizeof(char *));
     for (int i = 0; u->interp_paths && i < n_interp_paths; i++)
         if (interp_paths[i] && (u->interp_paths[u->n_interp_paths] = strdup(interp_paths[i])))

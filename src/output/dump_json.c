@@ -237,6 +237,11 @@ void stack_report_write_json_indent(FILE *out, const struct stack_report *report
     if (report->core_path[0]) {
         json_begin_object(&w);
         json_member_string(&w, "path", report->core_path);
+        json_key(&w, "compression");
+        if (report->core_compression[0])
+            json_string(&w, report->core_compression);
+        else
+            json_null(&w);
         json_end_object(&w);
     } else {
         json_null(&w);

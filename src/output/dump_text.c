@@ -400,6 +400,8 @@ void stack_report_write_text(FILE *out, const struct stack_report *report, bool 
     if (report->core_path[0]) {
         fprintf(out, "%sCore file ", p->bold);
         put_sanitized(out, report->core_path);
+        if (report->core_compression[0])
+            fprintf(out, " (%s-compressed)", report->core_compression);
         fprintf(out, "%s of process %d  ", p->reset, (int)report->pid);
     } else {
         fprintf(out, "%sProcess %d%s  ", p->bold, (int)report->pid, p->reset);

@@ -156,6 +156,7 @@ struct stack_report {
     pid_t tracer;                /* a stopped thread's tracer, 0 when none */
     char tracer_comm[64];
     char core_path[PATH_MAX];    /* "" for a live process */
+    char core_compression[8];    /* "zstd", "lz4", "xz", "gzip"; "" for a plain core */
     struct report_signal signal;
     struct report_thread *threads;
     size_t n_threads;

@@ -98,8 +98,13 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
 {
     const struct palette *p = color ? &colors : &plain;
     const struct stack_report *report = why->stacks;
-    fprintf(out, "%sProcess %d%s  %s  (CPython %s, %s)\n", p->bold, (int)report->pid, p->reset,
-            report->command, report->python_version, report->executable);
+    if (report->core_path[0])
+        fprintf(out, "%sCore file %s of process %d%s  %s  (CPython %s, %s)\n", p->bold,
+                report->core_path, (int)report->pid, p->reset, report->command,
+                report->python_version, report->executable);
+    else
+        fprintf(out, "%sProcess %d%s  %s  (CPython %s, %s)\n", p->bold, (int)report->pid,
+                p->reset, report->command, report->python_version, report->executable);
     const char *tone = is_hang(why->verdict) ? p->red : why->verdict == WHY_NOT_HUNG ? p->green : p->yellow;
     fprintf(out, "%sVerdict: %s%s%s%s\n", p->bold, tone, why_verdict_name(why->verdict), p->reset,
             why->grade == WHY_GRADE_PROBABLE ? " (probable)" : why->grade == WHY_GRADE_CERTAIN ? " (certain)" : "");
@@ -140,7 +145,10 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
 
     const struct why_progress *pr = &why->progress;
     fprintf(out, "\n%sProgress%s  ", p->bold, p->reset);
-    if (!pr->checked) {
+    if (!pr->checked && report->core_path[0]) {
+        fprintf(out, "cannot be checked: a core holds one moment, and neither it nor its notes "
+                "tell sockets' peers or kernel thread states beyond its registers\n");
+    } else if (!pr->checked) {
         fprintf(out, "not checked (--interval 0)\n");
     } else {
         fprintf(out, "%s over %d ms: %llu GIL hand-offs, %d of %zu threads changed",

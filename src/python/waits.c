@@ -593,17 +593,29 @@ static void analyze_futex(struct waits_ctx *c, const struct stacks_thread_raw *r
 /* ------------------------------------------------------------------------ */
 /* File descriptors, sockets, select */
 
+/* The process whose /proc tells file descriptors, sockets and children;
+ * 0 for a core: its notes keep none of them, and its PID may belong to
+ * another process by now. */
+static pid_t proc_pid(const struct waits_ctx *c)
+{
+    return target_is_core(c->rt->target) ? 0 : c->rt->target->pid;
+}
+
 static void load_net(struct waits_ctx *c)
 {
-    if (!c->net.loaded)
-        procnet_table_load(&c->net, c->rt->target->pid);
+    if (!c->net.loaded && proc_pid(c))
+        procnet_table_load(&c->net, proc_pid(c));
 }
 
 static void describe_fd(struct waits_ctx *c, int fd, char *out, size_t outsize)
 {
     char link[160];
     uint64_t inode;
-    if (procnet_fd_link(c->rt->target->pid, fd, link, sizeof link) != 0) {
+    if (!proc_pid(c)) {
+        snprintf(out, outsize, "not recorded in a core");
+        return;
+    }
+    if (procnet_fd_link(proc_pid(c), fd, link, sizeof link) != 0) {
         snprintf(out, outsize, "closed or unreadable");
         return;
     }
@@ -641,11 +653,13 @@ static bool fill_socket(struct waits_ctx *c, const struct stacks_thread_raw *raw
     uint64_t inode;
     struct wait_socket *s = &w->socket;
     s->fd = fd;
-    if (procnet_fd_link(c->rt->target->pid, fd, link, sizeof link) != 0 ||
-        procnet_socket_inode(link, &inode) != 0)
+    /* In a core only a Python socket object holding fd tells a socket. */
+    bool live = proc_pid(c) != 0;
+    if (live && (procnet_fd_link(proc_pid(c), fd, link, sizeof link) != 0 ||
+                 procnet_socket_inode(link, &inode) != 0))
         return false;
     load_net(c);
-    const struct procnet_socket *ps = procnet_table_find(&c->net, inode);
+    const struct procnet_socket *ps = live ? procnet_table_find(&c->net, inode) : NULL;
     if (ps) {
         s->found = true;
         text_copy(s->protocol, sizeof s->protocol, procnet_kind_name(ps->kind));
@@ -672,7 +686,7 @@ static bool fill_socket(struct waits_ctx *c, const struct stacks_thread_raw *raw
             break;
         }
     }
-    return true;
+    return live || s->object;
 }
 
 /* The fds a select/poll/epoll call watches; returns the count, -1 unknown. */
@@ -714,9 +728,9 @@ static int watched_fds(struct waits_ctx *c, const struct thread_activity *a, int
     }
     if (nr == NR_EPOLL_WAIT || nr == NR_EPOLL_PWAIT || nr == NR_EPOLL_PWAIT2) {
         char path[64], text[8192];
-        snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)c->rt->target->pid,
+        snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)proc_pid(c),
                  (int)a->syscall_args[0]);
-        FILE *f = fopen(path, "r");
+        FILE *f = proc_pid(c) ? fopen(path, "r") : NULL;
         if (!f)
             return -1;
         size_t len = fread(text, 1, sizeof text - 1, f);
@@ -807,7 +821,7 @@ static void analyze_fd_io(struct waits_ctx *c, const struct stacks_thread_raw *r
     }
     w->kind = WAIT_IO;
     w->io_fd = fd;
-    if (procnet_fd_link(c->rt->target->pid, fd, w->io_target, sizeof w->io_target) != 0)
+    if (!proc_pid(c) || procnet_fd_link(proc_pid(c), fd, w->io_target, sizeof w->io_target) != 0)
         w->io_target[0] = '\0';
 }
 
@@ -832,8 +846,10 @@ static void analyze_sleep(struct waits_ctx *c, const struct thread_activity *a, 
         w->sleep_upper_bound = true;
         return;
     }
+    /* A core does not say what the clock read when it was taken: the time
+     * left until an absolute deadline is unknown there. */
     struct timespec now;
-    if (clock_gettime(clock, &now) != 0)
+    if (!proc_pid(c) || clock_gettime(clock, &now) != 0)
         return;
     double left = when - ((double)now.tv_sec + (double)now.tv_nsec / 1e9);
     w->sleep_seconds = left > 0 ? left : 0;
@@ -907,7 +923,8 @@ static void analyze_thread(struct waits_ctx *c, const struct report_thread *th,
         break;
     }
     if (w->kind == WAIT_CHILD && w->child > 0 &&
-        process_thread_comm(w->child, w->child, w->child_command, sizeof w->child_command) != 0)
+        (!proc_pid(c) ||
+         process_thread_comm(w->child, w->child, w->child_command, sizeof w->child_command) != 0))
         w->child_command[0] = '\0';
 }
 

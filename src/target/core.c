@@ -47,6 +47,8 @@ struct core_file {
 struct core_target {
     struct target base;
     int fd;
+    struct decompressed expanded;  /* a compressed core's contents (fd -1 otherwise) */
+    const unsigned char *image;    /* expanded.image: the core in memory, or NULL */
     uint64_t file_size;
     struct core_segment *segs;
     size_t nsegs;
@@ -56,6 +58,8 @@ struct core_target {
     size_t nthreads;
     struct core_info info;
     char *exe_override;
+    char *sysroot;               /* --sysroot: recorded paths are looked up below it only */
+    char *debug_dir;             /* --debug-dir: files found by build-id below it */
     char **lib_paths;
     int n_lib_paths;
     FILE *warnings;
@@ -79,6 +83,17 @@ static int pread_full(int fd, void *buf, size_t len, uint64_t offset)
         len -= (size_t)n;
         offset += (uint64_t)n;
     }
+    return 0;
+}
+
+/* Reads the core file itself (or its expansion). */
+static int core_pread(const struct core_target *c, void *buf, size_t len, uint64_t offset)
+{
+    if (!c->image)
+        return pread_full(c->fd, buf, len, offset);
+    if (offset > c->file_size || len > c->file_size - offset)
+        return -1;
+    memcpy(buf, c->image + offset, len);
     return 0;
 }
 
@@ -135,30 +150,6 @@ static int open_regular(const char *path)
     return fd;
 }
 
-/* The file to read for a recorded path: --exe for the executable, then a
- * --lib-path directory holding a file of that name, then the path itself.
- * *used is set to the path opened. */
-static int resolve_path(const struct core_target *c, const char *recorded, char *used,
-                        size_t usedsize)
-{
-    if (c->exe_override && c->info.exe[0] &&
-        (strcmp(recorded, c->info.exe) == 0 ||
-         strcmp(base_name(recorded), base_name(c->info.exe)) == 0)) {
-        snprintf(used, usedsize, "%s", c->exe_override);
-        return open_regular(c->exe_override);
-    }
-    for (int i = 0; i < c->n_lib_paths; i++) {
-        if ((size_t)snprintf(used, usedsize, "%s/%s", c->lib_paths[i], base_name(recorded)) >=
-            usedsize)
-            continue;
-        int fd = open_regular(used);
-        if (fd >= 0)
-            return fd;
-    }
-    snprintf(used, usedsize, "%s", recorded);
-    return open_regular(recorded);
-}
-
 /* Reads only what the core file itself holds for [addr, addr+len). */
 static int read_core_bytes(const struct core_target *c, uint64_t addr, void *buf, size_t len)
 {
@@ -174,7 +165,7 @@ static int read_core_bytes(const struct core_target *c, uint64_t addr, void *buf
         if (n > s->filesz - in_seg)
             n = (size_t)(s->filesz - in_seg);
         if (s->offset + in_seg + n > c->file_size ||
-            pread_full(c->fd, out, n, s->offset + in_seg) != 0)
+            core_pread(c, out, n, s->offset + in_seg) != 0)
             return -1;
         out += n;
         addr += n;
@@ -266,32 +257,97 @@ static int read_fd_at(void *vctx, uint64_t off, void *buf, size_t len)
     return pread_full(*(int *)vctx, buf, len, off);
 }
 
-/* Warns when the file on disk is not the one the process had mapped. */
-static void check_build_id(struct core_target *c, const struct core_file *f, const char *used)
+/* The build-id of a mapped file as the core's copy of its first page
+ * tells it; "" when the core does not hold it (or the file is no ELF). */
+static void core_build_id(const struct core_target *c, const char *path, char *out,
+                          size_t outsize)
 {
-    if (f->file_offset != 0 || !c->warnings)
+    out[0] = '\0';
+    for (size_t i = 0; i < c->nfiles; i++) {
+        const struct core_file *f = &c->files[i];
+        if (f->file_offset != 0 || strcmp(f->path, path) != 0)
+            continue;
+        unsigned char page[4096];
+        size_t have = f->end - f->start < sizeof page ? (size_t)(f->end - f->start) : sizeof page;
+        struct core_mem_ctx mctx = {c, f->start};
+        if (read_core_bytes(c, f->start, page, have) != 0 ||
+            build_id_from_headers(page, have, read_core_at, &mctx, out, outsize) != 0)
+            out[0] = '\0';
         return;
-    unsigned char page[4096];
-    size_t have = f->end - f->start < sizeof page ? (size_t)(f->end - f->start) : sizeof page;
-    if (read_core_bytes(c, f->start, page, have) != 0)
+    }
+}
+
+/* The file to read for a recorded path: --exe for the executable, then the
+ * file of that build-id below --debug-dir (an exact match beats a name),
+ * then a --lib-path directory holding a file of that name, then the path
+ * below --sysroot, or the path itself without one. *used is set to the
+ * path opened. */
+static int resolve_path(const struct core_target *c, const char *recorded, const char *build_id,
+                        char *used, size_t usedsize)
+{
+    if (c->exe_override && c->info.exe[0] &&
+        (strcmp(recorded, c->info.exe) == 0 ||
+         strcmp(base_name(recorded), base_name(c->info.exe)) == 0)) {
+        snprintf(used, usedsize, "%s", c->exe_override);
+        return open_regular(c->exe_override);
+    }
+    if (c->debug_dir && strlen(build_id) > 2 &&
+        (size_t)snprintf(used, usedsize, "%s/.build-id/%.2s/%s", c->debug_dir, build_id,
+                         build_id + 2) < usedsize) {
+        int fd = open_regular(used);
+        if (fd >= 0)
+            return fd;
+    }
+    for (int i = 0; i < c->n_lib_paths; i++) {
+        if ((size_t)snprintf(used, usedsize, "%s/%s", c->lib_paths[i], base_name(recorded)) >=
+            usedsize)
+            continue;
+        int fd = open_regular(used);
+        if (fd >= 0)
+            return fd;
+    }
+    if ((size_t)snprintf(used, usedsize, "%s%s", c->sysroot ? c->sysroot : "", recorded) >=
+        usedsize)
+        return -1;
+    return open_regular(used);
+}
+
+/* The options that could supply a file, for messages. */
+static void supply_hint(const struct core_target *c, const char *build_id, char *out,
+                        size_t outsize)
+{
+    if (build_id[0])
+        snprintf(out, outsize, "supply it with --sysroot DIR (a copy of the root it was mapped "
+                 "from%s%s) or --debug-dir DIR (as DIR/.build-id/%.2s/%s)",
+                 c->sysroot ? "; now " : "", c->sysroot ? c->sysroot : "", build_id,
+                 build_id + 2);
+    else
+        snprintf(out, outsize, "supply it with --sysroot DIR (a copy of the root it was mapped "
+                 "from%s%s) or --lib-path DIR", c->sysroot ? "; now " : "",
+                 c->sysroot ? c->sysroot : "");
+}
+
+/* Warns when the file on disk is not the one the process had mapped. */
+static void check_build_id(struct core_target *c, const struct core_file *f, int fd,
+                           const char *used, const char *in_core)
+{
+    if (!c->warnings || !in_core[0])
         return;
-    char in_core[129], on_disk[129];
-    struct core_mem_ctx mctx = {c, f->start};
-    if (build_id_from_headers(page, have, read_core_at, &mctx, in_core, sizeof in_core) != 0)
-        return;
+    char on_disk[129];
     unsigned char fpage[4096];
-    ssize_t got = pread(f->fd, fpage, sizeof fpage, 0);
-    int fd = f->fd;
+    ssize_t got = pread(fd, fpage, sizeof fpage, 0);
+    char hint[512];
+    supply_hint(c, in_core, hint, sizeof hint);
     if (got <= 0 ||
         build_id_from_headers(fpage, (size_t)got, read_fd_at, &fd, on_disk, sizeof on_disk) != 0) {
         fprintf(c->warnings, "pyscope: warning: %s has no build-id, the process's %s had %s; "
-                "it may not be the same file\n", used, f->path, in_core);
+                "it may not be the same file (%s)\n", used, f->path, in_core, hint);
         return;
     }
     if (strcmp(in_core, on_disk) != 0)
         fprintf(c->warnings, "pyscope: warning: %s is not the file the process had mapped as %s "
-                "(build-id %s, the core says %s); what is read from it may be wrong\n",
-                used, f->path, on_disk, in_core);
+                "(build-id %s, the core says %s); what is read from it may be wrong: %s\n",
+                used, f->path, on_disk, in_core, hint);
 }
 
 static int file_fd(struct core_target *c, struct core_file *f)
@@ -305,26 +361,27 @@ static int file_fd(struct core_target *c, struct core_file *f)
             return f->fd;
         }
     }
-    char used[PATH_MAX];
-    f->fd = resolve_path(c, f->path, used, sizeof used);
+    char used[PATH_MAX], build_id[129];
+    core_build_id(c, f->path, build_id, sizeof build_id);
+    f->fd = resolve_path(c, f->path, build_id, used, sizeof used);
     if (f->fd >= 0 && strcmp(used, f->path) != 0)
         f->resolved = strdup(used);
     if (f->fd >= 0) {
-        /* The first mapping of a file carries its headers. */
-        for (size_t i = 0; i < c->nfiles; i++) {
-            if (strcmp(c->files[i].path, f->path) == 0 && c->files[i].file_offset == 0) {
-                int saved = c->files[i].fd;
-                c->files[i].fd = f->fd;
-                check_build_id(c, &c->files[i], used);
-                c->files[i].fd = saved;
-                break;
-            }
-        }
+        check_build_id(c, f, f->fd, used, build_id);
     } else {
-        /* Remember the failure for every mapping of the same file. */
+        /* Remember the failure for every mapping of the same file. Only
+         * files the core shows to be ELF images are worth a warning (not
+         * deleted files, shared memory, memfds). */
         for (size_t i = 0; i < c->nfiles; i++)
             if (strcmp(c->files[i].path, f->path) == 0)
                 c->files[i].fd = -1;
+        if (c->warnings && build_id[0]) {
+            char hint[512];
+            supply_hint(c, build_id, hint, sizeof hint);
+            fprintf(c->warnings, "pyscope: warning: %s (build-id %s), mapped by the process, is "
+                    "not %s%s; %s\n", f->path, build_id, c->sysroot ? "under --sysroot " :
+                    "on this machine", c->sysroot ? c->sysroot : "", hint);
+        }
     }
     return f->fd;
 }
@@ -341,7 +398,7 @@ static int core_read_raw(struct target *t, uint64_t addr, void *buf, size_t len)
             if (n > s->filesz - in_seg)
                 n = (size_t)(s->filesz - in_seg);
             if (s->offset + in_seg + n > c->file_size ||
-                pread_full(c->fd, out, n, s->offset + in_seg) != 0)
+                core_pread(c, out, n, s->offset + in_seg) != 0)
                 return -1;
         } else {
             struct core_file *f = file_at(c, addr);
@@ -427,8 +484,9 @@ static int core_open_file(const struct target *t, const char *path)
             return fd >= 0 ? dup(fd) : -1;
         }
     }
-    char used[PATH_MAX];
-    return resolve_path(c, path, used, sizeof used);
+    char used[PATH_MAX], build_id[129];
+    core_build_id(c, path, build_id, sizeof build_id);
+    return resolve_path(c, path, build_id, used, sizeof used);
 }
 
 static void core_close(struct target *t)
@@ -436,6 +494,7 @@ static void core_close(struct target *t)
     struct core_target *c = as_core(t);
     if (c->fd >= 0)
         close(c->fd);
+    decompressed_free(&c->expanded);
     for (size_t i = 0; i < c->nfiles; i++) {
         if (c->files[i].fd >= 0)
             close(c->files[i].fd);
@@ -446,6 +505,8 @@ static void core_close(struct target *t)
         free(c->lib_paths[i]);
     free(c->lib_paths);
     free(c->exe_override);
+    free(c->sysroot);
+    free(c->debug_dir);
     free(c->files);
     free(c->segs);
     free(c->threads);
@@ -484,6 +545,17 @@ size_t core_missing_files(const struct target *t, const char **paths, size_t max
         n++;
     }
     return n;
+}
+
+void core_mapped_build_id(const struct target *t, const char *recorded, char *out,
+                          size_t outsize)
+{
+    core_build_id(as_core(t), recorded, out, outsize);
+}
+
+const char *core_debug_dir(const struct target *t)
+{
+    return t && t->ops == &core_ops ? as_core(t)->debug_dir : NULL;
 }
 
 const char *core_resolved_path(const struct target *t, const char *recorded)
@@ -705,6 +777,7 @@ struct target *core_open(const char *path, const struct core_options *opts,
         return NULL;
     }
     c->base.ops = &core_ops;
+    c->expanded.fd = -1;
     c->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (c->fd < 0)
         return fail_open(c, err, errno == ENOENT ? PYSCOPE_ERR_NO_PROCESS : PYSCOPE_ERR_OTHER,
@@ -712,11 +785,32 @@ struct target *core_open(const char *path, const struct core_options *opts,
     struct stat st;
     if (fstat(c->fd, &st) != 0 || !S_ISREG(st.st_mode))
         return fail_open(c, err, PYSCOPE_ERR_USAGE, "%s is not a regular file%s", path, "");
+    unsigned char head[8];
+    ssize_t got = pread(c->fd, head, sizeof head, 0);
+    enum compression kind = got > 0 ? compression_detect(head, (size_t)got) : COMPRESSION_NONE;
+    if (kind != COMPRESSION_NONE) {
+        if (decompress_core(c->fd, path, kind, opts ? opts->max_expanded : 0, &c->expanded,
+                            &c->info.expanded, err) != 0) {
+            core_close(&c->base);
+            return NULL;
+        }
+        close(c->fd);
+        c->fd = c->expanded.fd;
+        c->expanded.fd = -1;
+        c->image = c->expanded.image;
+        c->info.compression = kind;
+        st.st_size = (off_t)c->expanded.size;
+    }
     c->file_size = (uint64_t)st.st_size;
     if (opts) {
         c->warnings = opts->warnings;
-        if (opts->exe && !(c->exe_override = strdup(opts->exe)))
+        if ((opts->exe && !(c->exe_override = strdup(opts->exe))) ||
+            (opts->sysroot && !(c->sysroot = strdup(opts->sysroot))) ||
+            (opts->debug_dir && !(c->debug_dir = strdup(opts->debug_dir))))
             return fail_open(c, err, PYSCOPE_ERR_OTHER, "%s%s: out of memory", path, "");
+        /* "/" and "dir/" mean the same as "" and "dir": recorded paths start with '/'. */
+        for (size_t n; c->sysroot && (n = strlen(c->sysroot)) > 0 && c->sysroot[n - 1] == '/';)
+            c->sysroot[n - 1] = '\0';
         if (opts->n_lib_paths > 0) {
             c->lib_paths = calloc((size_t)opts->n_lib_paths, sizeof *c->lib_paths);
             if (!c->lib_paths)
@@ -728,14 +822,18 @@ struct target *core_open(const char *path, const struct core_options *opts,
     }
 
     Elf64_Ehdr eh;
-    if (c->file_size < sizeof eh || pread_full(c->fd, &eh, sizeof eh, 0) != 0)
+    if (c->file_size < sizeof eh || core_pread(c, &eh, sizeof eh, 0) != 0)
         return fail_open(c, err, PYSCOPE_ERR_USAGE,
                          "%s is not an ELF core file: it is too short (%s)", path,
                          c->file_size ? "truncated ELF header" : "empty file");
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 && c->info.compression)
+        return fail_open(c, err, PYSCOPE_ERR_USAGE,
+                         "%s is %s-compressed, but what it holds is not an ELF core file", path,
+                         compression_name(c->info.compression));
     if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
         return fail_open(c, err, PYSCOPE_ERR_USAGE,
-                         "%s is not an ELF core file%s (no ELF magic; a compressed core must be "
-                         "uncompressed first)", path, "");
+                         "%s is not an ELF core file%s (no ELF magic, nor that of zstd, lz4, xz or "
+                         "gzip)", path, "");
     if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64)
         return fail_open(c, err, PYSCOPE_ERR_USAGE,
                          "%s is not a 64-bit x86-64 core file%s", path, "");
@@ -749,7 +847,7 @@ struct target *core_open(const char *path, const struct core_options *opts,
         Elf64_Shdr sh0;
         if (eh.e_shoff == 0 || eh.e_shoff > c->file_size ||
             c->file_size - eh.e_shoff < sizeof sh0 ||
-            pread_full(c->fd, &sh0, sizeof sh0, eh.e_shoff) != 0)
+            core_pread(c, &sh0, sizeof sh0, eh.e_shoff) != 0)
             return fail_open(c, err, PYSCOPE_ERR_USAGE,
                              "%s is truncated: its segment count is missing%s", path, "");
         phnum = sh0.sh_info;
@@ -764,7 +862,7 @@ struct target *core_open(const char *path, const struct core_options *opts,
                          path, "");
     Elf64_Phdr *ph = malloc(phnum * sizeof *ph);
     c->segs = calloc(phnum, sizeof *c->segs);
-    if (!ph || !c->segs || pread_full(c->fd, ph, phnum * sizeof *ph, eh.e_phoff) != 0) {
+    if (!ph || !c->segs || core_pread(c, ph, phnum * sizeof *ph, eh.e_phoff) != 0) {
         free(ph);
         return fail_open(c, err, PYSCOPE_ERR_OTHER, "cannot read %s: %s", path, strerror(errno));
     }
@@ -794,7 +892,7 @@ struct target *core_open(const char *path, const struct core_options *opts,
                 free(ph);
                 return fail_open(c, err, PYSCOPE_ERR_OTHER, "%s%s: out of memory", path, "");
             }
-            int rc = pread_full(c->fd, notes, ph[i].p_filesz, ph[i].p_offset) == 0
+            int rc = core_pread(c, notes, ph[i].p_filesz, ph[i].p_offset) == 0
                          ? parse_notes(c, notes, ph[i].p_filesz, &at_entry)
                          : 0;
             free(notes);

@@ -1,6 +1,7 @@
 /* An ELF core file (kernel or gdb gcore) as a target: memory from its PT_LOAD
  * segments, and what the core left out read from the mapped files on disk
- * (found through NT_FILE, --exe and --lib-path, build-ids checked); threads
+ * (found through NT_FILE, --exe, --debug-dir by build-id, --lib-path and
+ * --sysroot, build-ids checked); threads
  * and registers from NT_PRSTATUS, the fatal signal from NT_SIGINFO. */
 #ifndef PYSCOPE_TARGET_CORE_H
 #define PYSCOPE_TARGET_CORE_H
@@ -9,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "target/decompress.h"
 #include "target/signals.h"
 #include "target/target.h"
 #include "util/error.h"
@@ -23,9 +25,12 @@ enum core_reg {
 
 struct core_options {
     const char *exe;                 /* --exe: the executable, NULL to use the recorded path */
+    const char *sysroot;             /* --sysroot: recorded paths are looked up below it only */
+    const char *debug_dir;           /* --debug-dir: binaries by build-id, DIR/.build-id/xx/yyyy */
     const char *const *lib_paths;    /* --lib-path directories, searched by file name */
     int n_lib_paths;
     FILE *warnings;                  /* where build-id mismatches are reported; NULL: nowhere */
+    uint64_t max_expanded;           /* a compressed core expands to at most this (0: no limit) */
 };
 
 struct core_thread {
@@ -44,10 +49,13 @@ struct core_info {
     const struct core_thread *threads;
     size_t n_threads;
     uint64_t bytes_missing;          /* memory the segments claim but the file lacks */
+    enum compression compression;    /* how the file was compressed (read through a copy) */
+    struct decompress_stats expanded;
 };
 
-/* Opens and checks a core file. Errors name the file and what is wrong
- * with it (not ELF, not a core, truncated headers, no threads). */
+/* Opens and checks a core file, expanding a compressed one first. Errors
+ * name the file and what is wrong with it (not ELF, not a core, truncated
+ * headers, no threads, a truncated or corrupt compressed stream). */
 struct target *core_open(const char *path, const struct core_options *opts,
                          struct pyscope_error *err);
 
@@ -58,6 +66,12 @@ const struct core_thread *core_thread(const struct target *t, pid_t tid);
 /* Mapped files the core refers to that could not be opened: up to max paths
  * (owned by the target); returns how many there are. */
 size_t core_missing_files(const struct target *t, const char **paths, size_t max);
+/* The build-id of a mapped file as the core's copy of its headers says
+ * ("" when the core does not hold them). */
+void core_mapped_build_id(const struct target *t, const char *recorded, char *out,
+                          size_t outsize);
+/* --debug-dir, or NULL (also for a live process). */
+const char *core_debug_dir(const struct target *t);
 /* The file actually opened for a recorded path (after --exe/--lib-path), or NULL. */
 const char *core_resolved_path(const struct target *t, const char *recorded);
 

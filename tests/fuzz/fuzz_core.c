@@ -1,5 +1,6 @@
 /* libFuzzer target: a mutated core file through everything `dump --core`
- * does with one: parsing (core_open), memory reads, thread listing, runtime
+ * does with one: expansion of a compressed core (the corpus holds zstd, lz4,
+ * xz and gzip seeds), parsing (core_open), memory reads, thread listing, runtime
  * discovery and the Python stack walk with locals. A crash, hang or leak
  * here is a bug; a rejected file is the expected outcome for most inputs. */
 #include <stdint.h>
@@ -29,7 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * fuzzer never reads the machine's files through NT_FILE. */
     const char *libs[] = {"/nonexistent-pyscope-fuzz"};
     struct core_options opts = {.exe = "/nonexistent-pyscope-fuzz/exe", .lib_paths = libs,
-                                .n_lib_paths = 1, .warnings = NULL};
+                                .n_lib_paths = 1, .warnings = NULL,
+                                .max_expanded = 64u << 20};
     struct pyscope_error err = {0};
     struct target *t = core_open(path, &opts, &err);
     if (t) {

@@ -1,8 +1,11 @@
 """Writes the fuzz seed corpus: a minimal synthetic core (one PT_LOAD, the
 notes pyscope reads: PRSTATUS, PRPSINFO, SIGINFO, AUXV, FILE), a truncated
-copy, and a small ELF shared object. Run from the repository root:
+copy, the core compressed four ways (zstd and lz4 need their command-line
+tools), and a small ELF shared object. Run from the repository root:
     python3 tests/fuzz/make_seeds.py
 """
+import gzip
+import lzma
 import os
 import struct
 import subprocess
@@ -75,6 +78,13 @@ def main():
         f.write(core)
     with open(os.path.join(OUT, "core", "truncated.core"), "wb") as f:
         f.write(core[:700])
+    compressed = {"xz": lzma.compress(core), "gz": gzip.compress(core, mtime=0)}
+    for ext, tool in (("zst", "zstd"), ("lz4", "lz4")):
+        compressed[ext] = subprocess.run([tool, "-q", "-c"], input=core, stdout=subprocess.PIPE,
+                                         check=True).stdout
+    for ext, data in compressed.items():
+        with open(os.path.join(OUT, "core", "synthetic.core." + ext), "wb") as f:
+            f.write(data)
     with open(os.path.join(OUT, "elf", "small.so"), "wb") as f:
         f.write(small_elf())
 

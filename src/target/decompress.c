@@ -1,0 +1,567 @@
+/* Expansion of compressed cores into memory or an unlinked temporary file.
+ * The four decoders share one input reader and one output sink; in memory
+ * they decode straight into the image, into a file through a buffer whose
+ * pages of zeros become holes (a core is mostly untouched stack and heap).
+ * Nothing past the end of the ELF file's last segment is kept, so trailing
+ * data or a crafted stream cannot fill memory or disk beyond what the core
+ * needs. */
+#include "target/decompress.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <lz4frame.h>
+#include <lzma.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "util/clock.h"
+
+#define IN_CHUNK (1u << 20)
+#define OUT_CHUNK (4u << 20)
+#define PAGE 4096u
+#define MAX_DROPPED (256ull << 20)
+
+enum compression compression_detect(const unsigned char *head, size_t n)
+{
+    static const unsigned char zstd[] = {0x28, 0xb5, 0x2f, 0xfd};
+    static const unsigned char lz4[] = {0x04, 0x22, 0x4d, 0x18};
+    static const unsigned char xz[] = {0xfd, '7', 'z', 'X', 'Z', 0x00};
+    static const unsigned char gz[] = {0x1f, 0x8b};
+    if (n >= sizeof zstd && memcmp(head, zstd, sizeof zstd) == 0)
+        return COMPRESSION_ZSTD;
+    if (n >= sizeof lz4 && memcmp(head, lz4, sizeof lz4) == 0)
+        return COMPRESSION_LZ4;
+    if (n >= sizeof xz && memcmp(head, xz, sizeof xz) == 0)
+        return COMPRESSION_XZ;
+    if (n >= sizeof gz && memcmp(head, gz, sizeof gz) == 0)
+        return COMPRESSION_GZIP;
+    return COMPRESSION_NONE;
+}
+
+const char *compression_name(enum compression kind)
+{
+    switch (kind) {
+    case COMPRESSION_ZSTD: return "zstd";
+    case COMPRESSION_LZ4: return "lz4";
+    case COMPRESSION_XZ: return "xz";
+    case COMPRESSION_GZIP: return "gzip";
+    case COMPRESSION_NONE: break;
+    }
+    return "uncompressed";
+}
+
+struct source {
+    int fd;
+    unsigned char *buf;
+    size_t pos, len;
+    uint64_t consumed;      /* compressed bytes handed to the decoder before buf */
+    bool eof;
+    int error;              /* errno of a failed read */
+};
+
+/* Refills buf when the decoder has taken all of it; false at the end. */
+static bool source_refill(struct source *s)
+{
+    if (s->pos < s->len)
+        return true;
+    if (s->eof)
+        return false;
+    s->consumed += s->len;
+    s->pos = s->len = 0;
+    for (;;) {
+        ssize_t n = read(s->fd, s->buf, IN_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            s->error = errno;
+        if (n <= 0) {
+            s->eof = true;
+            return false;
+        }
+        s->len = (size_t)n;
+        return true;
+    }
+}
+
+static uint64_t memory_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (!f)
+        return 0;
+    char line[128];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kb << 10;
+}
+
+/* An unlinked temporary file in $TMPDIR, or /tmp. */
+static int make_temp(const char **where)
+{
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = "/tmp";
+    *where = dir;
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        return fd;
+    /* Filesystems without O_TMPFILE: a named file, unlinked at once. */
+    char path[PATH_MAX];
+    if ((size_t)snprintf(path, sizeof path, "%s/pyscope-core-XXXXXX", dir) >= sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    fd = mkostemp(path, O_CLOEXEC);
+    if (fd >= 0)
+        unlink(path);
+    return fd;
+}
+
+struct sink {
+    int fd;
+    unsigned char *buf;     /* where the decoders write: staging, or into image */
+    unsigned char *staging;
+    size_t len;
+    uint64_t written;       /* file offset of buf[0] */
+    uint64_t limit;         /* the core ends here (UINT64_MAX: not known) */
+    uint64_t max_bytes;
+    uint64_t dropped;       /* bytes decoded past limit */
+    bool done;              /* far past limit: the rest of the stream is not read */
+    int error;
+    bool no_temp;           /* the temporary file could not be made */
+    bool opened;            /* image or fd chosen (at the first flush) */
+    unsigned char *image;   /* the core in anonymous memory, or NULL */
+    size_t map_size;
+    const char *where;      /* "memory" or the directory of the temporary file */
+};
+
+static bool page_is_zero(const unsigned char *p, size_t n)
+{
+    return p[0] == 0 && memcmp(p, p + 1, n - 1) == 0;
+}
+
+/* Where an ELF core's last byte lies, from headers at the start of buf;
+ * UINT64_MAX when they are not all in it. */
+static uint64_t elf_end(const unsigned char *buf, size_t len)
+{
+    Elf64_Ehdr eh;
+    if (len < sizeof eh)
+        return UINT64_MAX;
+    memcpy(&eh, buf, sizeof eh);
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == PN_XNUM ||
+        eh.e_phoff > len || (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr) > len - eh.e_phoff)
+        return UINT64_MAX;
+    uint64_t end = eh.e_phoff + (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr);
+    if (eh.e_shoff && eh.e_shnum) {
+        uint64_t sh_end = eh.e_shoff + (uint64_t)eh.e_shnum * eh.e_shentsize;
+        if (sh_end < eh.e_shoff)
+            return UINT64_MAX;
+        end = sh_end > end ? sh_end : end;
+    }
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, buf + eh.e_phoff + i * sizeof ph, sizeof ph);
+        uint64_t seg_end = ph.p_offset + ph.p_filesz;
+        if (seg_end < ph.p_offset)
+            return UINT64_MAX;
+        end = seg_end > end ? seg_end : end;
+    }
+    return end;
+}
+
+static int write_at(struct sink *k, const unsigned char *p, size_t n, uint64_t off)
+{
+    if (k->image) {
+        memcpy(k->image + off, p, n);   /* off + n <= limit <= map_size */
+        return 0;
+    }
+    while (n > 0) {
+        ssize_t w = pwrite(k->fd, p, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            k->error = w < 0 ? errno : ENOSPC;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+/* Where the decoders write next: straight into the image while a whole
+ * chunk fits there, else the staging buffer (on disk, and at the image's
+ * end, where the stream may run past the last segment). */
+static void sink_place(struct sink *k)
+{
+    k->buf = k->image && k->map_size - k->written >= OUT_CHUNK ? k->image + k->written
+                                                               : k->staging;
+}
+
+/* Writes out buf (runs of non-zero pages); -1 on a write error. */
+static int sink_flush(struct sink *k)
+{
+    if (!k->opened) {
+        k->opened = true;
+        k->limit = elf_end(k->buf, k->len);
+        if (k->max_bytes && k->limit > k->max_bytes)
+            k->limit = k->max_bytes;
+        /* Memory when the user set no TMPDIR and the core is known to take
+         * at most half of what is available: writing a large file into a
+         * busy disk's page cache stalled on writeback for many times the
+         * decompression's own cost. Pages never written stay unallocated. */
+        const char *tmpdir = getenv("TMPDIR");
+        if ((!tmpdir || !*tmpdir) && k->limit != UINT64_MAX && k->limit > 0 &&
+            k->limit <= memory_available() / 2) {
+            size_t size = (size_t)((k->limit + PAGE - 1) & ~(uint64_t)(PAGE - 1));
+            void *m = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (m != MAP_FAILED) {
+                madvise(m, size, MADV_HUGEPAGE);
+                k->image = m;
+                k->map_size = size;
+                k->where = "memory";
+                goto opened;
+            }
+        }
+        k->fd = make_temp(&k->where);
+        if (k->fd < 0) {
+            k->error = errno;
+            k->no_temp = true;
+            return -1;
+        }
+    }
+opened:;
+    size_t len = k->len;
+    if (k->written + len > k->limit) {
+        len = (size_t)(k->limit - k->written);
+        /* What follows the last segment is decoded and dropped, so that the
+         * stream's own checksum at its end still tells a corrupt core; a
+         * stream that goes on much longer is not worth reading. */
+        k->dropped += k->len - len;
+        k->done = k->dropped > MAX_DROPPED;
+    }
+    if (k->buf != k->staging) {
+        /* Decoded straight into the image: nothing to copy or scan. */
+        k->written += len;
+        k->len = 0;
+        sink_place(k);
+        return 0;
+    }
+    size_t run_start = 0;
+    bool in_run = false;
+    for (size_t at = 0; at < len; at += PAGE) {
+        size_t n = len - at < PAGE ? len - at : PAGE;
+        bool zero = page_is_zero(k->buf + at, n);
+        if (!zero && !in_run) {
+            run_start = at;
+            in_run = true;
+        } else if (zero && in_run) {
+            if (write_at(k, k->buf + run_start, at - run_start, k->written + run_start) != 0)
+                return -1;
+            in_run = false;
+        }
+    }
+    if (in_run && write_at(k, k->buf + run_start, len - run_start, k->written + run_start) != 0)
+        return -1;
+    k->written += len;
+    k->len = 0;
+    sink_place(k);
+    return 0;
+}
+
+/* After a decoder produced into buf: flushes when full. */
+static int sink_produced(struct sink *k, size_t n)
+{
+    k->len += n;
+    return k->len == OUT_CHUNK ? sink_flush(k) : 0;
+}
+
+enum outcome { OUT_OK, OUT_TRUNCATED, OUT_CORRUPT, OUT_IO, OUT_NOMEM };
+
+struct run {
+    struct source *src;
+    struct sink *out;
+    const char *detail;     /* the decoder's words for a corrupt stream */
+};
+
+static enum outcome run_zstd(struct run *r)
+{
+    struct source *s = r->src;
+    struct sink *k = r->out;
+    ZSTD_DStream *ds = ZSTD_createDStream();
+    if (!ds)
+        return OUT_NOMEM;
+    /* Large windows (zstd --long) are allowed: the memory is the frame's to ask for. */
+    ZSTD_DCtx_setParameter(ds, ZSTD_d_windowLogMax, 31);
+    enum outcome result = OUT_OK;
+    size_t pending = 1;
+    for (;;) {
+        bool more = source_refill(s);
+        if (!more && pending == 0)
+            break;      /* the last frame ended with the input */
+        ZSTD_inBuffer in = {s->buf, s->len, s->pos};
+        ZSTD_outBuffer out = {k->buf + k->len, OUT_CHUNK - k->len, 0};
+        pending = ZSTD_decompressStream(ds, &out, &in);
+        s->pos = in.pos;
+        if (ZSTD_isError(pending)) {
+            k->len += out.pos;
+            r->detail = ZSTD_getErrorName(pending);
+            result = OUT_CORRUPT;
+            break;
+        }
+        if (sink_produced(k, out.pos) != 0) {
+            result = OUT_IO;
+            break;
+        }
+        if (k->done || (!more && out.pos == 0))
+            break;
+    }
+    ZSTD_freeDStream(ds);
+    if (result == OUT_OK && !k->done && pending != 0)
+        result = OUT_TRUNCATED;
+    return result;
+}
+
+static enum outcome run_lz4(struct run *r)
+{
+    struct source *s = r->src;
+    struct sink *k = r->out;
+    LZ4F_dctx *dctx;
+    if (LZ4F_isError(LZ4F_createDecompressionContext(&dctx, LZ4F_VERSION)))
+        return OUT_NOMEM;
+    enum outcome result = OUT_OK;
+    size_t hint = 1;
+    for (;;) {
+        bool more = source_refill(s);
+        if (!more && hint == 0)
+            break;
+        size_t src_n = s->len - s->pos, dst_n = OUT_CHUNK - k->len;
+        hint = LZ4F_decompress(dctx, k->buf + k->len, &dst_n, s->buf + s->pos, &src_n, NULL);
+        if (LZ4F_isError(hint)) {
+            k->len += dst_n;
+            r->detail = strstr(LZ4F_getErrorName(hint), "hecksum")
+                            ? "its checksum does not match the data"
+                            : LZ4F_getErrorName(hint);
+            result = OUT_CORRUPT;
+            break;
+        }
+        s->pos += src_n;
+        if (sink_produced(k, dst_n) != 0) {
+            result = OUT_IO;
+            break;
+        }
+        if (k->done || (!more && dst_n == 0))
+            break;
+    }
+    LZ4F_freeDecompressionContext(dctx);
+    if (result == OUT_OK && !k->done && hint != 0)
+        result = OUT_TRUNCATED;
+    return result;
+}
+
+static const char *lzma_words(lzma_ret ret)
+{
+    switch (ret) {
+    case LZMA_FORMAT_ERROR: return "not in the .xz format";
+    case LZMA_OPTIONS_ERROR: return "unsupported compression options";
+    case LZMA_DATA_ERROR: return "compressed data is corrupt";
+    case LZMA_MEMLIMIT_ERROR: return "needs too much memory";
+    default: return "decoder error";
+    }
+}
+
+static enum outcome run_xz(struct run *r)
+{
+    struct source *s = r->src;
+    struct sink *k = r->out;
+    lzma_stream z = LZMA_STREAM_INIT;
+    if (lzma_stream_decoder(&z, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK)
+        return OUT_NOMEM;
+    enum outcome result = OUT_OK;
+    for (;;) {
+        bool more = source_refill(s);
+        z.next_in = s->buf + s->pos;
+        z.avail_in = s->len - s->pos;
+        z.next_out = k->buf + k->len;
+        z.avail_out = OUT_CHUNK - k->len;
+        lzma_ret ret = lzma_code(&z, more ? LZMA_RUN : LZMA_FINISH);
+        s->pos = s->len - z.avail_in;
+        if (sink_produced(k, (size_t)(z.next_out - (k->buf + k->len))) != 0) {
+            result = OUT_IO;
+            break;
+        }
+        if (ret == LZMA_STREAM_END || k->done)
+            break;
+        if (ret == LZMA_BUF_ERROR || (ret == LZMA_OK && !more && z.avail_out != 0 &&
+                                      z.avail_in == 0)) {
+            result = OUT_TRUNCATED;
+            break;
+        }
+        if (ret == LZMA_MEM_ERROR) {
+            result = OUT_NOMEM;
+            break;
+        }
+        if (ret != LZMA_OK) {
+            r->detail = lzma_words(ret);
+            /* With LZMA_FINISH a stream cut inside a block reads as corrupt. */
+            result = !more && ret == LZMA_DATA_ERROR ? OUT_TRUNCATED : OUT_CORRUPT;
+            break;
+        }
+    }
+    lzma_end(&z);
+    return result;
+}
+
+static enum outcome run_gzip(struct run *r)
+{
+    struct source *s = r->src;
+    struct sink *k = r->out;
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 15 + 16) != Z_OK)
+        return OUT_NOMEM;
+    enum outcome result = OUT_OK;
+    for (;;) {
+        bool more = source_refill(s);
+        z.next_in = s->buf + s->pos;
+        z.avail_in = (uInt)(s->len - s->pos);
+        z.next_out = k->buf + k->len;
+        z.avail_out = (uInt)(OUT_CHUNK - k->len);
+        int ret = inflate(&z, Z_NO_FLUSH);
+        s->pos = s->len - z.avail_in;
+        size_t produced = (size_t)(z.next_out - (k->buf + k->len));
+        if (sink_produced(k, produced) != 0) {
+            result = OUT_IO;
+            break;
+        }
+        if (k->done)
+            break;
+        if (ret == Z_STREAM_END) {
+            /* gzip files may hold several members; anything else after the
+             * first one (padding) is not ours to read. */
+            if (!source_refill(s) || s->len - s->pos < 2 || s->buf[s->pos] != 0x1f ||
+                s->buf[s->pos + 1] != 0x8b)
+                break;
+            inflateReset(&z);
+            continue;
+        }
+        if (ret == Z_MEM_ERROR) {
+            result = OUT_NOMEM;
+            break;
+        }
+        if (ret == Z_DATA_ERROR || ret == Z_NEED_DICT || ret == Z_STREAM_ERROR) {
+            r->detail = z.msg ? z.msg : "corrupt deflate data";
+            result = OUT_CORRUPT;
+            break;
+        }
+        if (!more && produced == 0) {
+            result = OUT_TRUNCATED;
+            break;
+        }
+    }
+    inflateEnd(&z);
+    return result;
+}
+
+int decompress_core(int fd, const char *name, enum compression kind, uint64_t max_bytes,
+                    struct decompressed *core, struct decompress_stats *stats,
+                    struct pyscope_error *err)
+{
+    memset(core, 0, sizeof *core);
+    core->fd = -1;
+    double started = monotonic_ms();
+    const char *format = compression_name(kind);
+    struct source src = {.fd = fd};
+    struct sink out = {.fd = -1, .limit = UINT64_MAX, .max_bytes = max_bytes, .where = "/tmp"};
+    src.buf = malloc(IN_CHUNK);
+    out.buf = out.staging = malloc(OUT_CHUNK);
+    struct run r = {&src, &out, NULL};
+    enum outcome result = OUT_NOMEM;
+    if (src.buf && out.buf) {
+        if (lseek(fd, 0, SEEK_SET) == 0)
+            posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        switch (kind) {
+        case COMPRESSION_ZSTD: result = run_zstd(&r); break;
+        case COMPRESSION_LZ4: result = run_lz4(&r); break;
+        case COMPRESSION_XZ: result = run_xz(&r); break;
+        case COMPRESSION_GZIP: result = run_gzip(&r); break;
+        case COMPRESSION_NONE: result = OUT_CORRUPT; r.detail = "not compressed"; break;
+        }
+        if (result == OUT_OK && !out.done && (out.len || !out.opened) && sink_flush(&out) != 0)
+            result = OUT_IO;
+        if (result == OUT_OK && out.fd >= 0 && ftruncate(out.fd, (off_t)out.written) != 0) {
+            out.error = errno;
+            result = OUT_IO;
+        }
+    }
+    uint64_t at = src.consumed + src.pos;
+    uint64_t expanded = out.written + out.len;
+    free(src.buf);
+    free(out.staging);
+    if (src.error && result != OUT_OK)
+        result = OUT_IO, out.error = src.error;
+    switch (result) {
+    case OUT_OK:
+        if (stats) {
+            stats->in_bytes = at;
+            stats->out_bytes = out.written;
+            stats->ms = monotonic_ms() - started;
+            snprintf(stats->where, sizeof stats->where, "%s", out.where);
+        }
+        core->fd = out.fd;
+        core->image = out.image;
+        core->map_size = out.map_size;
+        core->size = out.written;
+        return 0;
+    case OUT_TRUNCATED:
+        error_set(err, PYSCOPE_ERR_USAGE, "%s is a truncated %s file: its compressed data ends "
+                  "after %llu bytes of core (cut short while copying or compressing?)", name,
+                  format, (unsigned long long)expanded);
+        break;
+    case OUT_CORRUPT:
+        error_set(err, PYSCOPE_ERR_USAGE, "%s is a corrupt %s file: %s (after %llu bytes of core)",
+                  name, format, r.detail ? r.detail : "bad data", (unsigned long long)expanded);
+        break;
+    case OUT_IO:
+        if (src.error)
+            error_set(err, PYSCOPE_ERR_OTHER, "cannot read %s: %s", name, strerror(src.error));
+        else
+            error_set(err, PYSCOPE_ERR_OTHER, "cannot %s a temporary file in %s to expand the "
+                      "%s-compressed core %s: %s (set TMPDIR to a directory with room)",
+                      out.no_temp ? "create" : "write", out.where, format, name,
+                      strerror(out.error));
+        break;
+    case OUT_NOMEM:
+        error_set(err, PYSCOPE_ERR_OTHER, "cannot expand the %s-compressed core %s: out of memory",
+                  format, name);
+        break;
+    }
+    if (out.fd >= 0)
+        close(out.fd);
+    if (out.image)
+        munmap(out.image, out.map_size);
+    return -1;
+}
+
+void decompressed_free(struct decompressed *core)
+{
+    if (core->fd >= 0)
+        close(core->fd);
+    if (core->image)
+        munmap(core->image, core->map_size);
+    memset(core, 0, sizeof *core);
+    core->fd = -1;
+}

@@ -1,0 +1,51 @@
+/* Compressed core files (zstd, lz4 frames, xz, gzip), recognised by their
+ * magic bytes and expanded into memory or an unlinked temporary file that
+ * the core target then reads like any other core. */
+#ifndef PYSCOPE_TARGET_DECOMPRESS_H
+#define PYSCOPE_TARGET_DECOMPRESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/error.h"
+
+enum compression {
+    COMPRESSION_NONE = 0,
+    COMPRESSION_ZSTD,
+    COMPRESSION_LZ4,
+    COMPRESSION_XZ,
+    COMPRESSION_GZIP,
+};
+
+/* What the first bytes of a file say it is (COMPRESSION_NONE: not one of
+ * the four, e.g. a plain ELF core). */
+enum compression compression_detect(const unsigned char *head, size_t n);
+const char *compression_name(enum compression kind);
+
+struct decompress_stats {
+    uint64_t in_bytes, out_bytes;   /* compressed read, core bytes kept */
+    double ms;                      /* wall time of the whole expansion */
+    char where[256];                /* "memory", or the directory of the temporary file */
+};
+
+struct decompressed {
+    int fd;                         /* the temporary file, or -1 */
+    unsigned char *image;           /* or the core in anonymous memory (NULL) */
+    size_t map_size;                /* of image */
+    uint64_t size;                  /* bytes of core */
+};
+
+/* Expands the compressed file open on fd (name: for messages): into
+ * anonymous memory when TMPDIR is not set and the core fits in half the
+ * available memory, else into an unlinked temporary file in $TMPDIR (or
+ * /tmp). Returns 0, or -1 with err set to one line naming the file and what
+ * is wrong with it (truncated, corrupt, no space). In a file, pages of
+ * zeros are left as holes. When the output is an ELF file, nothing
+ * past the end of its last segment is kept; max_bytes (0: no limit) bounds
+ * it in any case. */
+int decompress_core(int fd, const char *name, enum compression kind, uint64_t max_bytes,
+                    struct decompressed *core, struct decompress_stats *stats,
+                    struct pyscope_error *err);
+void decompressed_free(struct decompressed *core);
+
+#endif

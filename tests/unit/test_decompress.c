@@ -1,0 +1,170 @@
+/* Compressed-core expansion and systemd-coredump store names: formats told
+ * by magic bytes, a zstd and a gzip stream expanded byte for byte (memory
+ * and temporary file), the ELF end as the limit, truncated and corrupt
+ * streams refused, and which file names the store parser accepts. */
+#include <elf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "target/coredump_store.h"
+#include "target/decompress.h"
+#include "unit.h"
+
+static int memfd_with(const void *data, size_t n)
+{
+    int fd = memfd_create("unit", MFD_CLOEXEC);
+    if (fd >= 0 && write(fd, data, n) != (ssize_t)n) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* An ELF header with one PT_LOAD whose file bytes end at end, then
+ * pattern bytes up to total (what follows end must not be kept). */
+static unsigned char *fake_core(size_t end, size_t total)
+{
+    unsigned char *b = calloc(1, total);
+    Elf64_Ehdr eh = {0};
+    memcpy(eh.e_ident, ELFMAG, SELFMAG);
+    eh.e_ident[EI_CLASS] = ELFCLASS64;
+    eh.e_type = ET_CORE;
+    eh.e_phoff = sizeof eh;
+    eh.e_phentsize = sizeof(Elf64_Phdr);
+    eh.e_phnum = 1;
+    Elf64_Phdr ph = {.p_type = PT_LOAD, .p_offset = 8192, .p_filesz = end - 8192};
+    memcpy(b, &eh, sizeof eh);
+    memcpy(b + sizeof eh, &ph, sizeof ph);
+    for (size_t i = 8192; i < total; i++)
+        b[i] = (unsigned char)(i * 7 + i / 4096);
+    return b;
+}
+
+static int expand(const void *data, size_t n, struct decompressed *out, struct pyscope_error *err)
+{
+    int fd = memfd_with(data, n);
+    int rc = decompress_core(fd, "unit.core", compression_detect(data, n), 0, out, NULL, err);
+    close(fd);
+    return rc;
+}
+
+static void check_same(const struct decompressed *d, const unsigned char *want, size_t n)
+{
+    CHECK_EQ_INT(d->size, n);
+    unsigned char *got = malloc(n);
+    if (d->image)
+        memcpy(got, d->image, n);
+    else
+        CHECK_EQ_INT(pread(d->fd, got, n, 0), n);
+    CHECK(memcmp(got, want, n) == 0);
+    free(got);
+}
+
+static void test_detect(void)
+{
+    static const unsigned char zst[] = {0x28, 0xb5, 0x2f, 0xfd, 0};
+    static const unsigned char lz4[] = {0x04, 0x22, 0x4d, 0x18, 0};
+    static const unsigned char xz[] = {0xfd, '7', 'z', 'X', 'Z', 0};
+    static const unsigned char gz[] = {0x1f, 0x8b, 8};
+    CHECK_EQ_INT(compression_detect(zst, sizeof zst), COMPRESSION_ZSTD);
+    CHECK_EQ_INT(compression_detect(lz4, sizeof lz4), COMPRESSION_LZ4);
+    CHECK_EQ_INT(compression_detect(xz, sizeof xz), COMPRESSION_XZ);
+    CHECK_EQ_INT(compression_detect(gz, sizeof gz), COMPRESSION_GZIP);
+    CHECK_EQ_INT(compression_detect((const unsigned char *)ELFMAG, SELFMAG), COMPRESSION_NONE);
+    CHECK_EQ_INT(compression_detect(xz, 5), COMPRESSION_NONE);   /* too short to tell */
+    CHECK_EQ_STR(compression_name(COMPRESSION_ZSTD), "zstd");
+}
+
+static void test_zstd(void)
+{
+    size_t end = 3 << 20, total = end + 100000;
+    unsigned char *core = fake_core(end, total);
+    size_t cap = ZSTD_compressBound(total);
+    unsigned char *z = malloc(cap);
+    size_t zn = ZSTD_compress(z, cap, core, total, 3);
+    CHECK(!ZSTD_isError(zn));
+    struct decompressed d;
+    struct pyscope_error err = {0};
+    unsetenv("TMPDIR");
+    CHECK_EQ_INT(expand(z, zn, &d, &err), 0);
+    CHECK(d.image != NULL);          /* small: in memory */
+    check_same(&d, core, end);       /* nothing past the segment's end */
+    decompressed_free(&d);
+    setenv("TMPDIR", "/tmp", 1);
+    CHECK_EQ_INT(expand(z, zn, &d, &err), 0);
+    CHECK(d.image == NULL && d.fd >= 0);
+    check_same(&d, core, end);
+    decompressed_free(&d);
+    unsetenv("TMPDIR");
+    /* Cut in the middle, or only the frame's checksum. */
+    CHECK_EQ_INT(expand(z, zn / 2, &d, &err), -1);
+    CHECK(strstr(err.message, "unit.core is a truncated zstd file") != NULL);
+    CHECK_EQ_INT(err.status, PYSCOPE_ERR_USAGE);
+    CHECK_EQ_INT(expand(z, zn - 2, &d, &err), -1);
+    CHECK(strstr(err.message, "truncated zstd") != NULL);
+    z[zn / 2] ^= 0xff;
+    z[zn / 2 + 1] ^= 0xff;
+    CHECK_EQ_INT(expand(z, zn, &d, &err), -1);
+    CHECK(strstr(err.message, "unit.core is a corrupt zstd file") != NULL);
+    free(z);
+    free(core);
+}
+
+static void test_gzip(void)
+{
+    size_t total = 200000;
+    unsigned char *core = fake_core(total, total);
+    z_stream s = {0};
+    CHECK_EQ_INT(deflateInit2(&s, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    size_t cap = deflateBound(&s, total);
+    unsigned char *z = malloc(cap);
+    s.next_in = core;
+    s.avail_in = (uInt)total;
+    s.next_out = z;
+    s.avail_out = (uInt)cap;
+    CHECK_EQ_INT(deflate(&s, Z_FINISH), Z_STREAM_END);
+    size_t zn = cap - s.avail_out;
+    deflateEnd(&s);
+    struct decompressed d;
+    struct pyscope_error err = {0};
+    CHECK_EQ_INT(expand(z, zn, &d, &err), 0);
+    check_same(&d, core, total);
+    decompressed_free(&d);
+    CHECK_EQ_INT(expand(z, zn - 4, &d, &err), -1);
+    CHECK(strstr(err.message, "truncated gzip") != NULL);
+    free(z);
+    free(core);
+}
+
+static void test_store_names(void)
+{
+    struct coredump_entry e;
+    CHECK(coredump_store_parse_name(
+        "core.python3\\x2e12.1000.3f1c5e0a9b2d4c6e8f0a1b2c3d4e5f60.4242.1764583323000000.zst", &e));
+    CHECK_EQ_STR(e.comm, "python3\\x2e12");
+    CHECK_EQ_INT(e.uid, 1000);
+    CHECK_EQ_INT(e.pid, 4242);
+    CHECK(e.usec == 1764583323000000ull);
+    CHECK(coredump_store_parse_name(
+        "core.sleep.0.3f1c5e0a9b2d4c6e8f0a1b2c3d4e5f60.7.1764583323000000", &e));
+    CHECK_EQ_INT(e.pid, 7);
+    CHECK(!coredump_store_parse_name("core.7183", &e));
+    CHECK(!coredump_store_parse_name("core.x.0.notaboothexid.7.1", &e));
+    CHECK(!coredump_store_parse_name(
+        "core.x.0.3f1c5e0a9b2d4c6e8f0a1b2c3d4e5f60.0.1764583323000000", &e));
+    CHECK(!coredump_store_parse_name(
+        "kore.x.0.3f1c5e0a9b2d4c6e8f0a1b2c3d4e5f60.7.1764583323000000", &e));
+}
+
+int main(void)
+{
+    test_detect();
+    test_zstd();
+    test_gzip();
+    test_store_names();
+    return unit_report("test_decompress");
+}
