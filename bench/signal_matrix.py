@@ -52,6 +52,8 @@ def main():
                         cell[2] += r["landed"]
                         if not sigmatrix.cell_ok(r):
                             failures.append((interp, mode, signame, r))
+                            print("    trial %d failed: %s" % (i, "; ".join(r["detail"])),
+                                  flush=True)
                     c = counts[(mode, signame)]
                     print("  %s %-15s %-8s %d/%d ok (%d landed while pyscope ran)"
                           % (Path(interp).name, mode, signame, c[0], c[1], c[2]), flush=True)

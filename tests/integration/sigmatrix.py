@@ -214,7 +214,11 @@ class Trial:
             self.note("threads left stopped: %s" % stopped_threads(pid))
         else:
             self.result["running"] = True
-        diffs = code_differences(pid)
+        try:
+            diffs = code_differences(pid)
+        except OSError as e:        # it died meanwhile
+            self.note("target %d is gone (%s)" % (pid, e))
+            return False
         if diffs:
             self.note("code changed at %s" % ", ".join(diffs[:4]))
         else:
