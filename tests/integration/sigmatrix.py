@@ -223,11 +223,13 @@ class Trial:
             self.note("code changed at %s" % ", ".join(diffs[:4]))
         else:
             self.result["unchanged"] = True
+        # CPU time counts in 10 ms ticks: on a busy machine a working target
+        # may take a while to earn the next one; a stopped one never does.
         before = self.progress(pid)
-        time.sleep(0.15)
-        after = self.progress(pid)
-        if before is None or after is None or after <= before:
-            self.note("target made no progress (cpu ticks %s -> %s)" % (before, after))
+        after = wait_for(lambda: (self.progress(pid) or 0) > (before or 0), 3.0)
+        if before is None or not after:
+            self.note("target made no progress in 3 s (cpu ticks %s -> %s)"
+                      % (before, self.progress(pid)))
             return False
         return True
 
