@@ -22,6 +22,7 @@
 #include "python/runtime.h"
 #include "python/uncaught.h"
 #include "sampling/flight.h"
+#include "target/cleanup.h"
 #include "target/core_write.h"
 #include "target/hwbreak.h"
 #include "target/process.h"
@@ -70,11 +71,14 @@ static void run_usage(FILE *out)
 }
 
 /* Signals sent to pyscope alone (kill PID) are passed on to the program;
- * those from the terminal already reach it, as it shares our process group. */
+ * those from the terminal already reach it, as it shares our process group.
+ * A SIGPIPE of our own write (the kernel sends it as if from ourselves) is
+ * not the program's business: the write fails with EPIPE. */
 static void forward_signal(int sig, siginfo_t *info, void *ctx)
 {
     (void)ctx;
-    if (child_pid > 0 && (info->si_code == SI_USER || info->si_code == SI_QUEUE)) {
+    if (child_pid > 0 && (info->si_code == SI_USER || info->si_code == SI_QUEUE) &&
+        info->si_pid != getpid()) {
         kill(child_pid, sig);
         forwarded_signal = sig;
     }
@@ -82,7 +86,9 @@ static void forward_signal(int sig, siginfo_t *info, void *ctx)
 
 struct traced {
     pid_t tids[MAX_TRACED];
-    bool armed[MAX_TRACED];   /* its debug registers hold the exception breakpoints */
+    bool armed[MAX_TRACED];   /* it has the exception breakpoints (or could not get them) */
+    int events[MAX_TRACED][HWBREAK_MAX];   /* ... as perf events: their descriptors */
+    int n_events[MAX_TRACED];
     int n;
 };
 
@@ -99,7 +105,14 @@ static void traced_add(struct traced *tr, pid_t tid)
     if (traced_find(tr, tid) >= 0 || tr->n >= MAX_TRACED)
         return;
     tr->armed[tr->n] = false;
+    tr->n_events[tr->n] = 0;
     tr->tids[tr->n++] = tid;
+}
+
+static void traced_close_events(struct traced *tr, int i)
+{
+    while (tr->n_events[i] > 0)
+        close(tr->events[i][--tr->n_events[i]]);
 }
 
 static void traced_remove(struct traced *tr, pid_t tid)
@@ -107,9 +120,12 @@ static void traced_remove(struct traced *tr, pid_t tid)
     int i = traced_find(tr, tid);
     if (i < 0)
         return;
+    traced_close_events(tr, i);
     tr->n--;
     tr->tids[i] = tr->tids[tr->n];
     tr->armed[i] = tr->armed[tr->n];
+    tr->n_events[i] = tr->n_events[tr->n];
+    memcpy(tr->events[i], tr->events[tr->n], sizeof tr->events[i]);
 }
 
 /* Stops every traced thread except the crashing one (already stopped),
@@ -267,6 +283,7 @@ struct recorder {
     int n_breakpoints;
     bool arming;                 /* addresses known: arm each thread at its next stop */
     bool arm_failed_said;
+    bool ptrace_said;            /* said that perf events were refused */
 };
 
 /* The entries of the interpreter's uncaught-exception printer, outermost
@@ -308,12 +325,37 @@ static void recorder_attached(struct recorder *rec, struct traced *tr)
             ptrace(PTRACE_INTERRUPT, tr->tids[i], NULL, NULL);
 }
 
+/* Perf events when the kernel allows them: they go when pyscope goes,
+ * even by SIGKILL. The debug registers otherwise, which would stay armed
+ * in the program after a SIGKILL of pyscope. */
+static bool arm_with_events(struct recorder *rec, struct traced *tr, int i)
+{
+    for (int b = 0; b < rec->n_breakpoints; b++) {
+        int fd = hwbreak_open(tr->tids[i], rec->breakpoints[b]);
+        if (fd < 0) {
+            int why = errno;
+            traced_close_events(tr, i);
+            if (!rec->ptrace_said) {
+                rec->ptrace_said = true;
+                fprintf(stderr, "pyscope: note: perf_event_open refused a breakpoint (%s): using "
+                                "ptrace's debug registers, which stay armed if pyscope is killed "
+                                "with SIGKILL\n", strerror(why));
+            }
+            return false;
+        }
+        tr->events[i][tr->n_events[i]++] = fd;
+    }
+    return true;
+}
+
 static void arm_thread(struct recorder *rec, struct traced *tr, pid_t tid)
 {
     int i = traced_find(tr, tid);
     if (!rec->arming || i < 0 || tr->armed[i])
         return;
     tr->armed[i] = true;
+    if (arm_with_events(rec, tr, i))
+        return;
     if (hwbreak_arm(tid, rec->breakpoints, rec->n_breakpoints) != 0 && !rec->arm_failed_said) {
         rec->arm_failed_said = true;
         fprintf(stderr, "pyscope: warning: cannot set breakpoints in thread %d (%s): uncaught "
@@ -327,8 +369,10 @@ static void recorder_exec(struct recorder *rec, struct traced *tr)
     /* A new program image: new addresses, and exec cleared the registers. */
     rec->arming = false;
     rec->n_breakpoints = 0;
-    for (int i = 0; i < tr->n; i++)
+    for (int i = 0; i < tr->n; i++) {
         tr->armed[i] = false;
+        traced_close_events(tr, i);
+    }
     flight_watch(&rec->flight, child_pid);
 }
 
@@ -359,12 +403,17 @@ static void record_traceback(struct recorder *rec, const struct py_uncaught *u)
 }
 
 /* tid stopped at the entry of the exception printer. */
-static void on_breakpoint(struct recorder *rec, pid_t tid)
+static void on_breakpoint(struct recorder *rec, struct traced *tr, pid_t tid)
 {
-    hwbreak_which(tid);
     /* One stop per thread is enough; the resume flag covers a failed disarm. */
-    hwbreak_disarm(tid);
-    hwbreak_step_over(tid);
+    int i = traced_find(tr, tid);
+    if (i >= 0 && tr->n_events[i] > 0) {
+        traced_close_events(tr, i);
+    } else {
+        hwbreak_which(tid);
+        hwbreak_disarm(tid);
+        hwbreak_step_over(tid);
+    }
     struct py_runtime *rt = flight_runtime(&rec->flight);
     if (rec->failure_recorded || !rt)
         return;
@@ -392,7 +441,7 @@ static bool is_breakpoint_stop(pid_t tid)
 {
     siginfo_t info;
     return ptrace(PTRACE_GETSIGINFO, tid, NULL, &info) == 0 && info.si_signo == SIGTRAP &&
-           info.si_code == HWBREAK_SI_CODE;
+           (info.si_code == HWBREAK_SI_CODE || info.si_code == HWBREAK_PERF_SI_CODE);
 }
 
 static void on_exit_status(struct recorder *rec, int status)
@@ -550,16 +599,22 @@ int cmd_run(int argc, char **argv)
         return PYSCOPE_ERR_USAGE;
     }
 
+    /* Every signal that would end pyscope goes to the program instead, so
+     * pyscope stays until the program ends; its own crashes undo what it
+     * armed (target/cleanup.h). */
+    cleanup_install();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = forward_signal;
     sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
-    int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, 0};
-    forwarded[6] = dump_signal;
-    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
-        if (forwarded[i])
-            sigaction(forwarded[i], &sa, NULL);
+    sigset_t forwarded;
+    cleanup_terminating_signals(&forwarded);
+    if (dump_signal)
+        sigaddset(&forwarded, dump_signal);
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sigismember(&forwarded, sig) == 1)
+            sigaction(sig, &sa, NULL);
 
     struct recorder *rec = NULL;
     if (recording) {
@@ -654,7 +709,7 @@ int cmd_run(int argc, char **argv)
         }
         /* A signal for the program. */
         if (rec && sig == SIGTRAP && is_breakpoint_stop(tid)) {
-            on_breakpoint(rec, tid);
+            on_breakpoint(rec, tr, tid);
             ptrace(PTRACE_CONT, tid, NULL, NULL);
             continue;
         }

@@ -17,6 +17,7 @@
 #include "cmd/collect.h"
 #include "cmd/commands.h"
 #include "output/stack_report.h"
+#include "target/cleanup.h"
 #include "target/core_write.h"
 #include "target/process.h"
 
@@ -641,37 +642,6 @@ static bool wait_group_stopped(pid_t pid)
     return false;
 }
 
-/* pyscope itself crashing must not leave int3s behind (the process would
- * die of SIGTRAP at the next hit): put the code back, best effort. */
-static struct watch_session *crash_session;
-
-static void restore_on_crash(int sig)
-{
-    struct watch_session *s = crash_session;
-    if (s && s->mem.fd >= 0) {
-        struct sw_breakpoint *bps[2] = {&s->eval_bp, &s->dl_bp};
-        for (int i = 0; i < 2; i++)
-            if (bps[i]->inserted)
-                pwrite(s->mem.fd, bps[i]->original, 1, (off_t)bps[i]->addr);
-        for (int i = 0; i < s->n_native; i++)
-            if (s->native[i].bp.inserted)
-                pwrite(s->mem.fd, s->native[i].bp.original, 1, (off_t)s->native[i].bp.addr);
-        for (int i = 0; i < s->tr.n; i++) {
-            pid_t tid = s->tr.threads[i].tid;
-            int status;
-            ptrace(PTRACE_INTERRUPT, tid, NULL, NULL);
-            for (int tries = 0; tries < 1000 && waitpid(tid, &status, __WALL | WNOHANG) == 0; tries++) {
-                struct timespec pause = {0, 1000000};
-                nanosleep(&pause, NULL);
-            }
-            ptrace(PTRACE_POKEUSER, tid, (void *)(long)offsetof(struct user, u_debugreg[7]), NULL);
-            ptrace(PTRACE_DETACH, tid, NULL, NULL);
-        }
-    }
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
 /* ---- setup ---- */
 
 static int parse_func(const char *arg, struct watch_func *wf)
@@ -920,22 +890,21 @@ int cmd_watch(int argc, char **argv)
         goto out;
     }
 
-    /* Signals are taken synchronously (sigtimedwait), so that no system
-     * call of ours is ever interrupted halfway through a breakpoint. */
+    /* Every terminating signal is taken synchronously (sigtimedwait), so
+     * that no system call of ours is ever interrupted halfway through a
+     * breakpoint; a broken pipe is then an EPIPE and a pending SIGPIPE.
+     * pyscope's own crashes undo the breakpoints from target/cleanup.c. */
     sigset_t wait_set;
-    sigemptyset(&wait_set);
+    cleanup_terminating_signals(&wait_set);
     sigaddset(&wait_set, SIGCHLD);
-    sigaddset(&wait_set, SIGINT);
-    sigaddset(&wait_set, SIGTERM);
-    sigaddset(&wait_set, SIGHUP);
     sigprocmask(SIG_BLOCK, &wait_set, NULL);
-    crash_session = s;
-    int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
-    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
-        signal(fatal[i], restore_on_crash);
+    cleanup_install();
 
     if ((status = start_watching(s, pid, program)) != 0)
         goto out;
+    fprintf(stderr, "pyscope: breakpoints are removed when watching ends, also on any signal "
+                    "but SIGKILL; after kill -9 of pyscope they stay and the process dies of "
+                    "SIGTRAP at the next hit\n");
     if (program)
         fprintf(stderr, "pyscope: started %s as process %d\n", program[0], (int)s->tr.pid);
 
@@ -952,8 +921,14 @@ int cmd_watch(int argc, char **argv)
             break;
         siginfo_t info;
         struct timespec ts = {POLL_MS / 1000, (POLL_MS % 1000) * 1000000L};
-        int sig = sigtimedwait(&wait_set, &info, &ts);
-        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+        int sig = ferror(s->out) ? SIGPIPE : sigtimedwait(&wait_set, &info, &ts);
+        if (sig == SIGPIPE && (ferror(s->out) || info.si_pid == getpid())) {
+            fprintf(stderr, "pyscope: cannot write the report%s; stopped watching\n",
+                    output ? "" : " (standard output closed)");
+            status = PYSCOPE_ERR_OTHER;
+            break;
+        }
+        if (sig > 0 && sig != SIGCHLD) {
             stop_signal = sig;
             stop_from_kill = info.si_code == SI_USER;
             break;
@@ -1009,7 +984,6 @@ int cmd_watch(int argc, char **argv)
     if (never_found && status == 0)
         status = PYSCOPE_ERR_OTHER;
 out:
-    crash_session = NULL;
     if (s->unwinder)
         native_close(s->unwinder);
     for (int i = 0; i < s->n_searched; i++)

@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "target/cleanup.h"
+
 #define INT3 0xcc
 
 /* A breakpoint is stepped over by emulating the instruction it replaced
@@ -221,8 +223,10 @@ int bp_memory_open(struct bp_memory *m, pid_t pid, struct pyscope_error *err)
 
 void bp_memory_close(struct bp_memory *m)
 {
-    if (m->fd >= 0)
+    if (m->fd >= 0) {
+        cleanup_code_forget(m->fd);
         close(m->fd);
+    }
     m->fd = -1;
 }
 
@@ -249,7 +253,10 @@ int bp_insert(struct bp_memory *m, struct sw_breakpoint *bp, struct pyscope_erro
     }
     insn_decode(bp->original, sizeof bp->original, &bp->first);
     uint8_t int3 = INT3;
+    /* Recorded before it goes in: a signal between the two must undo it. */
+    cleanup_code_changed(m->fd, bp->addr, bp->original[0]);
     if (mem_write(m, bp->addr, &int3, 1) != 0) {
+        cleanup_code_restored(bp->addr);
         error_set(err, PYSCOPE_ERR_OTHER, "cannot write a breakpoint at 0x%llx: %s",
                   (unsigned long long)bp->addr, strerror(errno));
         return -1;
@@ -265,6 +272,7 @@ int bp_remove(struct bp_memory *m, struct sw_breakpoint *bp)
     if (mem_write(m, bp->addr, bp->original, 1) != 0)
         return -1;
     bp->inserted = false;
+    cleanup_code_restored(bp->addr);
     return 0;
 }
 
@@ -320,8 +328,10 @@ int bp_step_over_regs(struct tracer *tr, struct bp_memory *m, pid_t tid, struct 
         return -1;
     int rc = bp_single_step(tr, tid, pending_signal);
     uint8_t int3 = INT3;
-    if (mem_write(m, bp->addr, &int3, 1) != 0)
+    if (mem_write(m, bp->addr, &int3, 1) != 0) {
         bp->inserted = false;
+        cleanup_code_restored(bp->addr);
+    }
     return rc;
 }
 
@@ -356,8 +366,13 @@ static unsigned long dr7_value(unsigned enabled_mask)
 
 int dr_enable(pid_t tid, unsigned enabled_mask)
 {
-    return ptrace(PTRACE_POKEUSER, tid, (void *)dr_offset(7), (void *)dr7_value(enabled_mask)) == 0
-               ? 0 : -1;
+    if (enabled_mask)
+        cleanup_debugregs_armed(tid);
+    if (ptrace(PTRACE_POKEUSER, tid, (void *)dr_offset(7), (void *)dr7_value(enabled_mask)) != 0)
+        return -1;
+    if (!enabled_mask)
+        cleanup_debugregs_cleared(tid);
+    return 0;
 }
 
 int dr_arm(pid_t tid, int slot, uint64_t addr, unsigned enabled_mask)

@@ -1,12 +1,20 @@
-/* Debug-register breakpoints for run's uncaught-exception stop: DR0-DR3 hold
- * the addresses, DR7 enables them as local execute breakpoints, DR6 says
- * which one fired. */
+/* Execute breakpoints for run's uncaught-exception stop: perf events, which
+ * the kernel takes out when pyscope dies, or else the debug registers
+ * through ptrace (DR0-DR3 hold the addresses, DR7 enables them as local
+ * execute breakpoints, DR6 says which one fired). */
 #include "target/hwbreak.h"
 
 #include <errno.h>
+#include <linux/hw_breakpoint.h>
+#include <linux/perf_event.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
+#include <unistd.h>
+
+#include "target/cleanup.h"
 
 #define DR_OFFSET(i) offsetof(struct user, u_debugreg[i])
 /* DR7: bit 2i enables breakpoint i locally; its condition and length bits
@@ -29,6 +37,7 @@ int hwbreak_arm(pid_t tid, const uint64_t *addrs, int n)
     if (poke_debugreg(tid, 7, 0) != 0)
         return -1;
     unsigned long dr7 = 0;
+    cleanup_debugregs_armed(tid);
     for (int i = 0; i < n; i++) {
         if (poke_debugreg(tid, i, (unsigned long)addrs[i]) != 0)
             return -1;
@@ -39,7 +48,10 @@ int hwbreak_arm(pid_t tid, const uint64_t *addrs, int n)
 
 int hwbreak_disarm(pid_t tid)
 {
-    return poke_debugreg(tid, 7, 0);
+    if (poke_debugreg(tid, 7, 0) != 0)
+        return -1;
+    cleanup_debugregs_cleared(tid);
+    return 0;
 }
 
 int hwbreak_step_over(pid_t tid)
@@ -62,4 +74,21 @@ int hwbreak_which(pid_t tid)
         if ((unsigned long)dr6 & (1ul << i) & DR6_HIT_MASK)
             return i;
     return -1;
+}
+
+int hwbreak_open(pid_t tid, uint64_t addr)
+{
+    struct perf_event_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_BREAKPOINT;
+    attr.bp_type = HW_BREAKPOINT_X;
+    attr.bp_addr = addr;
+    attr.bp_len = sizeof(long);
+    attr.sample_period = 1;
+    attr.sigtrap = 1;
+    attr.remove_on_exec = 1;           /* required with sigtrap */
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    return (int)syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }

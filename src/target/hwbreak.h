@@ -28,4 +28,15 @@ int hwbreak_which(pid_t tid);
 /* The si_code of a SIGTRAP caused by a hardware breakpoint. */
 #define HWBREAK_SI_CODE 4   /* TRAP_HWBKPT */
 
+/* The same breakpoint as a perf event (perf_event_open, PERF_TYPE_BREAKPOINT
+ * with sigtrap, Linux 5.13): the kernel removes it when the descriptor
+ * closes, also when pyscope is killed with SIGKILL, whereas debug registers
+ * set with ptrace stay armed in the detached thread and kill it with
+ * SIGTRAP at its next hit. A hit stops the traced thread with SIGTRAP
+ * (si_code HWBREAK_PERF_SI_CODE) before the instruction at addr runs; exec
+ * removes it. Returns the descriptor, or -1 (errno set). */
+int hwbreak_open(pid_t tid, uint64_t addr);
+
+#define HWBREAK_PERF_SI_CODE 6   /* TRAP_PERF */
+
 #endif

@@ -1,7 +1,7 @@
 /* ptrace-based pausing. PTRACE_SEIZE + PTRACE_INTERRUPT stops a thread without
  * sending it a signal, and PTRACE_DETACH resumes it; pyscope detaches on every
- * exit path, including fatal signals, because a forgotten stop hangs the
- * user's program. */
+ * exit path, including every terminating signal (the handlers of
+ * target/cleanup.c), because a forgotten stop hangs the user's program. */
 #include "target/pause.h"
 
 #include <errno.h>
@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "target/cleanup.h"
 #include "target/process.h"
 
 #define MAX_PAUSED 8192
@@ -25,14 +26,8 @@ void process_resume(void)
     while (n_paused > 0) {
         pid_t tid = paused[--n_paused];
         ptrace(PTRACE_DETACH, tid, NULL, NULL);
+        cleanup_thread_released(tid);
     }
-}
-
-static void resume_and_die(int sig)
-{
-    process_resume();
-    signal(sig, SIG_DFL);
-    raise(sig);
 }
 
 static bool already_paused(pid_t tid)
@@ -62,13 +57,7 @@ static void wait_for_stop(pid_t tid)
 
 int process_pause(pid_t pid, struct pyscope_error *err)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = resume_and_die;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    cleanup_install();
     atexit(process_resume);
 
     pid_t tids[MAX_PAUSED];
@@ -96,6 +85,7 @@ int process_pause(pid_t pid, struct pyscope_error *err)
                 continue;
             }
             paused[n_paused++] = tids[i];
+            cleanup_thread_traced(tids[i]);
             if (ptrace(PTRACE_INTERRUPT, tids[i], NULL, NULL) == 0)
                 wait_for_stop(tids[i]);
             added++;

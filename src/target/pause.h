@@ -7,7 +7,8 @@
 #include "util/error.h"
 
 /* Seizes and interrupts every thread, including ones started meanwhile.
- * Installs handlers so that SIGINT/SIGTERM/SIGHUP still detach. */
+ * Installs the cleanup handlers, so that every terminating signal still
+ * detaches (target/cleanup.h). */
 int process_pause(pid_t pid, struct pyscope_error *err);
 /* Detaches from every seized thread; safe to call twice. */
 void process_resume(void);

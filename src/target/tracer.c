@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "target/cleanup.h"
 #include "target/process.h"
 
 static long now_ms(void)
@@ -58,6 +59,7 @@ struct tracer_thread *tracer_add(struct tracer *tr, pid_t tid)
     th = &tr->threads[tr->n++];
     memset(th, 0, sizeof *th);
     th->tid = tid;
+    cleanup_thread_traced(tid);
     return th;
 }
 
@@ -66,6 +68,7 @@ void tracer_remove(struct tracer *tr, pid_t tid)
     for (int i = 0; i < tr->n; i++) {
         if (tr->threads[i].tid == tid) {
             tr->threads[i] = tr->threads[--tr->n];
+            cleanup_thread_released(tid);
             return;
         }
     }
@@ -337,6 +340,7 @@ void tracer_detach_all(struct tracer *tr, bool leave_stopped)
         struct tracer_thread *th = &tr->threads[tr->n - 1];
         int sig = th->has_event ? signal_of_event(th->event) : 0;
         ptrace(PTRACE_DETACH, th->tid, NULL, (void *)(long)sig);
+        cleanup_thread_released(th->tid);
         tr->n--;
     }
     for (int i = 0; i < tr->n_foreign; i++)

@@ -1,0 +1,97 @@
+"""The signal matrix of issue 13 (item 2): every command that changes its
+target or holds it under ptrace (watch on a Python and on a C function,
+dump --pause, dump --native, run, run --record-last) and record, sent each of
+SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGALRM and SIGKILL at a
+random moment. The target must survive with its code bytes unchanged
+(compared with the files through /proc/PID/mem), never be left stopped and
+see no difference (sigmatrix.py has the checks). A few trials per cell on
+two interpreters keep it fast; bench/signal_matrix.py runs the full matrix.
+
+Not in the matrix: watch killed with SIGKILL. Its int3s and ptrace
+watchpoints stay in the process, which dies of SIGTRAP at the next hit; the
+README and watch's start-up line say so. bench/signal_matrix.py measures it.
+
+Also: a broken pipe on watch's report stream (`watch --all ... | head`)."""
+
+import os
+import random
+import subprocess
+import time
+
+import pytest
+
+import sigmatrix
+from conftest import PYSCOPE, discovery
+
+# 3.10: Python functions watched by debug registers alone, shared libpython;
+# Debian's 3.14: static and stripped, with the int3 on the eval loop (3.11+).
+SUITE_INTERPS = ("3.10.13", "debian-3.14")
+TRIALS = 2
+SEED = int.from_bytes(os.urandom(4), "little")
+
+
+def suite_interps():
+    return [i for i in discovery().supported if i.id in SUITE_INTERPS]
+
+
+@pytest.fixture(params=suite_interps(), ids=lambda i: i.id)
+def sig_interp(request):
+    discovery().used.add(request.param.id)
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def library(tmp_path_factory):
+    return sigmatrix.build_library(tmp_path_factory.mktemp("sigmatrix"))
+
+
+CELLS = [(mode, sig) for mode in sigmatrix.MODES for sig in sigmatrix.SIGNALS
+         if not (mode.startswith("watch") and sig == "SIGKILL")]
+
+
+@pytest.mark.parametrize("mode,signame", CELLS, ids=["%s-%s" % c for c in CELLS])
+def test_signal_leaves_target_unchanged(sig_interp, mode, signame, tmp_path, library):
+    failures = []
+    for index in range(TRIALS):
+        seed = hash((SEED, sig_interp.id, mode, signame, index)) & 0xffffffff
+        result = sigmatrix.trial(PYSCOPE, sig_interp.path, mode, signame, tmp_path, library,
+                                 seed, index)
+        if not sigmatrix.cell_ok(result):
+            failures.append("trial %d (seed %d, signal %s pyscope): failed %s: %s"
+                            % (index, seed, "reached" if result["landed"] else "after",
+                               [c for c in sigmatrix.CHECKS if not result[c]],
+                               "; ".join(result["detail"])))
+    assert not failures, "\n".join(failures)
+
+
+def test_watch_report_stream_closed(sig_interp, tmp_path):
+    """`watch --all ... | head`: the reader goes away; pyscope stops
+    watching, removes every breakpoint, says why and exits 1."""
+    t = sigmatrix.Trial(PYSCOPE, sig_interp.path, "watch-python", "SIGPIPE", tmp_path, None,
+                        random.Random(SEED))
+    try:
+        target = t.popen([sig_interp.path] + t.target_args(), "target")
+        assert sigmatrix.wait_for(t.running_report, sigmatrix.READY_TIMEOUT), \
+            t.stderr_of("target")
+        tool = t.popen([PYSCOPE, "watch", "--reentry", sigmatrix.PY_FUNC, "--all", "-p",
+                        target.pid], "pyscope", stdout=subprocess.PIPE)
+        first = tool.stdout.read(200)
+        assert first, "no report before the pipe closed: %s" % t.stderr_of("pyscope")
+        tool.stdout.close()
+        try:
+            status = tool.wait(timeout=sigmatrix.EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail("pyscope kept watching with its report stream closed")
+        stderr = t.stderr_of("pyscope")
+        assert status == 1, (status, stderr)
+        assert "cannot write the report (standard output closed); stopped watching" in stderr
+        assert "breakpoints removed, process %d continues" % target.pid in stderr
+        time.sleep(0.05)
+        assert sigmatrix.stopped_threads(target.pid) == []
+        assert sigmatrix.code_differences(target.pid) == []
+        done = t.finish_target()
+        assert target.wait(timeout=sigmatrix.EXIT_TIMEOUT) == 0, t.stderr_of("target")
+        assert done["extra"]["signals"] == []
+    finally:
+        for proc in t.procs:
+            sigmatrix.killpg(proc)
