@@ -15,6 +15,7 @@
 #include "output/profile_writers.h"
 #include "profile/profile.h"
 #include "sampling/session.h"
+#include "util/outfile.h"
 
 static volatile int stop_requested;
 /* Once the profile is written, pyscope only waits for the command it started.
@@ -154,6 +155,14 @@ int cmd_record(int argc, char **argv)
 
     struct session session;
     struct pyscope_error err = {0};
+    /* A recording that cannot be saved is not started. The default name
+     * holds a process id not known yet: its directory is what counts. */
+    char default_name[64];
+    snprintf(default_name, sizeof default_name, "pyscope-%d.%s", (int)pid, format->extension);
+    if (outfile_check(output ? output : default_name, OUTFILE_REPLACE, &err) != 0) {
+        profile_free(&profile);
+        return error_report(&err);
+    }
     if (session_start(&session, pid, &opts, &profile, &err) != 0) {
         profile_free(&profile);
         return error_report(&err);
@@ -170,27 +179,24 @@ int cmd_record(int argc, char **argv)
     if (progress)
         fputc('\n', stderr);
 
-    char default_name[64];
     if (!output) {
         snprintf(default_name, sizeof default_name, "pyscope-%d.%s", (int)session.root,
                  format->extension);
         output = default_name;
     }
-    FILE *out = strcmp(output, "-") == 0 ? stdout : fopen(output, "wb");
+    struct outfile out;
     int status = 0;
-    if (!out) {
-        fprintf(stderr, "pyscope: cannot write %s: %s\n", output, strerror(errno));
+    if (outfile_open(&out, output, OUTFILE_REPLACE, 0666, &err) != 0) {
+        status = error_report(&err);
+    } else if (format->write(out.fp, &profile, &wopts) != 0) {
+        outfile_discard(&out);
+        fprintf(stderr, "pyscope: writing %s failed\n", output);
         status = 1;
-    } else {
-        if (format->write(out, &profile, &wopts) != 0 || (out != stdout && fclose(out) != 0)) {
-            fprintf(stderr, "pyscope: writing %s failed\n", output);
-            status = 1;
-        } else if (out == stdout) {
-            fflush(stdout);
-        }
+    } else if (outfile_close(&out, &err) != 0) {
+        status = error_report(&err);
     }
     profile_write_summary(stderr, &profile);
-    if (status == 0 && out != stdout)
+    if (status == 0 && strcmp(output, "-") != 0)
         fprintf(stderr, "pyscope: wrote %s (%s)\n", output, format->name);
     profile_free(&profile);
     fflush(stderr);

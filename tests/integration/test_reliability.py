@@ -1,0 +1,149 @@
+"""Reliability (issue 13): no file is clobbered through pyscope's outputs,
+every failed write is reported, odd processes and odd arguments get the
+right answer and exit status.
+
+Output files: a device or a FIFO named with -o is written to, never replaced;
+the temporary a profile is written to before its rename cannot be guessed
+(a symbolic link planted at the old predictable name is not followed); an
+output that cannot be written is refused before the program or the recording
+starts. Write errors: a report that did not reach /dev/full is a failure."""
+
+import json
+import os
+import stat
+import subprocess
+import threading
+
+import pytest
+
+from conftest import PYSCOPE, pick_interp, run_pyscope, target_env
+
+def strict_json(text):
+    """One JSON document, with no key twice in an object."""
+    def pairs(items):
+        keys = [k for k, _ in items]
+        assert len(keys) == len(set(keys)), "duplicate keys: %r" % keys
+        return dict(items)
+    return json.loads(text, object_pairs_hook=pairs)
+
+
+# The ASan build, on a busy machine, takes longer than the default to attach
+# the flight recorder and write its recording.
+RUN_TIMEOUT = 60
+
+# A program that fails after a second: long enough for the flight recorder to
+# attach, and it writes a file to show that it ran at all.
+FAILING = ("import sys, time; open(sys.argv[1], 'w').close(); time.sleep(1.0); "
+           "raise SystemExit(3)")
+
+
+@pytest.fixture
+def target(start_program):
+    return start_program(pick_interp(), "blocking.py")
+
+
+def record_last(tmp_path, out):
+    interp = pick_interp()
+    ran = tmp_path / "ran"
+    return run_pyscope(["run", "--record-last", "5s", "-f", "json", "-o", out, "--", interp.path,
+                        "-c", FAILING, ran], timeout=RUN_TIMEOUT), ran
+
+
+def test_record_last_to_a_fifo_writes_through_it(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+
+    def drain():
+        with open(fifo, "rb") as f:
+            got.append(f.read())
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    result, _ = record_last(tmp_path, fifo)
+    reader.join(10)
+    assert result.returncode == 3, result
+    assert "written to %s" % fifo in result.stderr, result
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO was replaced"
+    assert got and got[0].startswith(b"{"), got
+    assert sorted(os.listdir(tmp_path)) == ["fifo", "ran"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating a device node needs root")
+def test_record_last_to_a_device_keeps_the_device(tmp_path):
+    null = tmp_path / "null"
+    os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    result, _ = record_last(tmp_path, null)
+    assert result.returncode == 3, result
+    assert "written to %s" % null in result.stderr, result
+    st = os.lstat(null)
+    assert stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3), "the device was replaced"
+    assert sorted(os.listdir(tmp_path)) == ["null", "ran"]
+
+
+def test_record_last_does_not_follow_a_planted_temporary(tmp_path):
+    """Before, the temporary was OUT.<pyscope's pid>.tmp, opened following
+    links. The shell plants the link under its own pid, which pyscope keeps
+    through exec."""
+    out = tmp_path / "out.json"
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    interp = pick_interp()
+    ran = tmp_path / "ran"
+    argv = [str(PYSCOPE), "run", "--record-last", "5s", "-f", "json", "-o", str(out), "--",
+            interp.path, "-c", FAILING, str(ran)]
+    result = run_pyscope(["-c", 'ln -s "$0" "$1.$$.tmp" && shift && exec "$@"',
+                          victim, out] + argv, binary="/bin/sh", timeout=RUN_TIMEOUT)
+    assert result.returncode == 3, result
+    assert victim.read_text() == "precious\n"
+    assert out.read_text().startswith("{"), result
+    assert not stat.S_ISLNK(os.lstat(out).st_mode)
+    leftovers = [n for n in os.listdir(tmp_path) if n not in ("out.json", "victim", "ran")]
+    # The planted link itself is left alone, and nothing else is left behind.
+    assert [n for n in leftovers if not os.path.islink(tmp_path / n)] == [], leftovers
+
+
+def test_record_last_replaces_a_regular_file_through_a_link(tmp_path):
+    real = tmp_path / "real.json"
+    real.write_text("old\n")
+    os.chmod(real, 0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    result, _ = record_last(tmp_path, link)
+    assert result.returncode == 3, result
+    assert os.readlink(link) == str(real)
+    assert real.read_text().startswith("{")
+    assert stat.S_IMODE(os.stat(real).st_mode) == 0o640
+    assert sorted(os.listdir(tmp_path)) == ["link.json", "ran", "real.json"]
+
+
+@pytest.mark.parametrize("where", ["missing-dir/out.json", "a-directory"])
+def test_unwritable_output_refused_before_the_program_runs(tmp_path, where):
+    (tmp_path / "a-directory").mkdir()
+    out = tmp_path / where
+    result, ran = record_last(tmp_path, out)
+    assert result.returncode == 2, result
+    assert "cannot write %s" % out in result.stderr, result
+    assert not ran.exists(), "the program ran although its recording could not be written"
+
+
+def test_unwritable_record_output_refused_before_recording(tmp_path):
+    interp = pick_interp()
+    ran = tmp_path / "ran"
+    out = tmp_path / "missing-dir" / "profile.txt"
+    result = run_pyscope(["record", "-o", out, "--", interp.path, "-c", FAILING, ran])
+    assert result.returncode == 2 and "cannot write %s" % out in result.stderr, result
+    assert not ran.exists()
+    result = run_pyscope(["run", "-o", out, "--", interp.path, "-c", FAILING, ran])
+    assert result.returncode == 2 and "cannot write %s" % out in result.stderr, result
+    assert not ran.exists()
+
+
+def test_unwritable_watch_outputs_refused_before_watching(tmp_path):
+    interp = pick_interp()
+    ran = tmp_path / "ran"
+    bad = tmp_path / "missing-dir" / "x"
+    for flag in ("--core", "-o"):
+        result = run_pyscope(["watch", "--reentry", "f", flag, bad, "--", interp.path, "-c",
+                              FAILING, ran])
+        assert result.returncode == 2 and "cannot write %s" % bad in result.stderr, result
+        assert not ran.exists()
