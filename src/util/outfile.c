@@ -209,3 +209,20 @@ int outfile_check(const char *path, enum outfile_kind kind, struct pyscope_error
         return 0;
     return check_failed(&o, err, e, "write");
 }
+
+int outfile_close_stdout(void)
+{
+    /* A command that flushed on its own may have seen the error already:
+     * the stream remembers that one failed, not why. */
+    errno = 0;
+    int e = fflush(stdout) != 0 ? errno : 0;
+    bool bad = ferror(stdout);
+    /* Not closed: exit handlers (top's terminal restore) still write. */
+    if (!e && !bad)
+        return 0;
+    if (e)
+        fprintf(stderr, "pyscope: cannot write the output: %s\n", strerror(e));
+    else
+        fprintf(stderr, "pyscope: cannot write the output: a write to standard output failed\n");
+    return -1;
+}

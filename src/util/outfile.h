@@ -38,4 +38,9 @@ void outfile_discard(struct outfile *o);
  * run before a recording starts, not after it ends. */
 int outfile_check(const char *path, enum outfile_kind kind, struct pyscope_error *err);
 
+/* Standard output at the end of a command, flushed (and left open for exit
+ * handlers): a failed write (a full disk, a closed pipe) is an error, not
+ * success. */
+int outfile_close_stdout(void);
+
 #endif

@@ -147,3 +147,36 @@ def test_unwritable_watch_outputs_refused_before_watching(tmp_path):
                               FAILING, ran])
         assert result.returncode == 2 and "cannot write %s" % bad in result.stderr, result
         assert not ran.exists()
+
+
+# ---- write errors ------------------------------------------------------------
+
+def run_to_full(args):
+    """pyscope with stdout on /dev/full."""
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run([str(PYSCOPE)] + [str(a) for a in args], stdout=full,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=60,
+                              env=target_env())
+    return proc.returncode, proc.stderr.decode(errors="replace")
+
+
+@pytest.mark.parametrize("args", [["dump"], ["dump", "--json"], ["why"], ["why", "--json"]])
+def test_report_to_a_full_disk_fails(target, args):
+    status, stderr = run_to_full(args + [target.pid])
+    assert status == 1, stderr
+    assert "pyscope: cannot write the output" in stderr, stderr
+
+
+def test_record_to_a_full_disk_fails(target, tmp_path):
+    status, stderr = run_to_full(["record", "-p", target.pid, "-d", "0.3", "-i", "-q", "-o", "-"])
+    assert status == 1 and "cannot write" in stderr, stderr
+    result = run_pyscope(["record", "-p", target.pid, "-d", "0.3", "-i", "-q", "-o", "/dev/full"])
+    assert result.returncode == 1 and "/dev/full" in result.stderr, result
+    assert "wrote /dev/full" not in result.stderr
+
+
+def test_help_to_a_full_disk_fails():
+    status, stderr = run_to_full(["--version"])
+    assert status == 1 and "cannot write the output" in stderr, stderr
+    status, stderr = run_to_full(["dump", "--help"])
+    assert status == 1 and "cannot write the output" in stderr, stderr
