@@ -147,6 +147,7 @@ void sampler_close(struct sampler *s, uint64_t now_ns)
     free(s->pass);
     free(s->blocks);
     free(s->spans);
+    addrset_free(&s->walked);
     if (s->codes) {
         py_code_cache_clear(s->codes);
         free(s->codes);
@@ -626,6 +627,9 @@ static int walk_threads(struct sampler *s, size_t ts_size)
 {
     const struct py_layout *L = &s->rt.layout;
     size_t n = 0;
+    if (!s->walked.slots && addrset_init(&s->walked, PY_MAX_THREADS) != 0)
+        return -1;
+    addrset_clear(&s->walked);
     for (int k = 0; k < s->n_interps; k++) {
         struct py_interp *pi = &s->interps[k];
         py_interp_read_gil(&s->reader, pi);
@@ -634,7 +638,11 @@ static int walk_threads(struct sampler *s, size_t ts_size)
         uint64_t tstate = 0;
         if (target_read_u64(s->target, pi->addr + (uint64_t)L->interp_threads_head, &tstate) != 0)
             return -1;
-        for (int guard = 0; tstate && guard < PY_MAX_THREADS; guard++) {
+        /* A thread state met again: one we passed exited and a new thread
+         * took its memory, linked at the head. The list ends there, so that
+         * no thread is sampled (and its stack planned) twice in a pass. */
+        for (int guard = 0; tstate && guard < PY_MAX_THREADS && addrset_add(&s->walked, tstate);
+             guard++) {
             if (grow_pass(s, n + 1) != 0)
                 return -1;
             unsigned char *block = s->blocks + n * TSTATE_READ_MAX;

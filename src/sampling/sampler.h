@@ -12,6 +12,7 @@
 #include "python/frames.h"
 #include "python/runtime.h"
 #include "python/threads.h"
+#include "util/addrset.h"
 #include "util/error.h"
 
 struct sampled_thread;
@@ -60,6 +61,7 @@ struct sampler {
     size_t cap_pass;
     struct target_span *spans;
     size_t cap_spans;
+    struct addrset walked;            /* thread states one walk has read */
     bool record_timeline;
     bool recheck_running;             /* look twice at threads on CPU without the GIL */
     /* Check every cached code object against the target on every pass, so

@@ -180,3 +180,42 @@ def test_help_to_a_full_disk_fails():
     assert status == 1 and "cannot write the output" in stderr, stderr
     status, stderr = run_to_full(["dump", "--help"])
     assert status == 1 and "cannot write the output" in stderr, stderr
+
+
+# ---- the thread list, torn by thread churn -------------------------------------
+
+def test_thread_list_read_as_a_cycle(interp, start_program, pyscope):
+    """A thread list that leads back to a thread state already read (a
+    thread exited and a new one took its memory while pyscope followed the
+    list) holds each thread once: in the dump, and in every sampling pass."""
+    target = start_program(interp, "thread_cycle.py")
+    expected = sorted(t["native_id"] for t in target.report["threads"])
+    assert target.report["extra"]["thread_states"] == len(expected)
+    result = pyscope("dump", "--json", target.pid)
+    assert result.returncode == 0, result
+    got = sorted(t["tid"] for t in strict_json(result.stdout)["threads"])
+    assert got == expected
+    result = pyscope("record", "-p", target.pid, "-d", "0.5", "-i", "-q", "-f", "json", "-o", "-")
+    assert result.returncode == 0, result
+    rec = strict_json(result.stdout)
+    passes = rec["meta"]["passes"]
+    assert passes > 0 and rec["meta"]["stacks_sampled"] == passes * len(expected), rec["meta"]
+    assert sorted(t["tid"] for t in rec["threads"]) == expected
+
+
+def test_sampling_under_thread_churn(start_program, pyscope):
+    """Thousands of thread starts a second and a busy CPU: the sampler reads
+    thread states that are freed and reused under it. It must neither crash
+    (the ASan build runs this too) nor count a thread twice in a pass."""
+    target = start_program(pick_interp(), "thread_churn.py", 2)
+    assert target.report["extra"]["thread_starts_per_second"] > 500, target.report["extra"]
+    result = pyscope("record", "-p", target.pid, "-d", "3", "-r", "max", "-i", "-q", "-f", "json",
+                     "-o", "-")
+    assert result.returncode == 0, result
+    assert target.alive()
+    rec = strict_json(result.stdout)
+    passes = rec["meta"]["passes"]
+    assert passes > 20 and len(rec["threads"]) > 20, rec["meta"]
+    # A thread is sampled at most once a pass.
+    most = max(t["samples"] for t in rec["threads"])
+    assert most <= passes, (most, passes)
