@@ -268,6 +268,8 @@ int cmd_dump(int argc, char **argv)
             fprintf(stderr, "pyscope: --core takes no PID (got '%s')\n", argv[optind]);
             return PYSCOPE_ERR_USAGE;
         }
+        if (!cli_check_input_file(core_path))
+            return PYSCOPE_ERR_USAGE;
         req.paused = true;
         return dump_core(core_path, &copts, &req, json, color);
     }
@@ -276,12 +278,14 @@ int cmd_dump(int argc, char **argv)
         return PYSCOPE_ERR_USAGE;
     }
     pid_t pid;
-    if (optind != argc - 1 || !cli_parse_pid(argv[optind], &pid)) {
-        if (optind < argc)
-            fprintf(stderr, "pyscope: invalid process id '%s'\n", argv[optind]);
+    if (optind != argc - 1) {
+        if (optind < argc - 1)
+            fprintf(stderr, "pyscope: unexpected argument '%s'\n", argv[optind + 1]);
         dump_usage(stderr);
         return PYSCOPE_ERR_USAGE;
     }
+    if (!cli_parse_pid(argv[optind], &pid))
+        return PYSCOPE_ERR_USAGE;
     /* Unwinding reads registers, which only a stopped thread has. */
     if (req.native)
         pause = true;

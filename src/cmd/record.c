@@ -94,13 +94,10 @@ int cmd_record(int argc, char **argv)
     optind = 1;
     /* '+' stops at the first non-option, so the command's own flags are its own. */
     while ((c = getopt_long(argc, argv, "+p:o:f:r:d:igtsqh", longopts, NULL)) != -1) {
-        char *end;
         switch (c) {
         case 'p':
-            if (!cli_parse_pid(optarg, &pid)) {
-                fprintf(stderr, "pyscope: invalid process id '%s'\n", optarg);
+            if (!cli_parse_pid(optarg, &pid))
                 return 2;
-            }
             break;
         case 'o': output = optarg; break;
         case 'f':
@@ -118,8 +115,7 @@ int cmd_record(int argc, char **argv)
             }
             break;
         case 'd':
-            opts.duration_s = strtod(optarg, &end);
-            if (*end || opts.duration_s <= 0) {
+            if (!cli_parse_seconds(optarg, &opts.duration_s)) {
                 fprintf(stderr, "pyscope: --duration takes a positive number of seconds\n");
                 return 2;
             }
@@ -133,6 +129,8 @@ int cmd_record(int argc, char **argv)
         default: record_usage(stderr); return 2;
         }
     }
+    if (!cli_check_program(argc, argv, optind))
+        return 2;
     if (optind < argc)
         opts.command = &argv[optind];
     if ((pid == 0) == (opts.command == NULL)) {

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cmd/collect.h"
+#include "cmd/cli.h"
 #include "cmd/commands.h"
 #include "output/stack_report.h"
 #include "target/core_write.h"
@@ -828,12 +829,10 @@ int cmd_watch(int argc, char **argv)
             s->n_funcs++;
             break;
         case 'p':
-            if (!parse_uint(optarg, 0x3fffffff, &v)) {
-                fprintf(stderr, "pyscope: -p %s: not a process id\n", optarg);
+            if (!cli_parse_pid(optarg, &pid)) {
                 status = PYSCOPE_ERR_USAGE;
                 goto out;
             }
-            pid = (pid_t)v;
             break;
         case 'A': s->all = true; break;
         case 'm':
@@ -859,6 +858,10 @@ int cmd_watch(int argc, char **argv)
     }
     if (s->all && !max_given)
         s->max_hits = UINT32_MAX;
+    if (!cli_check_program(argc, argv, optind)) {
+        status = PYSCOPE_ERR_USAGE;
+        goto out;
+    }
     char **program = optind < argc ? argv + optind : NULL;
     if (s->n_funcs == 0 || (pid == 0) == (program == NULL)) {
         fprintf(stderr, "pyscope: watch needs --reentry FUNC and either -p PID or -- PROGRAM\n\n");

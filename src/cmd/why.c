@@ -119,14 +119,15 @@ int cmd_why(int argc, char **argv)
         default: why_usage(stderr); return PYSCOPE_ERR_USAGE;
         }
     }
-    long pid_value;
-    if (optind != argc - 1 || !parse_number(argv[optind], 1, 0x3fffffff, &pid_value)) {
-        if (optind < argc)
-            fprintf(stderr, "pyscope: invalid process id '%s'\n", argv[optind]);
+    if (optind != argc - 1) {
+        if (optind < argc - 1)
+            fprintf(stderr, "pyscope: unexpected argument '%s'\n", argv[optind + 1]);
         why_usage(stderr);
         return PYSCOPE_ERR_USAGE;
     }
-    pid_t pid = (pid_t)pid_value;
+    pid_t pid;
+    if (!cli_parse_pid(argv[optind], &pid))
+        return PYSCOPE_ERR_USAGE;
     if (color < 0)
         color = !json && isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL;
 

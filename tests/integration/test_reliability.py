@@ -219,3 +219,54 @@ def test_sampling_under_thread_churn(start_program, pyscope):
     # A thread is sampled at most once a pass.
     most = max(t["samples"] for t in rec["threads"])
     assert most <= passes, (most, passes)
+
+
+# ---- arguments -------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, status, message", [
+    (["dump", "2147483647"], 3, "no such process 2147483647"),
+    (["dump", "99999999"], 3, "no such process 99999999"),
+    (["why", "2147483647"], 3, "no such process 2147483647"),
+    (["dump", "2147483648"], 2, "process id 2147483648 is out of range (1 to 2147483647)"),
+    (["why", "99999999999"], 2, "process id 99999999999 is out of range"),
+    (["record", "-p", "4294967297", "-d", "1"], 2, "process id 4294967297 is out of range"),
+    (["top", "-p", "-5"], 2, "invalid process id '-5'"),
+    (["watch", "--reentry", "f", "-p", "0"], 2, "invalid process id '0'"),
+    (["dump", "12x"], 2, "invalid process id '12x'"),
+    (["dump", "1", "2"], 2, "unexpected argument '2'"),
+    (["record", "-p", "1", "-d", "nan"], 2, "--duration takes a positive number of seconds"),
+    (["record", "-p", "1", "-d", "inf"], 2, "--duration takes a positive number of seconds"),
+    (["record", "-p", "1", "-r", "nan"], 2, "--rate takes"),
+    (["run", "--record-last", "nan", "--", "true"], 2, "--record-last takes a duration"),
+])
+def test_argument_values(args, status, message):
+    result = run_pyscope(args)
+    assert result.returncode == status and message in result.stderr, result
+
+
+@pytest.mark.parametrize("args", [
+    ["watch", "--reentry", "--exact", "PROGRAM", "-p", "PID"],
+    ["record", "-p", "PID", "PROGRAM"],
+    ["top", "-p", "PID", "PROGRAM"],
+])
+def test_stray_word_is_not_run(args, tmp_path, target):
+    """A word after the options that does not follow -- was run as a program
+    (and -p ignored): now a usage error, and nothing runs."""
+    marker = tmp_path / "ran"
+    program = tmp_path / "program"
+    program.write_text("#!/bin/sh\ntouch %s\nsleep 30\n" % marker)
+    program.chmod(0o755)
+    argv = [str(program) if a == "PROGRAM" else target.pid if a == "PID" else a for a in args]
+    result = run_pyscope(argv, timeout=20)
+    assert result.returncode == 2, result
+    assert "unexpected argument '%s' (a program to run goes after --)" % program in result.stderr
+    assert not marker.exists()
+
+
+def test_core_that_is_a_fifo_is_refused(tmp_path):
+    fifo = tmp_path / "core"
+    os.mkfifo(fifo)
+    result = run_pyscope(["dump", "--core", fifo], timeout=10)
+    assert result.returncode == 2 and "%s is not a regular file" % fifo in result.stderr, result
+    result = run_pyscope(["dump", "--core", tmp_path], timeout=10)
+    assert result.returncode == 2 and "is not a regular file" in result.stderr, result
