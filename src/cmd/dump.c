@@ -111,6 +111,12 @@ static int dump_core(const char *core_path, const struct core_options *copts,
         if (err.status == PYSCOPE_ERR_NOT_PYTHON && !core_missing_files(t, NULL, 0))
             error_set(&err, PYSCOPE_ERR_NOT_PYTHON, "core of process %d (%s) is not of a Python "
                       "process", (int)info->pid, info->fname);
+        /* What a wrong file gives (no runtime, another version) is not the
+         * process's fault. */
+        if (core_mismatch(t)) {
+            error_set(&err, PYSCOPE_ERR_USAGE, "%s", core_mismatch(t));
+            error_hint(&err, "give the files the process ran (--exe, --lib-path)");
+        }
         goto fail;
     }
     report.pid = info->pid;
@@ -193,7 +199,7 @@ fail:
     if (pause)
         process_resume();
     if (err.status != PYSCOPE_ERR_EXITED && err.status != PYSCOPE_ERR_NO_PROCESS &&
-        process_gone(pid))
+        process_gone_soon(pid))
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the dump", (int)pid);
     status = error_report(&err);
     stack_report_free(&report);

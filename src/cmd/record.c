@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +177,13 @@ int cmd_record(int argc, char **argv)
     session_stop(&session);
     if (progress)
         fputc('\n', stderr);
+    if (session.fds_exhausted && !quiet) {
+        struct rlimit rl = {0};
+        getrlimit(RLIMIT_NOFILE, &rl);
+        fprintf(stderr, "pyscope: more threads than open files allowed (%llu): the states of the "
+                "others were read by opening their /proc files on every pass\n",
+                (unsigned long long)rl.rlim_cur);
+    }
 
     if (!output) {
         snprintf(default_name, sizeof default_name, "pyscope-%d.%s", (int)session.root,

@@ -180,7 +180,8 @@ int cmd_why(int argc, char **argv)
     fflush(stdout);
     goto out;
 fail:
-    if (err.status != PYSCOPE_ERR_EXITED && err.status != PYSCOPE_ERR_NO_PROCESS && process_gone(pid))
+    if (err.status != PYSCOPE_ERR_EXITED && err.status != PYSCOPE_ERR_NO_PROCESS &&
+        process_gone_soon(pid))
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the diagnosis", (int)pid);
     status = error_report(&err);
 out:

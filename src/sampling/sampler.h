@@ -62,6 +62,10 @@ struct sampler {
     struct target_span *spans;
     size_t cap_spans;
     struct addrset walked;            /* thread states one walk has read */
+    uint64_t image_id;                /* process_image_id when opened */
+    bool exec_seen;                   /* the process has exec'd: the end of its recording */
+    bool fds_exhausted;               /* some threads' syscall files are opened per read */
+    size_t kept_fds, fd_budget;       /* syscall files kept open, and how many may be */
     bool record_timeline;
     bool recheck_running;             /* look twice at threads on CPU without the GIL */
     /* Check every cached code object against the target on every pass, so

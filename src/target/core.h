@@ -58,6 +58,10 @@ const struct core_thread *core_thread(const struct target *t, pid_t tid);
 /* Mapped files the core refers to that could not be opened: up to max paths
  * (owned by the target); returns how many there are. */
 size_t core_missing_files(const struct target *t, const char **paths, size_t max);
+/* When a file opened for the core (--exe, --lib-path, or the recorded path)
+ * has another build-id than the one the process had mapped: a sentence
+ * saying so; else NULL. */
+const char *core_mismatch(const struct target *t);
 /* The file actually opened for a recorded path (after --exe/--lib-path), or NULL. */
 const char *core_resolved_path(const struct target *t, const char *recorded);
 

@@ -10,13 +10,16 @@ starts. Write errors: a report that did not reach /dev/full is a failure."""
 
 import json
 import os
+import re
+import signal
 import stat
 import subprocess
 import threading
+import time
 
 import pytest
 
-from conftest import PYSCOPE, pick_interp, run_pyscope, target_env
+from conftest import PYSCOPE, pick_interp, proc_state, run_pyscope, target_env
 
 def strict_json(text):
     """One JSON document, with no key twice in an object."""
@@ -221,6 +224,146 @@ def test_sampling_under_thread_churn(start_program, pyscope):
     assert most <= passes, (most, passes)
 
 
+# ---- processes in unusual states ------------------------------------------------
+
+def wait_leader_zombie(target):
+    deadline = time.monotonic() + 10
+    while proc_state(target.pid) != "Z":
+        assert time.monotonic() < deadline, "the main thread did not exit"
+        time.sleep(0.02)
+
+
+def test_leader_exited_read_through_a_live_thread(interp, start_program, pyscope):
+    """The main thread called pthread_exit, the workers run: every command
+    reads the process through a live thread instead of "no such process"."""
+    target = start_program(interp, "leader_exit.py")
+    wait_leader_zombie(target)
+    workers = {t["native_id"]: t for t in target.report["threads"]}
+    assert len(workers) == 2
+    result = pyscope("dump", "--json", target.pid)
+    assert result.returncode == 0, result
+    doc = strict_json(result.stdout)
+    assert doc["pid"] == target.pid
+    dumped = {t["tid"]: t for t in doc["threads"]}
+    for tid, t in workers.items():
+        assert dumped[tid]["name"] == t["name"]
+        assert [f["function"] for f in dumped[tid]["frames"]] == \
+            [f["function"] for f in t["frames"]]
+        assert dumped[tid]["state"] == "idle"
+    # The exited main thread's state is left in the list; it runs nothing.
+    main = [t for t in doc["threads"] if t["name"] == "MainThread"]
+    assert len(main) == 1 and main[0]["state"] == "unknown", main
+    result = pyscope("why", "--json", target.pid)
+    assert result.returncode == 0, result
+    assert {t["tid"] for t in strict_json(result.stdout)["threads"]} >= set(workers)
+    result = pyscope("record", "-p", target.pid, "-d", "0.5", "-i", "-q", "-f", "json", "-o", "-")
+    assert result.returncode == 0, result
+    rec = strict_json(result.stdout)
+    sampled = {t["tid"]: t["samples"] for t in rec["threads"]}
+    assert all(sampled.get(tid, 0) > 0 for tid in workers), sampled
+
+
+def test_top_of_a_process_whose_leader_exited(start_program):
+    target = start_program(pick_interp(), "leader_exit.py")
+    wait_leader_zombie(target)
+    proc = subprocess.Popen([str(PYSCOPE), "top", "-p", str(target.pid)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    for t in target.report["threads"]:
+        assert re.search(r"^\s*%d\s+%s\s" % (t["native_id"], t["name"]), out.decode(), re.M), out
+
+
+def test_kernel_thread_is_not_python(pyscope):
+    # kthreadd is pid 2 wherever the kernel's threads are visible.
+    with open("/proc/2/stat") as f:
+        if "(kthreadd)" not in f.read():
+            pytest.skip("pid 2 is not kthreadd in this PID namespace")
+    for command in ("dump", "why"):
+        result = pyscope(command, 2)
+        assert result.returncode == 5, result
+        assert "process 2 (kthreadd) is a kernel thread, not a Python process" in result.stderr
+    result = pyscope("record", "-p", 2, "-d", "0.2", "-o", "-")
+    assert result.returncode == 5, result
+
+
+def test_dump_right_after_exec_is_never_unsupported(interp, tmp_path):
+    """A shared-library Python read right after exec, before the loader has
+    mapped libpython, looked like an interpreter without a runtime:
+    "unsupported Python version". Each dump either reads the program, or says
+    what it was (the shell before its exec), or that it is starting up. A
+    shell starts the programs, so that what runs before the exec is a shell."""
+    driver = r"""
+for i in $(seq 15); do
+    sh -c 'exec "$0" -c "import time; time.sleep(0.5)"' "$1" &
+    p=$!
+    "$2" dump $p >/dev/null 2>"$3"
+    echo "$? $(head -n 1 "$3")"
+    kill $p; wait $p 2>/dev/null
+done
+"""
+    proc = subprocess.run(["/bin/sh", "-c", driver, "sh", interp.path, str(PYSCOPE),
+                           str(tmp_path / "err")], stdout=subprocess.PIPE, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    lines = proc.stdout.decode().splitlines()
+    assert len(lines) == 15, lines
+    statuses = set()
+    for line in lines:
+        status, _, message = line.partition(" ")
+        assert "unsupported" not in message, lines
+        if status == "5":
+            assert "(sh) is not a Python process" in message, lines
+        elif status == "1":
+            assert "is starting up" in message, lines
+        else:
+            assert status == "0", lines
+        statuses.add(status)
+    assert "0" in statuses, lines
+
+
+def test_core_with_the_wrong_executable(tmp_path, pyscope):
+    """--exe naming another file than the one the process ran: the dump says
+    the build-ids differ, instead of "unsupported Python version" (which is
+    what the wrong file's contents led to). A static interpreter, so that the
+    runtime is in the executable."""
+    python = "/usr/bin/python3.11"
+    if not os.path.exists(python):
+        pytest.skip("no %s" % python)
+    cores = tmp_path / "cores"
+    cores.mkdir()
+    result = pyscope("run", "--core-dir", cores, "--", python, "-c",
+                     "import ctypes; ctypes.string_at(0)")
+    assert result.returncode == 139, result
+    (core,) = cores.iterdir()
+    assert pyscope("dump", "--core", core).returncode == 0
+    for wrong in ("/bin/ls", pick_interp().path):
+        result = pyscope("dump", "--core", core, "--exe", wrong)
+        assert result.returncode == 2, result
+        assert re.search(r"pyscope: %s does not match the core: its build-id is [0-9a-f]+, the "
+                         r"process's %s had [0-9a-f]+\n" % (re.escape(wrong), re.escape(python)),
+                         result.stderr), result
+        assert "unsupported" not in result.stderr
+
+
+def test_record_of_a_process_that_execs(spawn, pyscope, tmp_path):
+    """The recorded process execs another program: the recording ends there,
+    with a line saying so, and is written."""
+    interp = pick_interp()
+    proc = spawn([interp.path, "-c", "import os, time; print('ready', flush=True); "
+                  "time.sleep(1.0); os.execv('/bin/sleep', ['sleep', '30'])"], ready_line="ready")
+    out = tmp_path / "rec.json"
+    result = pyscope("record", "-p", proc.pid, "-d", "8", "-i", "-f", "json", "-o", out)
+    assert result.returncode == 0, result
+    assert result.elapsed < 6, result
+    assert ("pyscope: process %d exec'd %s: its recording ends here"
+            % (proc.pid, os.path.realpath("/bin/sleep"))) in result.stderr, result
+    doc = strict_json(out.read_text())
+    assert doc["meta"]["passes"] > 0 and doc["meta"]["duration_ns"] < 6e9
+
+
 # ---- arguments -------------------------------------------------------------------
 
 @pytest.mark.parametrize("args, status, message", [
@@ -270,3 +413,29 @@ def test_core_that_is_a_fifo_is_refused(tmp_path):
     assert result.returncode == 2 and "%s is not a regular file" % fifo in result.stderr, result
     result = run_pyscope(["dump", "--core", tmp_path], timeout=10)
     assert result.returncode == 2 and "is not a regular file" in result.stderr, result
+
+
+# ---- file descriptors --------------------------------------------------------------
+
+@pytest.mark.parametrize("limit, degraded", [("256:8192", False), ("256:256", True)])
+def test_more_threads_than_open_files(start_program, limit, degraded):
+    """record keeps one descriptor per thread: past the soft limit of open
+    files it raises it to the hard limit, and past the hard limit it opens
+    the remaining threads' /proc files on every pass (and says so). No
+    thread's state is "unknown" either way."""
+    target = start_program(pick_interp(), "many_sleepers.py", 1100)
+    deadline = time.monotonic() + 20
+    while len(os.listdir("/proc/%d/task" % target.pid)) < 1101:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    result = run_pyscope(["record", "-p", target.pid, "-d", "1", "-i", "-f", "json", "-o", "-"],
+                         prefix=["prlimit", "--nofile=" + limit, "--"])
+    assert result.returncode == 0, result
+    rec = strict_json(result.stdout)
+    sleepers = [t for t in rec["threads"] if t["name"].startswith("sleeper-")]
+    assert len(sleepers) == 1100
+    unknown = [t["name"] for t in sleepers if t["state_samples"]["unknown"]]
+    assert unknown == [], unknown
+    assert all(t["state_samples"]["idle"] == t["samples"] > 0 for t in sleepers)
+    note = "more threads than open files allowed (256)"
+    assert (note in result.stderr) == degraded, result.stderr
