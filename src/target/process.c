@@ -338,29 +338,85 @@ int process_read_maps(struct target *t)
     return 0;
 }
 
+/* A "Uid:" or "CapEff:" line of a /proc status file. */
+static bool status_field(const char *path, const char *name, char *out, size_t outsize)
+{
+    char buf[4096];
+    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
+        return false;
+    const char *line = strstr(buf, name);
+    if (!line)
+        return false;
+    line += strlen(name);
+    line += strspn(line, " \t");
+    size_t n = strcspn(line, "\n");
+    snprintf(out, outsize, "%.*s", (int)n, line);
+    return true;
+}
+
+#define CAP_SYS_PTRACE_BIT 19
+
+/* Names what the kernel's ptrace access check (ptrace_may_access) most
+ * likely refused on, from what /proc shows, and only what applies here. */
 static void set_permission_error(pid_t pid, struct pyscope_error *err)
 {
     error_set(err, PYSCOPE_ERR_PERMISSION, "permission denied reading the memory of process %d",
               (int)pid);
-    char scope[16] = "";
-    char scope_line[160] = "";
+    char path[64], field[128], why[1024] = "";
+    uid_t me = geteuid();
+    bool have_cap = false;
+    if (status_field("/proc/self/status", "CapEff:", field, sizeof field))
+        have_cap = (strtoull(field, NULL, 16) >> CAP_SYS_PTRACE_BIT) & 1;
+    long target_uid = -1;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if (status_field(path, "Uid:", field, sizeof field))
+        target_uid = strtol(field, NULL, 10);
+    /* A process that is not dumpable (setuid, or prctl(PR_SET_DUMPABLE, 0))
+     * has its /proc files owned by root, whoever runs it. */
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    bool not_dumpable = stat(path, &st) == 0 && st.st_uid == 0 && target_uid > 0;
+    if (target_uid >= 0 && (uid_t)target_uid != me)
+        text_append(why, sizeof why, "  - it runs as uid %ld, pyscope as uid %ld\n", target_uid,
+                    (long)me);
+    if (not_dumpable)
+        text_append(why, sizeof why,
+                    "  - it is not dumpable (a setuid program, or prctl(PR_SET_DUMPABLE, 0)):\n"
+                    "    only CAP_SYS_PTRACE may read it\n");
+    char scope[16];
     if (read_small_file("/proc/sys/kernel/yama/ptrace_scope", scope, sizeof scope, NULL) == 0) {
         scope[strcspn(scope, "\n")] = '\0';
-        snprintf(scope_line, sizeof scope_line,
-                 "    (kernel.yama.ptrace_scope is %s here%s)\n", scope,
-                 strcmp(scope, "0") == 0 ? ""
-                                         : "; lower it with: sudo sysctl kernel.yama.ptrace_scope=0");
+        if (strcmp(scope, "0") != 0)
+            text_append(why, sizeof why,
+                        "  - kernel.yama.ptrace_scope is %s: %s\n", scope,
+                        strcmp(scope, "1") == 0 ? "only a parent may read its child, even as the "
+                                                  "same user (lower it with: sudo sysctl "
+                                                  "kernel.yama.ptrace_scope=0)"
+                        : strcmp(scope, "2") == 0 ? "only CAP_SYS_PTRACE may read other processes"
+                                                  : "no process may read another");
     }
+    if (!have_cap)
+        text_append(why, sizeof why, "  - pyscope %s CAP_SYS_PTRACE\n",
+                    me == 0 ? "runs as root but without" : "does not have");
+    if (!why[0])
+        text_append(why, sizeof why, "  - pyscope has CAP_SYS_PTRACE; a security module "
+                                     "(AppArmor, SELinux, seccomp) may deny it\n");
+    char fix[512] = "";
+    if (!have_cap && me != 0)
+        text_append(fix, sizeof fix, "run pyscope as root, or give it CAP_SYS_PTRACE:\n"
+                                     "      sudo setcap cap_sys_ptrace+ep $(command -v pyscope)\n");
+    else if (!have_cap)
+        text_append(fix, sizeof fix,
+                    "root here lacks the capability: in a container, add it (docker run "
+                    "--cap-add SYS_PTRACE,\n      or capabilities: add: [SYS_PTRACE] in a "
+                    "Kubernetes securityContext)\n");
     error_hint(err,
-               "pyscope needs the access a debugger needs (ptrace) to the target:\n"
-               "  - as the target's own user, kernel.yama.ptrace_scope must be 0\n"
-               "%s"
-               "  - or run pyscope as root, or give it CAP_SYS_PTRACE:\n"
-               "      sudo setcap cap_sys_ptrace+ep $(command -v pyscope)\n"
-               "  - in a container, add the capability (docker run --cap-add SYS_PTRACE, or\n"
-               "    capabilities: add: [SYS_PTRACE] in a Kubernetes securityContext) and run\n"
-               "    pyscope in the target's PID namespace.",
-               scope_line);
+               "pyscope needs the access a debugger needs (ptrace) to the target; in the way here:\n"
+               "%s%s%s",
+               why, fix[0] ? "To fix: " : "", fix);
+    size_t n = strlen(err->hint);
+    if (n && err->hint[n - 1] == '\n')
+        err->hint[n - 1] = '\0';
 }
 
 static const char *base_of(const char *path)

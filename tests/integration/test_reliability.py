@@ -439,3 +439,54 @@ def test_more_threads_than_open_files(start_program, limit, degraded):
     assert all(t["state_samples"]["idle"] == t["samples"] > 0 for t in sleepers)
     note = "more threads than open files allowed (256)"
     assert (note in result.stderr) == degraded, result.stderr
+
+
+# ---- permissions --------------------------------------------------------------------
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+YAMA = "/proc/sys/kernel/yama/ptrace_scope"
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+
+
+def check_yama_line(stderr):
+    if os.path.exists(YAMA):
+        with open(YAMA) as f:
+            scope = f.read().strip()
+        assert ("kernel.yama.ptrace_scope is %s" % scope in stderr) == (scope != "0"), stderr
+    else:
+        assert "yama" not in stderr, stderr
+
+
+@needs_root
+def test_permission_message_names_the_uid(target):
+    result = run_pyscope(["dump", target.pid], prefix=NOBODY)
+    assert result.returncode == 4, result
+    assert "it runs as uid 0, pyscope as uid 65534" in result.stderr, result
+    assert "pyscope does not have CAP_SYS_PTRACE" in result.stderr
+    assert "run pyscope as root, or give it CAP_SYS_PTRACE" in result.stderr
+    check_yama_line(result.stderr)
+
+
+@needs_root
+def test_permission_message_to_root_without_the_capability(target):
+    result = run_pyscope(["--drop=cap_sys_ptrace", "--", "-c", '"$0" dump "$1"', PYSCOPE,
+                          target.pid], binary="/usr/sbin/capsh")
+    assert result.returncode == 4, result
+    assert "pyscope runs as root but without CAP_SYS_PTRACE" in result.stderr, result
+    assert "run pyscope as root" not in result.stderr
+    assert "uid" not in result.stderr
+    check_yama_line(result.stderr)
+
+
+@needs_root
+def test_permission_message_names_a_non_dumpable_target(spawn):
+    python = "/usr/bin/python3.11"
+    if not os.path.exists(python):
+        pytest.skip("no %s" % python)
+    proc = spawn(NOBODY + [python, "-c", "import ctypes, time; "
+                           "ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); print('ready', flush=True); "
+                           "time.sleep(60)"], ready_line="ready")
+    result = run_pyscope(["dump", proc.pid], prefix=NOBODY)
+    assert result.returncode == 4, result
+    assert "it is not dumpable" in result.stderr, result
+    assert "runs as uid" not in result.stderr
