@@ -5,6 +5,7 @@
 
 #include "cmd/commands.h"
 #include "util/error.h"
+#include "util/outfile.h"
 
 struct command {
     const char *name;
@@ -43,11 +44,16 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("pyscope %s\n", PYSCOPE_VERSION);
-        return 0;
+        return outfile_close_stdout() == 0 ? 0 : PYSCOPE_ERR_OTHER;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            int status = commands[i].run(argc - 1, argv + 1);
+            /* A report that did not reach its reader is a failure. */
+            if (outfile_close_stdout() != 0 && status == 0)
+                status = PYSCOPE_ERR_OTHER;
+            return status;
+        }
     fprintf(stderr, "pyscope: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return PYSCOPE_ERR_USAGE;

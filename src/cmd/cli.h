@@ -8,8 +8,17 @@
 
 #include "util/error.h"
 
-/* A positive process id, the whole text and nothing else. */
+/* A positive process id that fits pid_t, the whole text and nothing else;
+ * false with a message on stderr (a usage error) for anything else. */
 bool cli_parse_pid(const char *text, pid_t *pid);
+/* A finite positive number of seconds (no nan, no inf). */
+bool cli_parse_seconds(const char *text, double *seconds);
+/* A program to run must follow "--": a stray word after the options is a
+ * usage error (said on stderr), not a program. */
+bool cli_check_program(int argc, char **argv, int optind);
+/* An input file (a core) exists as a regular file, or does not exist; false
+ * with a message on stderr for a FIFO, a directory, a device. */
+bool cli_check_input_file(const char *path);
 /* A sampling rate in Hz (0 < rate <= max_hz); "max" gives 0 when allowed. */
 bool cli_parse_rate(const char *text, double max_hz, bool allow_max, double *rate);
 

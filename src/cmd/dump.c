@@ -105,6 +105,12 @@ static int dump_core(const char *core_path, const struct core_options *copts,
         if (err.status == PYSCOPE_ERR_NOT_PYTHON && !core_missing_files(t, NULL, 0))
             error_set(&err, PYSCOPE_ERR_NOT_PYTHON, "core of process %d (%s) is not of a Python "
                       "process", (int)info->pid, info->fname);
+        /* What a wrong file gives (no runtime, another version) is not the
+         * process's fault. */
+        if (core_mismatch(t)) {
+            error_set(&err, PYSCOPE_ERR_USAGE, "%s", core_mismatch(t));
+            error_hint(&err, "give the files the process ran (--exe, --lib-path)");
+        }
         goto fail;
     }
     report.pid = info->pid;
@@ -206,7 +212,7 @@ fail:
     if (pause)
         process_resume();
     if (err.status != PYSCOPE_ERR_EXITED && err.status != PYSCOPE_ERR_NO_PROCESS &&
-        process_gone(pid))
+        process_gone_soon(pid))
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the dump", (int)pid);
     status = error_report(&err);
     stack_report_free(&report);
@@ -286,6 +292,8 @@ int cmd_dump(int argc, char **argv)
             fprintf(stderr, "pyscope: --core takes no PID (got '%s')\n", argv[optind]);
             return PYSCOPE_ERR_USAGE;
         }
+        if (!cli_check_input_file(core_path))
+            return PYSCOPE_ERR_USAGE;
         req.paused = true;
         char chosen[PATH_MAX];
         struct pyscope_error err = {0};
@@ -298,12 +306,14 @@ int cmd_dump(int argc, char **argv)
         return PYSCOPE_ERR_USAGE;
     }
     pid_t pid;
-    if (optind != argc - 1 || !cli_parse_pid(argv[optind], &pid)) {
-        if (optind < argc)
-            fprintf(stderr, "pyscope: invalid process id '%s'\n", argv[optind]);
+    if (optind != argc - 1) {
+        if (optind < argc - 1)
+            fprintf(stderr, "pyscope: unexpected argument '%s'\n", argv[optind + 1]);
         dump_usage(stderr);
         return PYSCOPE_ERR_USAGE;
     }
+    if (!cli_parse_pid(argv[optind], &pid))
+        return PYSCOPE_ERR_USAGE;
     /* Unwinding reads registers, which only a stopped thread has. */
     if (req.native)
         pause = true;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "output/profile_writers.h"
 #include "profile/profile.h"
 #include "sampling/session.h"
+#include "util/outfile.h"
 
 static volatile int stop_requested;
 /* Once the profile is written, pyscope only waits for the command it started.
@@ -93,13 +95,10 @@ int cmd_record(int argc, char **argv)
     optind = 1;
     /* '+' stops at the first non-option, so the command's own flags are its own. */
     while ((c = getopt_long(argc, argv, "+p:o:f:r:d:igtsqh", longopts, NULL)) != -1) {
-        char *end;
         switch (c) {
         case 'p':
-            if (!cli_parse_pid(optarg, &pid)) {
-                fprintf(stderr, "pyscope: invalid process id '%s'\n", optarg);
+            if (!cli_parse_pid(optarg, &pid))
                 return 2;
-            }
             break;
         case 'o': output = optarg; break;
         case 'f':
@@ -117,8 +116,7 @@ int cmd_record(int argc, char **argv)
             }
             break;
         case 'd':
-            opts.duration_s = strtod(optarg, &end);
-            if (*end || opts.duration_s <= 0) {
+            if (!cli_parse_seconds(optarg, &opts.duration_s)) {
                 fprintf(stderr, "pyscope: --duration takes a positive number of seconds\n");
                 return 2;
             }
@@ -132,6 +130,8 @@ int cmd_record(int argc, char **argv)
         default: record_usage(stderr); return 2;
         }
     }
+    if (!cli_check_program(argc, argv, optind))
+        return 2;
     if (optind < argc)
         opts.command = &argv[optind];
     if ((pid == 0) == (opts.command == NULL)) {
@@ -154,6 +154,14 @@ int cmd_record(int argc, char **argv)
 
     struct session session;
     struct pyscope_error err = {0};
+    /* A recording that cannot be saved is not started. The default name
+     * holds a process id not known yet: its directory is what counts. */
+    char default_name[64];
+    snprintf(default_name, sizeof default_name, "pyscope-%d.%s", (int)pid, format->extension);
+    if (outfile_check(output ? output : default_name, OUTFILE_REPLACE, &err) != 0) {
+        profile_free(&profile);
+        return error_report(&err);
+    }
     if (session_start(&session, pid, &opts, &profile, &err) != 0) {
         profile_free(&profile);
         return error_report(&err);
@@ -169,28 +177,32 @@ int cmd_record(int argc, char **argv)
     session_stop(&session);
     if (progress)
         fputc('\n', stderr);
+    if (session.fds_exhausted && !quiet) {
+        struct rlimit rl = {0};
+        getrlimit(RLIMIT_NOFILE, &rl);
+        fprintf(stderr, "pyscope: more threads than open files allowed (%llu): the states of the "
+                "others were read by opening their /proc files on every pass\n",
+                (unsigned long long)rl.rlim_cur);
+    }
 
-    char default_name[64];
     if (!output) {
         snprintf(default_name, sizeof default_name, "pyscope-%d.%s", (int)session.root,
                  format->extension);
         output = default_name;
     }
-    FILE *out = strcmp(output, "-") == 0 ? stdout : fopen(output, "wb");
+    struct outfile out;
     int status = 0;
-    if (!out) {
-        fprintf(stderr, "pyscope: cannot write %s: %s\n", output, strerror(errno));
+    if (outfile_open(&out, output, OUTFILE_REPLACE, 0666, &err) != 0) {
+        status = error_report(&err);
+    } else if (format->write(out.fp, &profile, &wopts) != 0) {
+        outfile_discard(&out);
+        fprintf(stderr, "pyscope: writing %s failed\n", output);
         status = 1;
-    } else {
-        if (format->write(out, &profile, &wopts) != 0 || (out != stdout && fclose(out) != 0)) {
-            fprintf(stderr, "pyscope: writing %s failed\n", output);
-            status = 1;
-        } else if (out == stdout) {
-            fflush(stdout);
-        }
+    } else if (outfile_close(&out, &err) != 0) {
+        status = error_report(&err);
     }
     profile_write_summary(stderr, &profile);
-    if (status == 0 && out != stdout)
+    if (status == 0 && strcmp(output, "-") != 0)
         fprintf(stderr, "pyscope: wrote %s (%s)\n", output, format->name);
     profile_free(&profile);
     fflush(stderr);

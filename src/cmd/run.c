@@ -27,6 +27,7 @@
 #include "target/hwbreak.h"
 #include "target/process.h"
 #include "target/signals.h"
+#include "util/outfile.h"
 
 #define MAX_TRACED 8192
 
@@ -170,11 +171,13 @@ static void report_crash(struct traced *tr, pid_t crashing, int sig, const char 
     stop_others(tr, crashing);
 
     FILE *out = stderr;
-    if (output && !(out = fopen(output, "w"))) {
-        fprintf(stderr, "pyscope: cannot write %s: %s\n", output, strerror(errno));
-        out = stderr;
-    }
+    struct outfile file;
+    bool to_file = false;
     struct pyscope_error err = {0};
+    if (output && outfile_open(&file, output, OUTFILE_REPLACE, 0666, &err) != 0)
+        error_report(&err);
+    else if (output)
+        to_file = true, out = file.fp;
     struct target *t = process_open(child_pid, &err);
     if (!t) {
         error_report(&err);
@@ -231,8 +234,9 @@ static void report_crash(struct traced *tr, pid_t crashing, int sig, const char 
     }
     target_close(t);
 done:
-    if (out != stderr)
-        fclose(out);
+    memset(&err, 0, sizeof err);
+    if (to_file && outfile_close(&file, &err) != 0)
+        error_report(&err);
     /* Let the others go; the signal then ends the process as it would have. */
     for (int i = 0; i < tr->n; i++)
         if (tr->tids[i] != crashing)
@@ -597,6 +601,17 @@ int cmd_run(int argc, char **argv)
     if (recording && output && strcmp(output, "-") == 0) {
         fprintf(stderr, "pyscope: the recording cannot go to stdout, which the program uses\n");
         return PYSCOPE_ERR_USAGE;
+    }
+    /* Whatever is written at the end must be writable before the program
+     * starts. The recording's default name holds the child's pid, not known
+     * yet: its directory is what counts. */
+    char default_name[64];
+    snprintf(default_name, sizeof default_name, "pyscope-0.%s", format->extension);
+    const char *to_check[] = {recording ? (output ? output : default_name) : NULL, report_path};
+    for (size_t i = 0; i < sizeof to_check / sizeof to_check[0]; i++) {
+        struct pyscope_error out_err = {0};
+        if (to_check[i] && outfile_check(to_check[i], OUTFILE_REPLACE, &out_err) != 0)
+            return error_report(&out_err);
     }
 
     /* Every signal that would end pyscope goes to the program instead, so

@@ -264,10 +264,8 @@ int cmd_top(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "+p:r:igsh", longopts, NULL)) != -1) {
         switch (c) {
         case 'p':
-            if (!cli_parse_pid(optarg, &pid)) {
-                fprintf(stderr, "pyscope: invalid process id '%s'\n", optarg);
+            if (!cli_parse_pid(optarg, &pid))
                 return 2;
-            }
             break;
         case 'r':
             if (!cli_parse_rate(optarg, 1e5, false, &opts.rate_hz)) {
@@ -282,6 +280,8 @@ int cmd_top(int argc, char **argv)
         default: top_usage(stderr); return 2;
         }
     }
+    if (!cli_check_program(argc, argv, optind))
+        return 2;
     if (optind < argc)
         opts.command = &argv[optind];
     if ((pid == 0) == (opts.command == NULL)) {

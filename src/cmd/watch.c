@@ -15,11 +15,13 @@
 #include <unistd.h>
 
 #include "cmd/collect.h"
+#include "cmd/cli.h"
 #include "cmd/commands.h"
 #include "output/stack_report.h"
 #include "target/cleanup.h"
 #include "target/core_write.h"
 #include "target/process.h"
+#include "util/outfile.h"
 
 #define POLL_MS 200
 
@@ -819,6 +821,8 @@ int cmd_watch(int argc, char **argv)
     s->mem.fd = -1;
     s->max_hits = 1;
     s->out = stdout;
+    struct outfile out_file = {.fd = -1};
+    struct pyscope_error out_err = {0};
     pid_t pid = 0;
     const char *output = NULL;
     bool max_given = false;
@@ -837,12 +841,10 @@ int cmd_watch(int argc, char **argv)
             s->n_funcs++;
             break;
         case 'p':
-            if (!parse_uint(optarg, 0x3fffffff, &v)) {
-                fprintf(stderr, "pyscope: -p %s: not a process id\n", optarg);
+            if (!cli_parse_pid(optarg, &pid)) {
                 status = PYSCOPE_ERR_USAGE;
                 goto out;
             }
-            pid = (pid_t)v;
             break;
         case 'A': s->all = true; break;
         case 'm':
@@ -868,6 +870,10 @@ int cmd_watch(int argc, char **argv)
     }
     if (s->all && !max_given)
         s->max_hits = UINT32_MAX;
+    if (!cli_check_program(argc, argv, optind)) {
+        status = PYSCOPE_ERR_USAGE;
+        goto out;
+    }
     char **program = optind < argc ? argv + optind : NULL;
     if (s->n_funcs == 0 || (pid == 0) == (program == NULL)) {
         fprintf(stderr, "pyscope: watch needs --reentry FUNC and either -p PID or -- PROGRAM\n\n");
@@ -877,12 +883,17 @@ int cmd_watch(int argc, char **argv)
     }
     if (s->stop && s->max_hits > 1 && max_given)
         fprintf(stderr, "pyscope: note: --stop ends the watch at the first report\n");
-    if (output && !(s->out = fopen(output, "w"))) {
-        fprintf(stderr, "pyscope: cannot write %s: %s\n", output, strerror(errno));
-        s->out = stdout;
-        status = PYSCOPE_ERR_USAGE;
+    if (s->core_path && outfile_check(s->core_path, OUTFILE_REPLACE, &out_err) != 0) {
+        status = error_report(&out_err);
         goto out;
     }
+    if (output && outfile_open(&out_file, output, OUTFILE_STREAM, 0666, &out_err) != 0) {
+        out_err.status = PYSCOPE_ERR_USAGE;
+        status = error_report(&out_err);
+        goto out;
+    }
+    if (output)
+        s->out = out_file.fp;
     s->codes = calloc(1, sizeof *s->codes);
     s->frames = calloc(PY_MAX_FRAMES, sizeof *s->frames);
     if (!s->codes || !s->frames) {
@@ -1000,8 +1011,8 @@ out:
     free(s->fast);
     free(s->threads);
     tracer_free(&s->tr);
-    if (s->out && s->out != stdout)
-        fclose(s->out);
+    if (out_file.fp && outfile_close(&out_file, &out_err) != 0 && status == 0)
+        status = error_report(&out_err);
     free(s);
     return status;
 }

@@ -49,17 +49,6 @@ static void why_usage(FILE *out)
             DEFAULT_INTERVAL_MS);
 }
 
-static bool parse_number(const char *text, long min, long max, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || *end || end == text || v < min || v > max)
-        return false;
-    *out = v;
-    return true;
-}
-
 struct snapshot {
     struct stack_report report;
     struct stacks_raw raw;
@@ -141,15 +130,17 @@ int cmd_why(int argc, char **argv)
         default: why_usage(stderr); return PYSCOPE_ERR_USAGE;
         }
     }
-    long pid_value = 0;
-    if (core_arg ? optind != argc
-                 : optind != argc - 1 || !parse_number(argv[optind], 1, 0x3fffffff, &pid_value)) {
-        if (optind < argc)
-            fprintf(stderr, "pyscope: invalid process id '%s'\n", argv[optind]);
+    /* A live process is named by one PID; a core needs none. */
+    int wanted = core_arg ? 0 : 1;
+    if (argc - optind != wanted) {
+        if (argc - optind > wanted)
+            fprintf(stderr, "pyscope: unexpected argument '%s'\n", argv[optind + wanted]);
         why_usage(stderr);
         return PYSCOPE_ERR_USAGE;
     }
-    pid_t pid = (pid_t)pid_value;
+    pid_t pid = 0;
+    if (!core_arg && !cli_parse_pid(argv[optind], &pid))
+        return PYSCOPE_ERR_USAGE;
     if (color < 0)
         color = !json && isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL;
 
@@ -237,7 +228,7 @@ int cmd_why(int argc, char **argv)
     goto out;
 fail:
     if (!info && err.status != PYSCOPE_ERR_EXITED && err.status != PYSCOPE_ERR_NO_PROCESS &&
-        process_gone(pid))
+        process_gone_soon(pid))
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the diagnosis", (int)pid);
     status = error_report(&err);
 out:

@@ -102,6 +102,8 @@ static void write_thread_table(FILE *out, const struct profile *p, const struct 
     }
     if (s->n_threads == 0)
         fputs("(no thread was sampled)\n", out);
+    if (any_unknown)
+        fputs("Unknown: samples in which the thread's state could not be read from /proc\n", out);
 }
 
 /* The innermost frames of a stack, indented, and how many outer ones are left out. */

@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "elf/elf_image.h"
+#include "target/process.h"
 #include "python/debug_offsets.h"
 
 void py_version_format(unsigned version_hex, char *out, size_t outsize)
@@ -182,7 +184,29 @@ static void unsupported(struct pyscope_error *err, unsigned version_hex, unsigne
     error_hint(err, "pyscope reads CPython 3.8 to 3.15 (default, non-free-threaded builds).");
 }
 
+static int find_once(struct target *t, struct py_runtime *rt, struct pyscope_error *err);
+
 int py_runtime_find(struct target *t, struct py_runtime *rt, struct pyscope_error *err)
+{
+    /* A live process whose maps grow while we look is still being loaded
+     * (libc mapped before libpython): what it is not yet says nothing. */
+    struct pyscope_error local = {0};
+    if (!err)
+        err = &local;
+    for (int tries = 0;; tries++) {
+        int rc = find_once(t, rt, err);
+        if (rc == 0 || target_is_core(t) || tries >= 10 ||
+            (err->status != PYSCOPE_ERR_NOT_PYTHON && err->status != PYSCOPE_ERR_UNSUPPORTED))
+            return rc;
+        size_t before = t->nmaps;
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, NULL);
+        if (process_read_maps(t) != 0 || t->nmaps == before)
+            return rc;
+    }
+}
+
+static int find_once(struct target *t, struct py_runtime *rt, struct pyscope_error *err)
 {
     memset(rt, 0, sizeof *rt);
     rt->target = t;

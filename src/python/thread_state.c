@@ -12,6 +12,10 @@ enum thread_run_state thread_classify(const struct thread_activity *activity, bo
         return THREAD_HOLDING_GIL;
     if (activity->run_state == 0 && activity->syscall_nr < 0 && !activity->on_cpu)
         return THREAD_UNKNOWN;
+    /* A thread that has exited (a main thread after pthread_exit) and left
+     * its thread state behind runs nothing. */
+    if (activity->run_state == 'Z' || activity->run_state == 'X')
+        return THREAD_UNKNOWN;
     if (activity->syscall_nr == SYSCALL_FUTEX_X86_64 && gil && gil_size &&
         activity->syscall_args[0] >= gil && activity->syscall_args[0] < gil + gil_size)
         return THREAD_WAITING_GIL;

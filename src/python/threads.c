@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/addrset.h"
+
 /* glibc 2.28-2.36 on x86-64 keep the tid here; other offsets are searched. */
 #define GLIBC_PTHREAD_TID_OFFSET 720
 #define PTHREAD_SEARCH_BYTES 1536
@@ -279,6 +281,13 @@ int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct 
         ts_size = TSTATE_READ_MAX;
     unsigned char ts[TSTATE_READ_MAX];
 
+    /* Every thread state once: a live list read while a thread exits and
+     * a new one takes its memory can lead back to a state already read. */
+    struct addrset seen;
+    if (addrset_init(&seen, PY_MAX_THREADS) != 0) {
+        py_snapshot_free(snap);
+        return -1;
+    }
     uint64_t interp = py_runtime_first_interpreter(r->rt);
     while (interp && snap->n_interps < PY_MAX_INTERPRETERS) {
         int index = snap->n_interps++;
@@ -294,7 +303,7 @@ int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct 
                 snap->truncated = true;
                 break;
             }
-            if (target_read(r->t, tstate, ts, ts_size) != 0 ||
+            if (!addrset_add(&seen, tstate) || target_read(r->t, tstate, ts, ts_size) != 0 ||
                 u64_at(ts, L->tstate_interp) != interp) {
                 snap->truncated = true;
                 break;
@@ -313,6 +322,7 @@ int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct 
             break;
         interp = next;
     }
+    addrset_free(&seen);
     resolve_top_frames(r, snap);
     if (L->tstate_native_thread_id == PY_OFF_NONE)
         resolve_tids_from_pthread(r, snap, tids, n_tids);

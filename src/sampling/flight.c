@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "target/process.h"
+#include "util/outfile.h"
 
 /* A starting interpreter is looked for often at first, then rarely: a
  * program that never becomes Python costs almost nothing. */
@@ -209,20 +210,16 @@ int flight_write(struct flight *f, uint64_t end_ns, const char *path,
     struct profile_write_options options = {.include_idle = true};
     /* Written beside the destination, then renamed over it: a reader (or a
      * later failure) never sees half a file. */
-    char tmp[4096];
-    int n = snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-    FILE *out = n > 0 && (size_t)n < sizeof tmp ? fopen(tmp, "wb") : NULL;
+    struct outfile out;
+    struct pyscope_error err = {0};
     int rc = -1;
-    if (!out) {
-        fprintf(stderr, "pyscope: cannot write the flight recording to %s: %s\n", path,
-                strerror(errno));
-    } else if (format->write(out, &window, &options) != 0 || fclose(out) != 0) {
+    if (outfile_open(&out, path, OUTFILE_REPLACE, 0666, &err) != 0) {
+        fprintf(stderr, "pyscope: flight recording not written: %s\n", err.message);
+    } else if (format->write(out.fp, &window, &options) != 0) {
+        outfile_discard(&out);
         fprintf(stderr, "pyscope: writing the flight recording to %s failed\n", path);
-        unlink(tmp);
-    } else if (rename(tmp, path) != 0) {
-        fprintf(stderr, "pyscope: cannot write the flight recording to %s: %s\n", path,
-                strerror(errno));
-        unlink(tmp);
+    } else if (outfile_close(&out, &err) != 0) {
+        fprintf(stderr, "pyscope: flight recording not written: %s\n", err.message);
     } else {
         rc = 0;
     }

@@ -4,6 +4,9 @@
  * the GIL itself plus one pread of the thread's /proc syscall file. */
 #include "sampling/sampler.h"
 
+#include <errno.h>
+#include <stdint.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -82,6 +85,9 @@ static void flush_code_caches(struct sampler *s)
     memset(s->frame_keys, 0, sizeof *s->frame_keys);
 }
 
+/* Descriptors left for everything but the threads' syscall files. */
+#define FD_RESERVE 64
+
 int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t start_ns,
                  struct pyscope_error *err)
 {
@@ -90,6 +96,12 @@ int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t
     s->profile = profile;
     s->start_ns = start_ns;
     s->record_timeline = true;
+    process_raise_fd_limit();
+    struct rlimit rl;
+    s->fd_budget = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                       ? (rl.rlim_cur > FD_RESERVE ? (size_t)(rl.rlim_cur - FD_RESERVE) : 0)
+                       : SIZE_MAX;
+    s->image_id = process_image_id(pid);
     s->target = process_open(pid, err);
     if (!s->target)
         return -1;
@@ -130,8 +142,10 @@ static void forget_thread(struct sampler *s, size_t index, uint64_t now_ns)
 {
     struct sampled_thread *th = &s->threads[index];
     close_segment(s, th, now_ns);
-    if (th->syscall_fd >= 0)
+    if (th->syscall_fd >= 0) {
         close(th->syscall_fd);
+        s->kept_fds--;
+    }
     py_stack_copy_free(&th->copy);
     stack_memo_free(&th->memo);
     s->threads[index] = s->threads[--s->n_threads];
@@ -147,6 +161,7 @@ void sampler_close(struct sampler *s, uint64_t now_ns)
     free(s->pass);
     free(s->blocks);
     free(s->spans);
+    addrset_free(&s->walked);
     if (s->codes) {
         py_code_cache_clear(s->codes);
         free(s->codes);
@@ -234,7 +249,18 @@ static struct sampled_thread *add_thread(struct sampler *s, const struct py_thre
     th->tstate = pt->tstate;
     th->thread_id = pt->thread_id;
     th->tid = tid;
-    th->syscall_fd = tid ? process_thread_syscall_fd(s->pid, tid) : -1;
+    /* Descriptors kept past the budget would leave none for reading the
+     * others (and the ELF files, the maps): those are opened per read. */
+    th->syscall_fd = -1;
+    if (tid && s->kept_fds < s->fd_budget) {
+        th->syscall_fd = process_thread_syscall_fd(s->pid, tid);
+        if (th->syscall_fd >= 0)
+            s->kept_fds++;
+        else if (errno == EMFILE || errno == ENFILE)
+            s->fd_budget = s->kept_fds;
+    }
+    if (tid && th->syscall_fd < 0 && s->kept_fds >= s->fd_budget)
+        s->fds_exhausted = true;
     th->profile_thread = id;
     th->waiting_since_switch = UINT64_MAX;
     th->last_stack = UINT32_MAX;
@@ -284,6 +310,16 @@ static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, long offset,
 #define RECHECK_POLLS 8
 #define RECHECK_PAUSE_US 50
 
+/* Through the thread's open syscall file, or, for the threads beyond the
+ * limit of open files, by opening it each time. */
+static int read_activity(struct sampler *s, const struct sampled_thread *th,
+                         struct thread_activity *a)
+{
+    if (th->syscall_fd >= 0)
+        return process_thread_activity_fd(th->syscall_fd, a);
+    return th->tid ? process_thread_activity(s->pid, th->tid, a) : -1;
+}
+
 static bool seen_back_in_gil(struct sampler *s, const struct sampled_thread *th,
                              const struct py_interp *pi, uint64_t gil_size)
 {
@@ -291,7 +327,7 @@ static bool seen_back_in_gil(struct sampler *s, const struct sampled_thread *th,
     for (int i = 0; i < RECHECK_POLLS; i++) {
         usleep(RECHECK_PAUSE_US);
         struct thread_activity a;
-        if (process_thread_activity_fd(th->syscall_fd, &a) != 0)
+        if (read_activity(s, th, &a) != 0)
             return false;
         enum thread_run_state st = thread_classify(&a, false, pi->gil, gil_size);
         if (st == THREAD_WAITING_GIL)
@@ -329,7 +365,7 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
     if (still_waiting(th, pi))
         return PROFILE_WAITING_GIL;
     struct thread_activity a;
-    if (th->syscall_fd < 0 || process_thread_activity_fd(th->syscall_fd, &a) != 0)
+    if (read_activity(s, th, &a) != 0)
         return PROFILE_UNKNOWN;
     switch (thread_classify(&a, false, pi->gil, gil_size)) {
     case THREAD_WAITING_GIL:
@@ -626,6 +662,9 @@ static int walk_threads(struct sampler *s, size_t ts_size)
 {
     const struct py_layout *L = &s->rt.layout;
     size_t n = 0;
+    if (!s->walked.slots && addrset_init(&s->walked, PY_MAX_THREADS) != 0)
+        return -1;
+    addrset_clear(&s->walked);
     for (int k = 0; k < s->n_interps; k++) {
         struct py_interp *pi = &s->interps[k];
         py_interp_read_gil(&s->reader, pi);
@@ -634,7 +673,11 @@ static int walk_threads(struct sampler *s, size_t ts_size)
         uint64_t tstate = 0;
         if (target_read_u64(s->target, pi->addr + (uint64_t)L->interp_threads_head, &tstate) != 0)
             return -1;
-        for (int guard = 0; tstate && guard < PY_MAX_THREADS; guard++) {
+        /* A thread state met again: one we passed exited and a new thread
+         * took its memory, linked at the head. The list ends there, so that
+         * no thread is sampled (and its stack planned) twice in a pass. */
+        for (int guard = 0; tstate && guard < PY_MAX_THREADS && addrset_add(&s->walked, tstate);
+             guard++) {
             if (grow_pass(s, n + 1) != 0)
                 return -1;
             unsigned char *block = s->blocks + n * TSTATE_READ_MAX;
@@ -668,8 +711,15 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
     }
     size_t ts_size = L->tstate_size > 0 && L->tstate_size <= TSTATE_READ_MAX ? (size_t)L->tstate_size
                                                                              : TSTATE_READ_MAX;
-    if (s->n_interps == 0 || now_ns - s->interps_read_ns > INTERP_REFRESH_NS)
+    if (s->n_interps == 0 || now_ns - s->interps_read_ns > INTERP_REFRESH_NS) {
+        /* After an exec nothing we know about the process holds. */
+        uint64_t image = process_image_id(s->pid);
+        if (image && s->image_id && image != s->image_id) {
+            s->exec_seen = true;
+            return -1;
+        }
         refresh_interpreters(s, now_ns);
+    }
     if (s->n_interps == 0)
         return process_gone(s->pid) ? -1 : 0;
 

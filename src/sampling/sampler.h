@@ -12,6 +12,7 @@
 #include "python/frames.h"
 #include "python/runtime.h"
 #include "python/threads.h"
+#include "util/addrset.h"
 #include "util/error.h"
 
 struct sampled_thread;
@@ -60,6 +61,11 @@ struct sampler {
     size_t cap_pass;
     struct target_span *spans;
     size_t cap_spans;
+    struct addrset walked;            /* thread states one walk has read */
+    uint64_t image_id;                /* process_image_id when opened */
+    bool exec_seen;                   /* the process has exec'd: the end of its recording */
+    bool fds_exhausted;               /* some threads' syscall files are opened per read */
+    size_t kept_fds, fd_budget;       /* syscall files kept open, and how many may be */
     bool record_timeline;
     bool recheck_running;             /* look twice at threads on CPU without the GIL */
     /* Check every cached code object against the target on every pass, so

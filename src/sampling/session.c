@@ -223,6 +223,14 @@ void session_run(struct session *s, volatile int *stop,
             if (!s->active[i])
                 continue;
             if (sampler_pass(&s->samplers[i], now) != 0) {
+                if (s->samplers[i].exec_seen) {
+                    char exe[256] = "?";
+                    process_exe(s->samplers[i].pid, exe, sizeof exe);
+                    fprintf(stderr, "pyscope: process %d exec'd %s: its recording ends here "
+                            "(the new program is not followed)\n",
+                            (int)s->samplers[i].pid, exe);
+                }
+                s->fds_exhausted |= s->samplers[i].fds_exhausted;
                 sampler_close(&s->samplers[i], now);
                 s->active[i] = false;
                 continue;
@@ -261,6 +269,7 @@ void session_stop(struct session *s)
     uint64_t now = monotonic_ns();
     for (int i = 0; i < SESSION_MAX_PROCESSES; i++) {
         if (s->active[i]) {
+            s->fds_exhausted |= s->samplers[i].fds_exhausted;
             sampler_close(&s->samplers[i], now);
             s->active[i] = false;
         }

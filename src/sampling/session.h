@@ -34,6 +34,7 @@ struct session {
     int child_status;          /* its wait status once it exited */
     bool child_exited;
     bool stopped;              /* session_stop has run */
+    bool fds_exhausted;        /* a sampler ran out of descriptors for threads' files */
     uint64_t start_ns;
     uint64_t last_scan_ns;
 };

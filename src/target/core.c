@@ -5,6 +5,7 @@
  * leave out unmodified file-backed pages, gcore may drop whole read-only
  * mappings) is read from the mapped file on disk at the NT_FILE offset. */
 #include "target/core.h"
+#include "util/text.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -63,6 +64,7 @@ struct core_target {
     char **lib_paths;
     int n_lib_paths;
     FILE *warnings;
+    char mismatch[512];          /* the first file whose build-id is not the core's */
 };
 
 static struct core_target *as_core(const struct target *t)
@@ -344,10 +346,15 @@ static void check_build_id(struct core_target *c, const struct core_file *f, int
                 "it may not be the same file (%s)\n", used, f->path, in_core, hint);
         return;
     }
-    if (strcmp(in_core, on_disk) != 0)
+    if (strcmp(in_core, on_disk) != 0) {
         fprintf(c->warnings, "pyscope: warning: %s is not the file the process had mapped as %s "
                 "(build-id %s, the core says %s); what is read from it may be wrong: %s\n",
                 used, f->path, on_disk, in_core, hint);
+        if (!c->mismatch[0])
+            text_format(c->mismatch, sizeof c->mismatch,
+                     "%s does not match the core: its build-id is %s, the process's %s had %s",
+                     used, on_disk, f->path, in_core);
+    }
 }
 
 static int file_fd(struct core_target *c, struct core_file *f)
@@ -931,4 +938,9 @@ struct target *core_open(const char *path, const struct core_options *opts,
     c->base.pid = c->info.pid;
     snprintf(c->base.comm, sizeof c->base.comm, "%s", c->info.fname);
     return &c->base;
+}
+
+const char *core_mismatch(const struct target *t)
+{
+    return as_core(t)->mismatch[0] ? as_core(t)->mismatch : NULL;
 }

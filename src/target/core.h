@@ -72,6 +72,10 @@ void core_mapped_build_id(const struct target *t, const char *recorded, char *ou
                           size_t outsize);
 /* --debug-dir, or NULL (also for a live process). */
 const char *core_debug_dir(const struct target *t);
+/* When a file opened for the core (--exe, --lib-path, or the recorded path)
+ * has another build-id than the one the process had mapped: a sentence
+ * saying so; else NULL. */
+const char *core_mismatch(const struct target *t);
 /* The file actually opened for a recorded path (after --exe/--lib-path), or NULL. */
 const char *core_resolved_path(const struct target *t, const char *recorded);
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "target/process.h"
+#include "util/outfile.h"
 
 #define PAGE 4096u
 #define CHUNK (1u << 20)
@@ -157,6 +158,7 @@ int core_write(struct target *t, const pid_t *tids, int n_tids, const siginfo_t 
     Elf64_Phdr *ph = calloc(t->nmaps + 1, sizeof *ph);
     unsigned char *chunk = malloc(CHUNK);
     int fd = -1, rc = -1;
+    struct outfile file;
     if (!ph || !chunk || build_notes(t, tids, n_tids, info, &notes) != 0) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory while writing %s", path);
         goto out;
@@ -204,11 +206,10 @@ int core_write(struct target *t, const pid_t *tids, int n_tids, const siginfo_t 
         error_set(err, PYSCOPE_ERR_OTHER, "too many mappings (%zu) to write a core", nph);
         goto out;
     }
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        error_set(err, PYSCOPE_ERR_OTHER, "cannot create %s: %s", path, strerror(errno));
+    /* Cores hold the program's memory: readable by their owner only. */
+    if (outfile_open(&file, path, OUTFILE_REPLACE, 0600, err) != 0)
         goto out;
-    }
+    fd = file.fd;
     if (write_all(fd, &eh, sizeof eh) || write_all(fd, ph, nph * sizeof *ph) ||
         write_all(fd, notes.data, notes.len))
         goto write_failed;
@@ -232,15 +233,12 @@ int core_write(struct target *t, const pid_t *tids, int n_tids, const siginfo_t 
             done += n;
         }
     }
-    rc = 0;
+    rc = outfile_close(&file, err);
     goto out;
 write_failed:
     error_set(err, PYSCOPE_ERR_OTHER, "cannot write %s: %s", path, strerror(errno));
+    outfile_discard(&file);
 out:
-    if (fd >= 0 && close(fd) != 0 && rc == 0) {
-        error_set(err, PYSCOPE_ERR_OTHER, "cannot write %s: %s", path, strerror(errno));
-        rc = -1;
-    }
     free(notes.data);
     free(ph);
     free(chunk);

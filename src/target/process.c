@@ -8,26 +8,36 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "util/text.h"
 
 struct process_target {
     struct target base;
-    int mem_fd;              /* /proc/PID/mem, opened lazily on ENOSYS */
+    /* The thread whose view of the address space is read: the leader, or,
+     * once the main thread has called pthread_exit (the leader is then a
+     * zombie while the others run), one of the live threads. */
+    pid_t reader;
+    int mem_fd;              /* /proc/READER/mem, opened lazily on ENOSYS */
     bool use_mem_fd;
 };
 
-static int process_read_raw(struct target *t, uint64_t addr, void *buf, size_t len)
+static bool switch_reader(struct process_target *p);
+
+static int read_raw_once(struct process_target *p, uint64_t addr, void *buf, size_t len)
 {
-    struct process_target *p = (struct process_target *)t;
     if (!p->use_mem_fd) {
         struct iovec local = {buf, len};
         struct iovec remote = {(void *)(uintptr_t)addr, len};
-        ssize_t n = process_vm_readv(t->pid, &local, 1, &remote, 1, 0);
+        ssize_t n = process_vm_readv(p->reader, &local, 1, &remote, 1, 0);
         if (n == (ssize_t)len)
             return 0;
         if (n >= 0 || errno != ENOSYS)
@@ -36,13 +46,24 @@ static int process_read_raw(struct target *t, uint64_t addr, void *buf, size_t l
     }
     if (p->mem_fd < 0) {
         char path[64];
-        snprintf(path, sizeof path, "/proc/%d/mem", (int)t->pid);
+        snprintf(path, sizeof path, "/proc/%d/mem", (int)p->reader);
         p->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
         if (p->mem_fd < 0)
             return -1;
     }
     ssize_t n = pread(p->mem_fd, buf, len, (off_t)addr);
     return n == (ssize_t)len ? 0 : -1;
+}
+
+static int process_read_raw(struct target *t, uint64_t addr, void *buf, size_t len)
+{
+    struct process_target *p = (struct process_target *)t;
+    if (read_raw_once(p, addr, buf, len) == 0)
+        return 0;
+    /* The thread read through exited; the others share its memory. */
+    if (errno == ESRCH && switch_reader(p))
+        return read_raw_once(p, addr, buf, len);
+    return -1;
 }
 
 /* process_vm_readv stops at the first remote iovec it cannot read and
@@ -68,12 +89,14 @@ static size_t process_read_spans(struct target *t, struct target_span *spans, si
             remote[k].iov_base = (void *)(uintptr_t)spans[i + k].addr;
             remote[k].iov_len = spans[i + k].len;
         }
-        ssize_t got = process_vm_readv(t->pid, local, k, remote, k, 0);
+        ssize_t got = process_vm_readv(p->reader, local, k, remote, k, 0);
         if (got < 0) {
             if (errno == ENOSYS) {
                 p->use_mem_fd = true;
                 continue;
             }
+            if (errno == ESRCH && switch_reader(p))
+                continue;
             i++; /* the first span is unreadable */
             continue;
         }
@@ -131,26 +154,108 @@ static int read_small_file(const char *path, char *out, size_t outsize, size_t *
     return 0;
 }
 
-bool process_alive(pid_t pid)
+/* PF_EXITING and PF_KTHREAD in the flags of /proc/PID/stat
+ * (include/linux/sched.h). */
+#define TASK_EXITING_FLAG 0x00000004u
+#define KERNEL_THREAD_FLAG 0x00200000u
+
+/* A process that is gone is reported as exiting. */
+static unsigned task_flags(pid_t pid)
 {
-    char path[64], buf[512];
+    char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
+        return TASK_EXITING_FLAG;
+    const char *close_paren = strrchr(buf, ')');
+    unsigned flags = 0;
+    /* state ppid pgrp session tty_nr tpgid flags */
+    if (!close_paren || sscanf(close_paren + 1, " %*c %*d %*d %*d %*d %*d %u", &flags) != 1)
+        return TASK_EXITING_FLAG;
+    return flags;
+}
+
+/* Whether a thread is alive and not on its way out: not a zombie, and
+ * without PF_EXITING (a process in exit_group is gone, whichever of its
+ * threads has not finished exiting yet). */
+static char task_state_letter(pid_t pid, pid_t tid)
+{
+    char path[96], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
+        return 0;
+    const char *close_paren = strrchr(buf, ')');
+    return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
+
+static bool task_alive(pid_t pid, pid_t tid)
+{
+    char path[96], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
     if (read_small_file(path, buf, sizeof buf, NULL) != 0)
         return false;
     const char *close_paren = strrchr(buf, ')');
-    return close_paren && close_paren[1] == ' ' && close_paren[2] != 'Z' && close_paren[2] != 'X';
+    char state = 0;
+    unsigned flags = 0;
+    if (!close_paren ||
+        sscanf(close_paren + 1, " %c %*d %*d %*d %*d %*d %u", &state, &flags) != 2)
+        return false;
+    return state != 'Z' && state != 'X' && !(flags & TASK_EXITING_FLAG);
+}
+
+pid_t process_reader_tid(pid_t pid)
+{
+    if (task_alive(pid, pid))
+        return pid;
+    pid_t tids[256];
+    int n = process_list_tids(pid, tids, (int)(sizeof tids / sizeof tids[0]));
+    for (int i = 0; i < n; i++)
+        if (tids[i] != pid && task_alive(pid, tids[i]))
+            return tids[i];
+    return 0;
+}
+
+static bool switch_reader(struct process_target *p)
+{
+    pid_t next = process_reader_tid(p->base.pid);
+    if (next == 0 || next == p->reader)
+        return false;
+    p->reader = next;
+    if (p->mem_fd >= 0)
+        close(p->mem_fd);
+    p->mem_fd = -1;
+    snprintf(p->base.root, sizeof p->base.root, "/proc/%d/root", (int)next);
+    return true;
+}
+
+bool process_alive(pid_t pid)
+{
+    return process_reader_tid(pid) != 0;
 }
 
 bool process_gone(pid_t pid)
 {
-    if (!process_alive(pid))
+    pid_t reader = process_reader_tid(pid);
+    if (reader == 0)
         return true;
     /* Between exit() and becoming a zombie the address space is already
-     * gone while /proc/PID/stat still says the process runs. */
+     * gone while /proc/PID/stat still says the process runs; in the middle
+     * of an exec it is briefly empty too, but the process is not exiting. */
     char path[64], buf[64];
     size_t len = 0;
-    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-    return read_small_file(path, buf, sizeof buf, &len) == 0 && len == 0;
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)reader);
+    return read_small_file(path, buf, sizeof buf, &len) == 0 && len == 0 &&
+           (task_flags(reader) & TASK_EXITING_FLAG);
+}
+
+bool process_gone_soon(pid_t pid)
+{
+    for (int i = 0; i < 5; i++) {
+        if (process_gone(pid))
+            return true;
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, NULL);
+    }
+    return false;
 }
 
 static int compare_maps(const void *a, const void *b)
@@ -161,8 +266,9 @@ static int compare_maps(const void *a, const void *b)
 
 int process_read_maps(struct target *t)
 {
+    const struct process_target *p = (const struct process_target *)t;
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/maps", (int)t->pid);
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)p->reader);
     FILE *f = fopen(path, "re");
     if (!f)
         return -1;
@@ -232,30 +338,140 @@ int process_read_maps(struct target *t)
     return 0;
 }
 
+/* A "Uid:" or "CapEff:" line of a /proc status file. */
+static bool status_field(const char *path, const char *name, char *out, size_t outsize)
+{
+    char buf[4096];
+    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
+        return false;
+    const char *line = strstr(buf, name);
+    if (!line)
+        return false;
+    line += strlen(name);
+    line += strspn(line, " \t");
+    size_t n = strcspn(line, "\n");
+    snprintf(out, outsize, "%.*s", (int)n, line);
+    return true;
+}
+
+#define CAP_SYS_PTRACE_BIT 19
+
+/* Names what the kernel's ptrace access check (ptrace_may_access) most
+ * likely refused on, from what /proc shows, and only what applies here. */
 static void set_permission_error(pid_t pid, struct pyscope_error *err)
 {
     error_set(err, PYSCOPE_ERR_PERMISSION, "permission denied reading the memory of process %d",
               (int)pid);
-    char scope[16] = "";
-    char scope_line[160] = "";
+    char path[64], field[128], why[1024] = "";
+    uid_t me = geteuid();
+    bool have_cap = false;
+    if (status_field("/proc/self/status", "CapEff:", field, sizeof field))
+        have_cap = (strtoull(field, NULL, 16) >> CAP_SYS_PTRACE_BIT) & 1;
+    long target_uid = -1;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if (status_field(path, "Uid:", field, sizeof field))
+        target_uid = strtol(field, NULL, 10);
+    /* A process that is not dumpable (setuid, or prctl(PR_SET_DUMPABLE, 0))
+     * has its /proc files owned by root, whoever runs it. */
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    bool not_dumpable = stat(path, &st) == 0 && st.st_uid == 0 && target_uid > 0;
+    if (target_uid >= 0 && (uid_t)target_uid != me)
+        text_append(why, sizeof why, "  - it runs as uid %ld, pyscope as uid %ld\n", target_uid,
+                    (long)me);
+    if (not_dumpable)
+        text_append(why, sizeof why,
+                    "  - it is not dumpable (a setuid program, or prctl(PR_SET_DUMPABLE, 0)):\n"
+                    "    only CAP_SYS_PTRACE may read it\n");
+    char scope[16];
     if (read_small_file("/proc/sys/kernel/yama/ptrace_scope", scope, sizeof scope, NULL) == 0) {
         scope[strcspn(scope, "\n")] = '\0';
-        snprintf(scope_line, sizeof scope_line,
-                 "    (kernel.yama.ptrace_scope is %s here%s)\n", scope,
-                 strcmp(scope, "0") == 0 ? ""
-                                         : "; lower it with: sudo sysctl kernel.yama.ptrace_scope=0");
+        if (strcmp(scope, "0") != 0)
+            text_append(why, sizeof why,
+                        "  - kernel.yama.ptrace_scope is %s: %s\n", scope,
+                        strcmp(scope, "1") == 0 ? "only a parent may read its child, even as the "
+                                                  "same user (lower it with: sudo sysctl "
+                                                  "kernel.yama.ptrace_scope=0)"
+                        : strcmp(scope, "2") == 0 ? "only CAP_SYS_PTRACE may read other processes"
+                                                  : "no process may read another");
     }
+    if (!have_cap)
+        text_append(why, sizeof why, "  - pyscope %s CAP_SYS_PTRACE\n",
+                    me == 0 ? "runs as root but without" : "does not have");
+    if (!why[0])
+        text_append(why, sizeof why, "  - pyscope has CAP_SYS_PTRACE; a security module "
+                                     "(AppArmor, SELinux, seccomp) may deny it\n");
+    char fix[512] = "";
+    if (!have_cap && me != 0)
+        text_append(fix, sizeof fix, "run pyscope as root, or give it CAP_SYS_PTRACE:\n"
+                                     "      sudo setcap cap_sys_ptrace+ep $(command -v pyscope)\n");
+    else if (!have_cap)
+        text_append(fix, sizeof fix,
+                    "root here lacks the capability: in a container, add it (docker run "
+                    "--cap-add SYS_PTRACE,\n      or capabilities: add: [SYS_PTRACE] in a "
+                    "Kubernetes securityContext)\n");
     error_hint(err,
-               "pyscope needs the access a debugger needs (ptrace) to the target:\n"
-               "  - as the target's own user, kernel.yama.ptrace_scope must be 0\n"
-               "%s"
-               "  - or run pyscope as root, or give it CAP_SYS_PTRACE:\n"
-               "      sudo setcap cap_sys_ptrace+ep $(command -v pyscope)\n"
-               "  - in a container, add the capability (docker run --cap-add SYS_PTRACE, or\n"
-               "    capabilities: add: [SYS_PTRACE] in a Kubernetes securityContext) and run\n"
-               "    pyscope in the target's PID namespace.",
-               scope_line);
+               "pyscope needs the access a debugger needs (ptrace) to the target; in the way here:\n"
+               "%s%s%s",
+               why, fix[0] ? "To fix: " : "", fix);
+    size_t n = strlen(err->hint);
+    if (n && err->hint[n - 1] == '\n')
+        err->hint[n - 1] = '\0';
 }
+
+static const char *base_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* Right after exec only the program and the dynamic loader are mapped; the
+ * loader then maps the libraries (libpython among them). Read then, a
+ * shared-library Python looks like an executable without a runtime, and
+ * earlier still, with nothing mapped, like no Python at all. */
+static bool loader_at_work(const struct target *t, pid_t reader)
+{
+    /* The thread in a system call made from the loader's code. */
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/syscall", (int)reader);
+    if (read_small_file(path, buf, sizeof buf, NULL) == 0 && buf[0] != 'r') {
+        const char *last = strrchr(buf, ' ');
+        uint64_t pc = last ? strtoull(last + 1, NULL, 16) : 0;
+        const struct target_map *m = pc ? target_find_map(t, pc) : NULL;
+        if (m && m->path && strncmp(base_of(m->path), "ld-", 3) == 0 &&
+            strncmp(base_of(m->path), "ld-musl", 7) != 0)
+            return true;
+    }
+    /* Inside execve the new program's name and executable are set before
+     * its segments are mapped. */
+    char exe[PATH_MAX];
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)reader);
+    ssize_t n = readlink(path, exe, sizeof exe - 1);
+    bool exe_mapped = n <= 0;
+    if (n > 0) {
+        exe[n] = '\0';
+        char *deleted = strstr(exe, " (deleted)");
+        if (deleted)
+            *deleted = '\0';
+    }
+    bool loader = false, libc = false;
+    for (size_t i = 0; i < t->nmaps; i++) {
+        const char *path = t->maps[i].path;
+        if (!path)
+            continue;
+        exe_mapped |= n > 0 && strcmp(path, exe) == 0;
+        const char *name = base_of(path);
+        loader |= strncmp(name, "ld-", 3) == 0;
+        /* musl's loader is its libc. */
+        libc |= strncmp(name, "libc.so", 7) == 0 || strncmp(name, "libc-", 5) == 0 ||
+                strncmp(name, "ld-musl", 7) == 0;
+    }
+    return !exe_mapped || (loader && !libc);
+}
+
+/* How long a process that is exec'ing or starting up is waited for. */
+#define STARTUP_WAIT_TRIES 100
+#define STARTUP_WAIT_NS 10000000L
 
 struct target *process_open(pid_t pid, struct pyscope_error *err)
 {
@@ -266,7 +482,16 @@ struct target *process_open(pid_t pid, struct pyscope_error *err)
     char path[64];
     snprintf(path, sizeof path, "/proc/%d", (int)pid);
     struct stat st;
-    if (stat(path, &st) != 0 || !process_alive(pid)) {
+    pid_t reader = 0;
+    /* A process in the middle of an exec can briefly fail its stat read. */
+    for (int tries = 0; tries < 10 && !reader && stat(path, &st) == 0; tries++) {
+        reader = process_reader_tid(pid);
+        if (!reader) {
+            struct timespec ts = {0, STARTUP_WAIT_NS / 2};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (reader == 0) {
         error_set(err, PYSCOPE_ERR_NO_PROCESS, "no such process %d", (int)pid);
         return NULL;
     }
@@ -277,14 +502,41 @@ struct target *process_open(pid_t pid, struct pyscope_error *err)
     }
     p->base.ops = &process_ops;
     p->base.pid = pid;
+    p->reader = reader;
     p->mem_fd = -1;
-    snprintf(p->base.root, sizeof p->base.root, "/proc/%d/root", (int)pid);
+    snprintf(p->base.root, sizeof p->base.root, "/proc/%d/root", (int)reader);
     process_thread_comm(pid, pid, p->base.comm, sizeof p->base.comm);
+    if (task_flags(pid) & KERNEL_THREAD_FLAG) {
+        error_set(err, PYSCOPE_ERR_NOT_PYTHON,
+                  "process %d (%s) is a kernel thread, not a Python process", (int)pid,
+                  p->base.comm[0] ? p->base.comm : "?");
+        process_close(&p->base);
+        return NULL;
+    }
 
     /* The maps file and a one-word read both need ptrace access: check now
      * so the user gets the permission explanation, not "not Python". */
-    if (process_read_maps(&p->base) != 0) {
-        int saved = errno;
+    /* In the middle of an exec the maps are briefly empty, then hold only
+     * the program and the loader: both are waited out. */
+    int rc = -1, saved = 0;
+    bool changing = false;
+    for (int tries = 0; tries < STARTUP_WAIT_TRIES; tries++) {
+        rc = process_read_maps(&p->base);
+        if (rc != 0 && errno == ESRCH && switch_reader(p))
+            rc = process_read_maps(&p->base);
+        saved = errno;
+        changing = rc == 0 ? loader_at_work(&p->base, p->reader) : saved == ESRCH && process_alive(pid);
+        /* Stopped there on purpose (watch and run start programs stopped at
+         * their exec): waiting would not change a thing. */
+        char state = task_state_letter(pid, p->reader);
+        if (changing && rc == 0 && (state == 't' || state == 'T'))
+            changing = false;
+        if (!changing)
+            break;
+        struct timespec ts = {0, STARTUP_WAIT_NS};
+        nanosleep(&ts, NULL);
+    }
+    if (rc != 0 && !changing) {
         process_close(&p->base);
         if (saved == EACCES || saved == EPERM)
             set_permission_error(pid, err);
@@ -293,6 +545,14 @@ struct target *process_open(pid_t pid, struct pyscope_error *err)
         else
             error_set(err, PYSCOPE_ERR_OTHER, "cannot read /proc/%d/maps: %s", (int)pid,
                       strerror(saved));
+        return NULL;
+    }
+    if (changing) {
+        target_close(&p->base);
+        error_set(err, PYSCOPE_ERR_OTHER,
+                  "process %d is starting up: it has exec'd and its libraries are not loaded "
+                  "yet; try again",
+                  (int)pid);
         return NULL;
     }
     unsigned char probe[8];
@@ -353,6 +613,13 @@ static void parse_syscall_file(const char *buf, struct thread_activity *out)
     if (end == buf)
         return;
     if (nr < 0) {
+        /* "-1 0x0 0x0": no user context at all, a thread that has exited
+         * (a zombie main thread after pthread_exit). */
+        unsigned long long sp = strtoull(end, &end, 16), pc = strtoull(end, NULL, 16);
+        if (sp == 0 && pc == 0) {
+            out->run_state = 'Z';
+            return;
+        }
         /* Stopped outside a syscall (e.g. by --pause while on CPU). */
         out->on_cpu = true;
         return;
@@ -458,7 +725,9 @@ int process_cmdline(pid_t pid, char *out, size_t outsize)
 {
     char path[64];
     size_t len = 0;
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    /* A zombie leader has no memory left to show its command line. */
+    pid_t reader = process_reader_tid(pid);
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)(reader ? reader : pid));
     if (read_small_file(path, out, outsize, &len) != 0)
         return -1;
     while (len > 0 && out[len - 1] == '\0')
@@ -473,7 +742,8 @@ int process_cmdline(pid_t pid, char *out, size_t outsize)
 int process_exe(pid_t pid, char *out, size_t outsize)
 {
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    pid_t reader = process_reader_tid(pid);
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)(reader ? reader : pid));
     ssize_t n = readlink(path, out, outsize - 1);
     if (n < 0)
         return -1;
@@ -504,3 +774,32 @@ int process_thread_stopped(pid_t pid, pid_t tid, char *state, pid_t *tracer)
     *tracer = (pid_t)strtol(tp + strlen("\nTracerPid:"), NULL, 10);
     return 0;
 }
+
+uint64_t process_image_id(pid_t pid)
+{
+    pid_t reader = process_reader_tid(pid);
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)(reader ? reader : pid));
+    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
+        return 0;
+    const char *p = strrchr(buf, ')');
+    /* Fields 26-28: startcode, endcode, startstack, after "pid (comm)". */
+    for (int field = 2; p && field < 26; field++)
+        p = strchr(p + 1, ' ');
+    unsigned long long code = 0, end = 0, stack = 0;
+    if (!p || sscanf(p, " %llu %llu %llu", &code, &end, &stack) != 3)
+        return 0;
+    return (code * 0x9e3779b97f4a7c15ull) ^ (end << 1) ^ stack;
+}
+
+void process_raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == rl.rlim_max)
+        return;
+    /* The kernel refuses more than fs.nr_open, whatever the hard limit says. */
+    rlim_t want = rl.rlim_max == RLIM_INFINITY ? (rlim_t)1 << 20 : rl.rlim_max;
+    rl.rlim_cur = want;
+    setrlimit(RLIMIT_NOFILE, &rl);
+}
+

@@ -14,11 +14,25 @@ struct target *process_open(pid_t pid, struct pyscope_error *err);
 /* Re-reads /proc/PID/maps into t->maps. */
 int process_read_maps(struct target *t);
 
-/* Is the process still there (and not a zombie)? */
+/* The thread through which the process is read: pid itself, or a live
+ * thread when the leader is a zombie (its main thread called pthread_exit);
+ * 0 when no thread is alive. */
+pid_t process_reader_tid(pid_t pid);
+
+/* Changes when the process execs a new program: where its code and stack
+ * were placed (randomised by every exec). 0 when unknown. */
+uint64_t process_image_id(pid_t pid);
+
+/* Is the process still there (some thread of it not a zombie)? */
 bool process_alive(pid_t pid);
 
 /* Has the process exited, or is it exiting with its memory already gone? */
 bool process_gone(pid_t pid);
+
+/* After a failure: has the process exited, or does it within a few tens of
+ * milliseconds? A process in exit_group has threads not yet marked
+ * exiting for a moment, while its leader already refuses ptrace. */
+bool process_gone_soon(pid_t pid);
 
 /* The kernel thread ids of the process, at most max; returns the count or -1. */
 int process_list_tids(pid_t pid, pid_t *tids, int max);
@@ -34,8 +48,14 @@ struct thread_activity {
 };
 int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out);
 
+/* Raises the soft limit of open files to the hard one: samplers keep one
+ * descriptor per thread (1,024 by default would cap them). Programs we
+ * start were started before, with the limit they expect. */
+void process_raise_fd_limit(void);
+
 /* For samplers: the thread's syscall file, kept open and re-read with
- * pread (one system call per thread per sample instead of three). */
+ * pread (one system call per thread per sample instead of three); past the
+ * limit of open files, -1 with errno EMFILE. */
 int process_thread_syscall_fd(pid_t pid, pid_t tid);
 int process_thread_activity_fd(int fd, struct thread_activity *out);
 /* CPU time the thread has run, in ns (first field of /proc/PID/task/TID/schedstat). */

@@ -258,6 +258,16 @@ def interp(request):
     return request.param
 
 
+def pick_interp():
+    """For a test that does not depend on the version: one interpreter."""
+    found = discovery().supported
+    if not found:
+        pytest.skip("no supported interpreter found")
+    preferred = [i for i in found if i.version.startswith("3.12.")] or found
+    discovery().used.add(preferred[0].id)
+    return preferred[0]
+
+
 @pytest.fixture
 def old_interp(request):
     discovery().used.add(request.param.id)

@@ -16,21 +16,11 @@ import re
 import pytest
 
 import chromium
-from conftest import PROGRAMS, REPO, discovery, run_pyscope
+from conftest import PROGRAMS, REPO, pick_interp, run_pyscope
 
 READY = "!!document.documentElement && document.documentElement.getAttribute('data-ready') === '1'"
 PHASE_SECONDS = 2.0
 STATE_RGB = {"holding": (0x2e, 0x9e, 0x44), "waiting": (0xd9, 0x41, 0x2b), "idle": (0xc4, 0xc8, 0xce)}
-
-
-def pick_interp():
-    """One interpreter is enough: the page does not depend on the version."""
-    found = discovery().supported
-    if not found:
-        pytest.skip("no supported interpreter found")
-    preferred = [i for i in found if i.version.startswith("3.12.")] or found
-    discovery().used.add(preferred[0].id)
-    return preferred[0]
 
 
 def embedded_data(html):
