@@ -142,7 +142,6 @@ static void write_thread(struct json_writer *w, const struct stack_report *repor
     json_member_string(w, "syscall", th->syscall);
     json_member_bool(w, "gc", th->gc);
     wait_write_json(w, report, th);
-    wait_write_json(w, report, th);
     json_key(w, "frames");
     json_begin_array(w);
     for (size_t k = 0; k < th->n_frames; k++) {
