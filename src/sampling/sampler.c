@@ -59,7 +59,7 @@ struct sampled_thread {
 };
 
 struct frame_key {
-    uint64_t code;
+    uint64_t code, func;     /* function object (3.11+; 0 when unknown) */
     long offset;
     uint32_t frame;
     uint64_t serial;         /* of the py_code it was made from */
@@ -245,18 +245,20 @@ static struct sampled_thread *add_thread(struct sampler *s, const struct py_thre
 
 /* (code object, instruction offset) -> frame id, so that a frame seen
  * before costs neither a line-table decode nor a string hash. */
-static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, long offset, bool *unreadable)
+static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, uint64_t func, long offset,
+                             bool *unreadable)
 {
-    uint64_t h = (code_addr >> 4) * 0x9e3779b97f4a7c15ull ^ (uint64_t)offset * 0xff51afd7ed558ccdull;
+    uint64_t h = ((code_addr ^ func) >> 4) * 0x9e3779b97f4a7c15ull ^
+                 (uint64_t)offset * 0xff51afd7ed558ccdull;
     struct frame_key *slot = &s->frame_keys->slots[(h >> 20) % FRAME_KEY_SLOTS];
     const struct py_code *code = NULL;
     if (s->verify_codes) {
         code = py_code_get_verified(s->codes, &s->reader, code_addr);
-        if (code && slot->code == code_addr && slot->offset == offset &&
+        if (code && slot->code == code_addr && slot->func == func && slot->offset == offset &&
             slot->serial == code->serial)
             return slot->frame;
     } else {
-        if (slot->code == code_addr && slot->offset == offset && code_addr)
+        if (slot->code == code_addr && slot->func == func && slot->offset == offset && code_addr)
             return slot->frame;
         code = py_code_get(s->codes, &s->reader, code_addr);
     }
@@ -265,9 +267,11 @@ static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, long offset,
         return profile_frame_id(s->profile, "<unreadable code>", "?", -1, true);
     }
     int line = py_code_line(code, &s->rt.layout, offset);
-    uint32_t id = profile_frame_id(s->profile, code->qualname, code->filename, line, false);
+    uint32_t id = profile_frame_id(s->profile, py_code_function_name(s->codes, &s->reader, code, func),
+                                   code->filename, line, false);
     if (id != UINT32_MAX) {
         slot->code = code_addr;
+        slot->func = func;
         slot->offset = offset;
         slot->frame = id;
         slot->serial = code->serial;
@@ -382,7 +386,8 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
     bool stopped = status == PY_WALK_STOPPED;
     *torn = status != PY_WALK_OK && status != PY_WALK_TOO_DEEP && !stopped;
     for (size_t i = 0; i < count; i++) {
-        uint32_t id = frame_id_for(s, s->frames[i].code_addr, s->frames[i].instr_offset, torn);
+        uint32_t id = frame_id_for(s, s->frames[i].code_addr, s->frames[i].func_addr,
+                                   s->frames[i].instr_offset, torn);
         if (id == UINT32_MAX) {
             th->memo.valid = false;
             return UINT32_MAX;
