@@ -38,8 +38,9 @@ DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev liblzma-dev libbz2-dev p
                patchelf \
                gdb python3.11-dev python3.11-dbg clang libclang-rt-14-dev
 # `make test` only: headless Chromium, which opens the HTML report in
-# tests/integration/test_html.py.
-TEST_DEB_PACKAGES = chromium
+# tests/integration/test_html.py; tmux, the terminal tests/integration/test_top.py
+# runs `pyscope top` in.
+TEST_DEB_PACKAGES = chromium tmux
 
 # `make consumers` and `make test` (whose record tests use them too): go for
 # `go tool pprof`, node and npm for speedscope's schema check; the npm

@@ -107,6 +107,10 @@ int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t
     s->stack_ids = malloc(sizeof *s->stack_ids * (MAX_STACK_DEPTH + 2));
     s->walk_ids = malloc(sizeof *s->walk_ids * MAX_STACK_DEPTH);
     s->gc_frame = profile_frame_id(profile, "<GC>", "<gc>", -1, true);
+    s->profile_process = profile_process_id(profile, pid);
+    if (s->profile_process != UINT32_MAX)
+        snprintf(profile->processes[s->profile_process].python_version,
+                 sizeof profile->processes[s->profile_process].python_version, "%s", s->rt.version);
     if (!s->codes || !s->frame_keys || !s->frames || !s->stack_ids || !s->walk_ids || s->gc_frame == UINT32_MAX) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         sampler_close(s, start_ns);
@@ -845,6 +849,14 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
         p->meta.passes_failed++;
     if (holder)
         p->meta.gil_busy_passes++;
+    if (s->profile_process < p->n_processes) {
+        struct profile_process *proc = &p->processes[s->profile_process];
+        if (proc->passes++ == 0)
+            proc->first_ns = rel_ns;
+        proc->last_ns = rel_ns;
+        proc->passes_failed += failed;
+        proc->gil_busy_passes += holder != 0;
+    }
     if (gc_now) {
         p->meta.gc_passes++;
         if (!s->gc_was_collecting)

@@ -36,6 +36,10 @@ struct session {
     bool stopped;              /* session_stop has run */
     uint64_t start_ns;
     uint64_t last_scan_ns;
+    /* Optional: when it turns non-zero, on_tick runs at the next pass with
+     * redraw_only set (top lays its last figures out again after a resize). */
+    volatile sig_atomic_t *redraw_request;
+    bool redraw_only;
 };
 
 /* Attaches to pid, or starts opts->command, and waits until Python runs in
