@@ -12,6 +12,7 @@
 #include "cmd/collect.h"
 #include "cmd/cli.h"
 #include "cmd/commands.h"
+#include "cmd/tree.h"
 #include "output/stack_report.h"
 #include "python/locals_report.h"
 #include "python/runtime.h"
@@ -51,6 +52,8 @@ static void dump_usage(FILE *out)
             "      --lib-path DIR  with --core: a directory holding the shared libraries\n"
             "                   (searched by file name before the recorded path; repeatable)\n"
             "      --color=WHEN always, never or auto (default: auto, on a terminal)\n"
+            "  -s, --subprocesses  every Python process of the tree under PID, each with\n"
+            "                   its role (parent, fork child, exec child, grandchild)\n"
             "  -h, --help       this help\n");
 }
 
@@ -203,6 +206,8 @@ fail:
 
 int cmd_dump(int argc, char **argv)
 {
+    if (tree_requested(argc, argv))
+        return tree_run(argc, argv, cmd_dump);
     enum { OPT_COLOR = 256, OPT_PRINT, OPT_NATIVE_ALL, OPT_CORE, OPT_EXE, OPT_LIB_PATH };
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},
