@@ -50,8 +50,13 @@ const char *py_code_function_name(struct py_code_cache *cache, struct py_reader 
         f->func = func;
         f->code = code->addr;
         f->qualname_obj = qualname_obj;
+        /* Only wrappers made by functools.wraps (update_wrapper sets
+         * __wrapped__): a code object renamed in place (code.replace) keeps
+         * its own name, as tracebacks show it. */
+        uint64_t wrapped;
         f->differs = py_str(r, qualname_obj, f->qualname, sizeof f->qualname) == 0 &&
-                     f->qualname[0] && strcmp(f->qualname, code->qualname) != 0;
+                     f->qualname[0] && strcmp(f->qualname, code->qualname) != 0 &&
+                     py_attr_get(r, func, "__wrapped__", &wrapped) == 0;
     }
     return f->differs ? f->qualname : code->qualname;
 }

@@ -52,8 +52,9 @@ void py_code_cache_clear(struct py_code_cache *cache);
 
 /* The name to show for a frame that runs code through the function object
  * func (3.11+ frames record it; 0 when unknown): the function's __qualname__
- * when it is not the code's, as functools.wraps and numpy's
- * array_function_dispatch make them, else the code's qualname. The function
+ * when it is not the code's and the function is a wrapper made by
+ * functools.wraps (it has __wrapped__), as numpy's array_function_dispatch
+ * makes them too, else the code's qualname. The function
  * is checked to run this very code first; each call re-reads the two
  * pointers that tell a reused address. */
 const char *py_code_function_name(struct py_code_cache *cache, struct py_reader *r,
