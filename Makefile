@@ -52,8 +52,9 @@ DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev liblzma-dev libbz2-dev l
                gdb python3.11-dev python3.11-dbg clang libclang-rt-14-dev
 # `make test` only: headless Chromium, which opens the HTML report in
 # tests/integration/test_html.py; the compressors that make the compressed
-# cores of tests/integration/test_cores.py.
-TEST_DEB_PACKAGES = chromium zstd lz4 xz-utils
+# cores of tests/integration/test_cores.py; tmux, the terminal
+# tests/integration/test_top.py runs `pyscope top` in.
+TEST_DEB_PACKAGES = chromium zstd lz4 xz-utils tmux
 
 # `make consumers` and `make test` (whose record tests use them too): go for
 # `go tool pprof`, node and npm for speedscope's schema check; the npm

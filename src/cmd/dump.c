@@ -13,6 +13,7 @@
 #include "cmd/collect.h"
 #include "cmd/cli.h"
 #include "cmd/commands.h"
+#include "cmd/tree.h"
 #include "output/stack_report.h"
 #include "python/locals_report.h"
 #include "python/runtime.h"
@@ -64,6 +65,8 @@ static void dump_usage(FILE *out)
             "      --debug-dir DIR with --core: binaries and debug files by build-id, as\n"
             "                   DIR/.build-id/xx/yyyy and DIR/.build-id/xx/yyyy.debug\n"
             "      --color=WHEN always, never or auto (default: auto, on a terminal)\n"
+            "  -s, --subprocesses  every Python process of the tree under PID, each with\n"
+            "                   its role (parent, fork child, exec child, grandchild)\n"
             "  -h, --help       this help\n");
 }
 
@@ -222,6 +225,8 @@ fail:
 
 int cmd_dump(int argc, char **argv)
 {
+    if (tree_requested(argc, argv))
+        return tree_run(argc, argv, cmd_dump);
     enum { OPT_COLOR = 256, OPT_PRINT, OPT_NATIVE_ALL, OPT_CORE, OPT_EXE, OPT_LIB_PATH,
            OPT_SYSROOT, OPT_DEBUG_DIR };
     static const struct option longopts[] = {

@@ -14,6 +14,7 @@
 
 #include "cmd/cli.h"
 #include "cmd/commands.h"
+#include "cmd/tree.h"
 #include "output/why_report.h"
 #include "python/hang.h"
 #include "python/runtime.h"
@@ -45,6 +46,8 @@ static void why_usage(FILE *out)
             "                      (no progress check; PID and latest as for dump --core)\n"
             "      --sysroot DIR, --debug-dir DIR   with --core: as for dump --core\n"
             "      --color=WHEN    always, never or auto (default: auto, on a terminal)\n"
+            "  -s, --subprocesses  every Python process of the tree under PID, each with\n"
+            "                      its role (parent, fork child, exec child, grandchild)\n"
             "  -h, --help          this help\n",
             DEFAULT_INTERVAL_MS);
 }
@@ -89,6 +92,8 @@ static int take_snapshot(struct py_runtime *rt, pid_t pid, struct snapshot *s, s
 
 int cmd_why(int argc, char **argv)
 {
+    if (tree_requested(argc, argv))
+        return tree_run(argc, argv, cmd_why);
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},
         {"interval", required_argument, NULL, 'i'},

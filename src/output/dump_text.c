@@ -289,23 +289,60 @@ static void write_os_threads(FILE *out, const struct stack_report *report, const
     }
 }
 
+/* Frames shown by name after a grouped --print error; the rest are counted. */
+#define PRINT_ERROR_FRAMES 4
+
+/* Values one line per frame; failures once per distinct reason, with the
+ * frames it applies to, since `self` of another class in every other frame
+ * would otherwise bury the answer. */
 static void write_prints(FILE *out, const struct stack_report *report, const struct palette *p)
 {
     fprintf(out, "\n%s--print %s%s\n", p->bold, report->print_expr, p->reset);
     if (report->n_prints == 0)
         fprintf(out, "    not found: no frame has a local variable of that name\n");
+    size_t resolved = 0;
     for (size_t i = 0; i < report->n_prints; i++) {
         const struct report_print *pr = &report->prints[i];
+        if (!pr->repr)
+            continue;
         const struct report_thread *th = &report->threads[pr->thread_index];
         const struct report_frame *f = &th->frames[pr->frame_index];
         fprintf(out, "    ");
         thread_label(out, th, p);
-        fprintf(out, ", frame #%zu %s (%s:%d): ", pr->frame_index, f->function,
-                stack_report_short_path(f->file), f->line);
-        if (pr->repr)
-            fprintf(out, "%s\n", pr->repr);
-        else
-            fprintf(out, "%s<%s>%s\n", p->red, pr->error ? pr->error : "unreadable", p->reset);
+        fprintf(out, ", frame #%zu %s (%s:%d): %s\n", pr->frame_index, f->function,
+                stack_report_short_path(f->file), f->line, pr->repr);
+        resolved++;
+    }
+    for (size_t i = 0; i < report->n_prints; i++) {
+        const struct report_print *pr = &report->prints[i];
+        const char *why = pr->error ? pr->error : "unreadable";
+        bool seen = pr->repr != NULL;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = !report->prints[k].repr &&
+                   strcmp(report->prints[k].error ? report->prints[k].error : "unreadable",
+                          why) == 0;
+        if (seen)
+            continue;
+        size_t count = 0;
+        for (size_t k = i; k < report->n_prints; k++)
+            count += !report->prints[k].repr &&
+                     strcmp(report->prints[k].error ? report->prints[k].error : "unreadable",
+                            why) == 0;
+        fprintf(out, "    %s<%s>%s in %zu %sframe%s:", p->red, why, p->reset, count,
+                resolved ? "other " : "", count == 1 ? "" : "s");
+        size_t listed = 0;
+        for (size_t k = i; k < report->n_prints && listed < PRINT_ERROR_FRAMES; k++) {
+            const struct report_print *q = &report->prints[k];
+            if (q->repr || strcmp(q->error ? q->error : "unreadable", why) != 0)
+                continue;
+            const struct report_thread *th = &report->threads[q->thread_index];
+            fprintf(out, "%s %s (thread %d #%zu)", listed ? "," : "",
+                    th->frames[q->frame_index].function, (int)th->tid, q->frame_index);
+            listed++;
+        }
+        if (count > listed)
+            fprintf(out, " and %zu more", count - listed);
+        fprintf(out, "\n");
     }
 }
 

@@ -15,6 +15,13 @@ bool profile_state_kept(const struct profile_write_options *o, enum profile_stat
     return true;
 }
 
+double profile_process_rate_hz(const struct profile_process *pr)
+{
+    if (pr->passes < 2 || pr->last_ns <= pr->first_ns)
+        return 0.0;
+    return (double)(pr->passes - 1) * 1e9 / (double)(pr->last_ns - pr->first_ns);
+}
+
 bool profile_several_pids(const struct profile *p)
 {
     for (size_t i = 1; i < p->n_threads; i++) {

@@ -17,6 +17,8 @@ bool profile_state_kept(const struct profile_write_options *o, enum profile_stat
 
 /* Whether the threads come from more than one process. */
 bool profile_several_pids(const struct profile *p);
+/* The rate one process was sampled at, from its first to its last pass. */
+double profile_process_rate_hz(const struct profile_process *pr);
 
 /* "thread 4250 \"worker-2\"", or "thread 4250" when the thread has no name. */
 void thread_label(char buf[THREAD_LABEL_MAX], const struct profile_thread *t);

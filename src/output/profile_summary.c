@@ -233,5 +233,26 @@ void profile_summary_write_json(struct json_writer *w, const struct profile_summ
         write_hog(w, p, &s->hogs[i]);
     json_end_array(w);
     json_member_uint(w, "gil_hog_stacks", s->n_hogs_total);
+    /* Each process has its own GIL and pace: its own figures. */
+    json_key(w, "processes");
+    json_begin_array(w);
+    for (size_t i = 0; i < p->n_processes; i++) {
+        const struct profile_process *pr = &p->processes[i];
+        json_begin_object(w);
+        json_member_int(w, "pid", pr->pid);
+        json_member_int(w, "ppid", pr->ppid);
+        json_key(w, "role");
+        json_string_n(w, pr->role, strnlen(pr->role, sizeof pr->role));
+        json_key(w, "command");
+        json_string_n(w, pr->command, strnlen(pr->command, sizeof pr->command));
+        json_key(w, "python_version");
+        json_string_n(w, pr->python_version, strnlen(pr->python_version, sizeof pr->python_version));
+        json_member_uint(w, "passes", pr->passes);
+        json_member_uint(w, "passes_failed", pr->passes_failed);
+        member_2dp(w, "rate_hz_achieved", profile_process_rate_hz(pr));
+        member_2dp(w, "gil_utilisation_pct", pct(pr->gil_busy_passes, pr->passes));
+        json_end_object(w);
+    }
+    json_end_array(w);
     json_end_object(w);
 }

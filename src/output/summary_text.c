@@ -26,18 +26,72 @@ static const char *plural(uint64_t n)
     return n == 1 ? "" : "s";
 }
 
+/* Characters, not bytes: thread names may be any UTF-8. */
+static int text_width(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+/* s in exactly width columns: padded, or cut with an ellipsis so that the
+ * columns after it stay aligned. */
 static void put_padded(FILE *out, const char *s, int width)
 {
-    size_t len = strlen(s);
-    put_printable(out, s, len);
-    for (int pad = width - (int)len; pad > 0; pad--)
+    int chars = text_width(s);
+    if (chars > width) {
+        size_t keep = 0;
+        for (int seen = 0; s[keep]; keep++) {
+            if (((unsigned char)s[keep] & 0xc0) != 0x80 && seen++ == width - 1)
+                break;
+        }
+        put_printable(out, s, keep);
+        fputs("\xe2\x80\xa6", out);
+        return;
+    }
+    put_printable(out, s, strlen(s));
+    for (int pad = width - chars; pad > 0; pad--)
         fputc(' ', out);
+}
+
+/* With several processes, each has its own GIL and its own pace: one row
+ * each, never an average across them. */
+static void write_processes(FILE *out, const struct profile *p)
+{
+    int role_width = (int)strlen("Role");
+    for (size_t i = 0; i < p->n_processes; i++) {
+        int len = text_width(p->processes[i].role);
+        if (len > role_width)
+            role_width = len;
+    }
+    fputc('\n', out);
+    fprintf(out, "%8s  ", "Process");
+    put_padded(out, "Role", role_width);
+    fprintf(out, "  %8s  %10s  %8s  %s\n", "Passes", "Rate", "GIL busy", "Command");
+    for (size_t i = 0; i < p->n_processes; i++) {
+        const struct profile_process *pr = &p->processes[i];
+        fprintf(out, "%8d  ", (int)pr->pid);
+        put_padded(out, pr->role, role_width);
+        fprintf(out, "  %8llu  %7.1f Hz  %7.1f%%  ", (unsigned long long)pr->passes,
+                profile_process_rate_hz(pr),
+                pr->passes ? 100.0 * (double)pr->gil_busy_passes / (double)pr->passes : 0.0);
+        size_t len = strnlen(pr->command, sizeof pr->command);
+        put_printable(out, pr->command, len);
+        fputc('\n', out);
+    }
 }
 
 static void write_header(FILE *out, const struct profile *p, const struct profile_summary *s)
 {
     const struct profile_meta *m = &p->meta;
-    fprintf(out, "Recorded process %d for %.2f s", (int)m->pid, (double)m->duration_ns / 1e9);
+    if (p->n_processes > 1) {
+        fprintf(out, "Recorded %zu processes under %d for %.2f s", p->n_processes, (int)m->pid,
+                (double)m->duration_ns / 1e9);
+    } else {
+        fprintf(out, "Recorded process %d for %.2f s", (int)m->pid,
+                (double)m->duration_ns / 1e9);
+    }
     size_t command_len = strnlen(m->command, sizeof m->command);
     if (command_len) {
         fputs(": ", out);
@@ -51,8 +105,12 @@ static void write_header(FILE *out, const struct profile *p, const struct profil
     }
     fputc('\n', out);
 
-    fprintf(out, "Sampling: %llu pass%s at %.1f Hz (", (unsigned long long)m->passes,
-            m->passes == 1 ? "" : "es", s->rate_achieved_hz);
+    if (p->n_processes > 1)
+        fprintf(out, "Sampling: %llu pass%s over all processes, each at its own rate (",
+                (unsigned long long)m->passes, m->passes == 1 ? "" : "es");
+    else
+        fprintf(out, "Sampling: %llu pass%s at %.1f Hz (", (unsigned long long)m->passes,
+                m->passes == 1 ? "" : "es", s->rate_achieved_hz);
     if (m->rate_hz > 0)
         fprintf(out, "requested %g Hz", m->rate_hz);
     else
@@ -71,7 +129,7 @@ static void write_thread_table(FILE *out, const struct profile *p, const struct 
         const struct profile_thread *t = &p->threads[s->threads[i].thread];
         char label[THREAD_LABEL_MAX];
         thread_view_name(label, p, t);
-        int len = (int)strlen(label);
+        int len = text_width(label);
         if (len > width)
             width = len > LABEL_WIDTH_MAX ? LABEL_WIDTH_MAX : len;
         any_unknown |= t->state_samples[PROFILE_UNKNOWN] > 0;
@@ -170,9 +228,14 @@ int profile_write_summary(FILE *out, const struct profile *p)
     if (profile_summary_build(&s, p) != 0)
         return -1;
     write_header(out, p, &s);
+    if (p->n_processes > 1)
+        write_processes(out, p);
     write_thread_table(out, p, &s);
-    fprintf(out, "\nGIL utilisation: %.1f%% of passes had a thread holding the GIL\n",
-            s.gil_utilisation_pct);
+    if (p->n_processes > 1)
+        fputs("\nGIL utilisation: per process above (each process has its own GIL)\n", out);
+    else
+        fprintf(out, "\nGIL utilisation: %.1f%% of passes had a thread holding the GIL\n",
+                s.gil_utilisation_pct);
     fprintf(out, "GC: collecting in %.1f%% of passes, %llu collection%s seen\n", s.gc_pct,
             (unsigned long long)p->meta.gc_collections, plural(p->meta.gc_collections));
     write_gc_triggers(out, p, &s);

@@ -61,6 +61,7 @@ void profile_free(struct profile *p)
     free(p->frames);
     free(p->stacks);
     free(p->threads);
+    free(p->processes);
     free(p->counts);
     free(p->hogs);
     free(p->gc_triggers);
@@ -221,6 +222,26 @@ uint32_t profile_thread_id(struct profile *p, pid_t pid, pid_t tid)
         return UINT32_MAX;
     p->n_threads++;
     return id;
+}
+
+uint32_t profile_process_id(struct profile *p, pid_t pid)
+{
+    for (size_t i = 0; i < p->n_processes; i++)
+        if (p->processes[i].pid == pid)
+            return (uint32_t)i;
+    if (grow((void **)&p->processes, &p->cap_processes, p->n_processes, sizeof *p->processes) != 0)
+        return UINT32_MAX;
+    memset(&p->processes[p->n_processes], 0, sizeof *p->processes);
+    p->processes[p->n_processes].pid = pid;
+    return (uint32_t)p->n_processes++;
+}
+
+const struct profile_process *profile_process_of(const struct profile *p, pid_t pid)
+{
+    for (size_t i = 0; i < p->n_processes; i++)
+        if (p->processes[i].pid == pid)
+            return &p->processes[i];
+    return NULL;
 }
 
 int profile_add_sample(struct profile *p, uint32_t thread, uint32_t stack,

@@ -81,6 +81,18 @@ struct profile_segment {
     uint64_t end_ns;
 };
 
+/* One sampled process (several with --subprocesses), with its own pass
+ * counts: each process has its own GIL and is sampled at its own pace, so
+ * neither is ever averaged across processes. */
+struct profile_process {
+    pid_t pid, ppid;
+    char role[40];            /* "parent", "fork child", "exec child", "fork grandchild", ... */
+    char command[256];
+    char python_version[32];
+    uint64_t passes, passes_failed, gil_busy_passes;
+    uint64_t first_ns, last_ns;   /* its first and last pass, since the start */
+};
+
 struct profile_meta {
     pid_t pid;
     char command[1024];
@@ -105,6 +117,8 @@ struct profile {
     size_t n_stacks, cap_stacks;
     struct profile_thread *threads;
     size_t n_threads, cap_threads;
+    struct profile_process *processes;   /* in the order they were found */
+    size_t n_processes, cap_processes;
     struct profile_count *counts;
     size_t n_counts, cap_counts;
     struct profile_hog *hogs;
@@ -126,6 +140,10 @@ uint32_t profile_frame_id(struct profile *p, const char *function, const char *f
 /* frames: outermost first. */
 uint32_t profile_stack_id(struct profile *p, const uint32_t *frames, uint32_t depth);
 uint32_t profile_thread_id(struct profile *p, pid_t pid, pid_t tid);
+/* The process entry for pid, added (zeroed but for pid) when new. */
+uint32_t profile_process_id(struct profile *p, pid_t pid);
+/* The entry for pid, or NULL. */
+const struct profile_process *profile_process_of(const struct profile *p, pid_t pid);
 
 /* Counts one sample of thread in state with stack at time now_ns. */
 int profile_add_sample(struct profile *p, uint32_t thread, uint32_t stack,

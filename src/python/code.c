@@ -26,6 +26,39 @@ void py_code_cache_clear(struct py_code_cache *cache)
         code_free(cache->slots[i]);
         cache->slots[i] = NULL;
     }
+    for (size_t i = 0; i < PY_FUNC_NAME_SLOTS; i++) {
+        free(cache->funcs[i]);
+        cache->funcs[i] = NULL;
+    }
+}
+
+const char *py_code_function_name(struct py_code_cache *cache, struct py_reader *r,
+                                  const struct py_code *code, uint64_t func)
+{
+    const struct py_layout *L = r->L;
+    uint64_t func_code, qualname_obj;
+    if (!code || func == 0 || L->func_code == PY_OFF_NONE || L->func_qualname == PY_OFF_NONE ||
+        target_read_u64(r->t, func + (uint64_t)L->func_code, &func_code) != 0 ||
+        func_code != code->addr ||
+        target_read_u64(r->t, func + (uint64_t)L->func_qualname, &qualname_obj) != 0)
+        return code ? code->qualname : NULL;
+    struct py_func_name **slot = &cache->funcs[(func >> 4) % PY_FUNC_NAME_SLOTS];
+    struct py_func_name *f = *slot;
+    if (!f || f->func != func || f->code != code->addr || f->qualname_obj != qualname_obj) {
+        if (!f && !(f = *slot = calloc(1, sizeof *f)))
+            return code->qualname;
+        f->func = func;
+        f->code = code->addr;
+        f->qualname_obj = qualname_obj;
+        /* Only wrappers made by functools.wraps (update_wrapper sets
+         * __wrapped__): a code object renamed in place (code.replace) keeps
+         * its own name, as tracebacks show it. */
+        uint64_t wrapped;
+        f->differs = py_str(r, qualname_obj, f->qualname, sizeof f->qualname) == 0 &&
+                     f->qualname[0] && strcmp(f->qualname, code->qualname) != 0 &&
+                     py_attr_get(r, func, "__wrapped__", &wrapped) == 0;
+    }
+    return f->differs ? f->qualname : code->qualname;
 }
 
 static int read_bytes_object(struct py_reader *r, uint64_t obj, uint8_t **out, size_t *len)

@@ -25,9 +25,18 @@ struct py_code {
 };
 
 #define PY_CODE_CACHE_SLOTS 1024
+#define PY_FUNC_NAME_SLOTS 256
+
+/* A function object whose __qualname__ differs from its code's. */
+struct py_func_name {
+    uint64_t func, code, qualname_obj;
+    bool differs;
+    char qualname[256];
+};
 
 struct py_code_cache {
     struct py_code *slots[PY_CODE_CACHE_SLOTS];
+    struct py_func_name *funcs[PY_FUNC_NAME_SLOTS];
 };
 
 /* The code object at addr, read and checked (type "code"), or NULL. */
@@ -40,5 +49,15 @@ const struct py_code *py_code_get_verified(struct py_code_cache *cache, struct p
 /* The line for the instruction byte_offset bytes into the bytecode; -1 if none. */
 int py_code_line(const struct py_code *code, const struct py_layout *L, long byte_offset);
 void py_code_cache_clear(struct py_code_cache *cache);
+
+/* The name to show for a frame that runs code through the function object
+ * func (3.11+ frames record it; 0 when unknown): the function's __qualname__
+ * when it is not the code's and the function is a wrapper made by
+ * functools.wraps (it has __wrapped__), as numpy's array_function_dispatch
+ * makes them too, else the code's qualname. The function
+ * is checked to run this very code first; each call re-reads the two
+ * pointers that tell a reused address. */
+const char *py_code_function_name(struct py_code_cache *cache, struct py_reader *r,
+                                  const struct py_code *code, uint64_t func);
 
 #endif

@@ -337,6 +337,7 @@ static void decode_fields(struct decoder *d, const struct py_layout *facts, stru
         out->iframe_stackpointer = slot(d, "interpreter_frame.stackpointer");
     else
         keep_fact_if(frame_agrees, &out->iframe_stackpointer);
+    keep_fact_if(frame_agrees, &out->iframe_funcobj);
 
     out->code_size = slot(d, "code_object.size");
     out->code_filename = slot(d, "code_object.filename");

@@ -259,6 +259,7 @@ static enum py_walk_status walk_frame_objects(struct py_walker *w, uint64_t fram
         struct py_frame *f = &out[(*count)++];
         f->frame_addr = frame;
         f->code_addr = code_addr;
+        f->func_addr = 0; /* a PyFrameObject does not record its function */
         /* 3.10 counts f_lasti in 2-byte code units, 3.8/3.9 in bytes. */
         f->instr_offset = L->linetable == PY_LINETABLE_310 ? lasti * 2 : lasti;
         set_line(w, code, f);
@@ -328,6 +329,8 @@ static enum py_walk_status walk_interpreter_frames(struct py_walker *w, uint64_t
         struct py_frame *f = &out[(*count)++];
         f->frame_addr = frame;
         f->code_addr = code_addr;
+        f->func_addr = L->iframe_funcobj != PY_OFF_NONE
+                           ? field_u64(buf, L->iframe_funcobj) & tag_mask : 0;
         f->instr_offset = (long)(instr - (code_addr + (uint64_t)L->code_code_adaptive));
         set_line(w, code, f);
         if (L->iframe_is_entry != PY_OFF_NONE)

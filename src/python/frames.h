@@ -12,6 +12,7 @@
 struct py_frame {
     uint64_t frame_addr;
     uint64_t code_addr;
+    uint64_t func_addr;    /* the function object the frame runs (3.11+); 0 when unknown */
     long instr_offset;     /* bytes into the bytecode; negative before the first instruction */
     int line;              /* -1 when the line table gives none */
     bool is_entry;         /* the first Python frame of a C->Python call (3.11+) */

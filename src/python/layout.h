@@ -90,6 +90,7 @@ struct py_layout {
     long iframe_owner;           /* char */
     long iframe_is_entry;        /* bool, 3.11 only */
     long iframe_localsplus;
+    long iframe_funcobj;         /* f_func (3.11) or f_funcobj (3.12+, a stack ref on 3.14+) */
     int owner_thread;            /* frame owner values; -1 where a version has none */
     int owner_generator;
     int owner_frame_object;
@@ -121,6 +122,11 @@ struct py_layout {
     long code_code;              /* co_code bytes object, <=3.10 */
     long code_code_adaptive;     /* inline bytecode, 3.11+ */
 
+    /* PyFunctionObject */
+    long func_code;
+    long func_name;
+    long func_qualname;
+
     /* PyObject / PyVarObject / PyTypeObject */
     long ob_type;
     long ob_size;
@@ -148,6 +154,17 @@ struct py_layout {
     long long_tag;               /* lv_tag (3.12+); PY_OFF_NONE means the size is ob_size */
     long float_value;
     long module_dict;            /* PyModuleObject.md_dict */
+
+    /* instance attributes without a tp_dictoffset slot (3.11+) */
+    long managed_dict_offset;    /* dict pointer (or 3.12's tagged word) before the object */
+    long managed_values_offset;  /* values pointer before the object, 3.11 only */
+    int managed_dict_tagged;     /* 3.12: an odd word there is a values array + 1 */
+    int inline_values;           /* 3.13+: values follow the object at tp_basicsize */
+    /* PyDictValues */
+    long dictvalues_values;      /* the PyObject *values[] array */
+    long dictvalues_capacity;    /* uint8_t, 3.13+: the order array follows values[capacity] */
+    long dictvalues_size;        /* uint8_t count of the order array; negative: before values */
+    long dictvalues_valid;       /* uint8_t, 3.13+: inline values still in use */
 
     /* generators and coroutines */
     long gen_frame;              /* gi_frame (<=3.10, a PyFrameObject*) */

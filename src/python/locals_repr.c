@@ -19,6 +19,7 @@
 #define SET_USED_FIELD 24
 #define SET_MASK_FIELD 32
 #define MAX_PATH_DEPTH 16
+#define TPFLAGS_HEAPTYPE (1ul << 9)       /* classes made by a class statement (3.8-3.15) */
 
 struct sb {
     char *buf;
@@ -192,72 +193,107 @@ static void repr_int(struct repr_ctx *c, struct sb *s, uint64_t obj, bool is_boo
     sb_str(s, text);
 }
 
-/* Appends UTF-8 text as the body of a Python string literal quoted by q. */
-static void put_escaped_text(struct sb *s, const char *text, size_t len, char q)
+/* 5000000 -> "5,000,000": a length users can read at a glance. */
+static void put_count(struct sb *s, int64_t n)
 {
-    for (size_t i = 0; i < len && !s->full; i++) {
-        unsigned char ch = (unsigned char)text[i];
-        char esc[8];
-        if (ch == '\\' || ch == (unsigned char)q) {
+    char digits[24], out[32];
+    int len = snprintf(digits, sizeof digits, "%" PRId64, n), o = 0;
+    for (int i = 0; i < len; i++) {
+        if (i > 0 && digits[i - 1] != '-' && (len - i) % 3 == 0)
+            out[o++] = ',';
+        out[o++] = digits[i];
+    }
+    out[o] = '\0';
+    sb_str(s, out);
+}
+
+/* str.isprintable() is false for the categories Cc, Cf, Cs, Co, Zl, Zp, Zs
+ * (except the space) and unassigned code points. Without the Unicode
+ * database this covers the first six and the noncharacters; unassigned code
+ * points print as themselves. */
+static bool printable(uint32_t cp)
+{
+    static const uint32_t ranges[][2] = {
+        {0x7f, 0xa0}, {0xad, 0xad}, {0x600, 0x605}, {0x61c, 0x61c}, {0x6dd, 0x6dd},
+        {0x70f, 0x70f}, {0x1680, 0x1680}, {0x180e, 0x180e}, {0x2000, 0x200f},
+        {0x2028, 0x202f}, {0x205f, 0x2064}, {0x2066, 0x206f}, {0x3000, 0x3000},
+        {0xd800, 0xf8ff}, {0xfdd0, 0xfdef}, {0xfeff, 0xfeff}, {0xfff9, 0xfffb},
+        {0x110bd, 0x110bd}, {0x1d173, 0x1d17a}, {0xe0001, 0xe0001}, {0xe0020, 0xe007f},
+        {0xf0000, 0x10ffff},
+    };
+    if (cp < 0x20)
+        return false;
+    if ((cp & 0xfffe) == 0xfffe)
+        return false;
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+        if (cp >= ranges[i][0] && cp <= ranges[i][1])
+            return false;
+    return cp <= 0x10ffff;
+}
+
+/* Appends code points as the body of a Python string literal quoted by q,
+ * escaped the way repr() escapes them (lone surrogates become \udcff). */
+static void put_escaped_code_points(struct sb *s, const uint32_t *cps, size_t n, char q)
+{
+    for (size_t i = 0; i < n && !s->full; i++) {
+        uint32_t cp = cps[i];
+        char esc[16];
+        if (cp == '\\' || cp == (uint32_t)(unsigned char)q) {
             esc[0] = '\\';
-            esc[1] = (char)ch;
+            esc[1] = (char)cp;
             sb_put(s, esc, 2);
-        } else if (ch == '\n') {
+        } else if (cp == '\n') {
             sb_str(s, "\\n");
-        } else if (ch == '\r') {
+        } else if (cp == '\r') {
             sb_str(s, "\\r");
-        } else if (ch == '\t') {
+        } else if (cp == '\t') {
             sb_str(s, "\\t");
-        } else if (ch < 0x20 || ch == 0x7f) {
-            snprintf(esc, sizeof esc, "\\x%02x", ch);
+        } else if (!printable(cp)) {
+            if (cp <= 0xff)
+                snprintf(esc, sizeof esc, "\\x%02x", cp);
+            else if (cp <= 0xffff)
+                snprintf(esc, sizeof esc, "\\u%04x", cp);
+            else
+                snprintf(esc, sizeof esc, "\\U%08x", cp);
             sb_str(s, esc);
-        } else if (ch == 0xc2 && i + 1 < len && (unsigned char)text[i + 1] < 0xa0) {
-            /* U+0080..U+009F are control characters: repr escapes them. */
-            snprintf(esc, sizeof esc, "\\x%02x", (unsigned char)text[i + 1]);
-            sb_str(s, esc);
-            i++;
         } else {
-            sb_put(s, (const char *)&text[i], 1);
+            char utf8[8];
+            size_t len = py_ucs_to_utf8(&cp, 1, 4, utf8, sizeof utf8);
+            sb_put(s, utf8, len);
         }
     }
 }
 
-/* Cuts UTF-8 text after max_chars characters; returns the byte length kept. */
-static size_t utf8_prefix(const char *text, size_t len, int max_chars)
-{
-    int chars = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (((unsigned char)text[i] & 0xc0) != 0x80) {
-            if (chars == max_chars)
-                return i;
-            chars++;
-        }
-    }
-    return len;
-}
-
+/* A str of any length: only its first max_chars characters are read, and a
+ * cut one ends in an ellipsis with its length, 'aaaa…' (5,000,000 chars).
+ * The quote is chosen from the characters shown. */
 static void repr_str(struct repr_ctx *c, struct sb *s, uint64_t obj)
 {
-    const struct py_layout *L = c->r->L;
+    size_t max = (size_t)c->lim->max_chars, n = 0;
     int64_t length;
-    if (target_read(c->r->t, obj + (uint64_t)L->unicode_length, &length, sizeof length) != 0 ||
-        length < 0)
-        { unreadable(s, obj); return; }
-    size_t want = (size_t)c->lim->max_chars * 4 + 8;
-    char *text = malloc(want);
-    if (!text || py_read_str(c->r->t, L, obj, text, want) != 0) {
-        free(text);
-        { unreadable(s, obj); return; }
+    uint32_t *cps = malloc(max * sizeof *cps);
+    if (!cps || py_read_str_head(c->r->t, c->r->L, obj, cps, max, &n, &length) != 0) {
+        free(cps);
+        unreadable(s, obj);
+        return;
     }
-    size_t len = utf8_prefix(text, strlen(text), c->lim->max_chars);
-    bool has_single = memchr(text, '\'', len) != NULL, has_double = memchr(text, '"', len) != NULL;
+    bool has_single = false, has_double = false;
+    for (size_t i = 0; i < n; i++) {
+        has_single |= cps[i] == '\'';
+        has_double |= cps[i] == '"';
+    }
     char q = has_single && !has_double ? '"' : '\'';
     sb_put(s, &q, 1);
-    put_escaped_text(s, text, len, q);
+    put_escaped_code_points(s, cps, n, q);
+    if ((uint64_t)length > n)
+        sb_str(s, "\xe2\x80\xa6");
     sb_put(s, &q, 1);
-    if (length > c->lim->max_chars)
-        sb_printf(s, "...(len=%" PRId64 ")", length);
-    free(text);
+    if ((uint64_t)length > n) {
+        sb_str(s, " (");
+        put_count(s, length);
+        sb_str(s, " chars)");
+    }
+    free(cps);
 }
 
 static void repr_bytes(struct repr_ctx *c, struct sb *s, uint64_t obj)
@@ -293,9 +329,14 @@ static void repr_bytes(struct repr_ctx *c, struct sb *s, uint64_t obj)
             sb_str(s, esc);
         }
     }
-    sb_put(s, &q, 1);
     if (full > max)
-        sb_printf(s, "...(len=%zu)", full);
+        sb_str(s, "\xe2\x80\xa6");
+    sb_put(s, &q, 1);
+    if (full > max) {
+        sb_str(s, " (");
+        put_count(s, (int64_t)full);
+        sb_str(s, " bytes)");
+    }
     free(data);
 }
 
@@ -453,6 +494,74 @@ static void repr_set(struct repr_ctx *c, struct sb *s, uint64_t obj, bool frozen
     c->depth--;
 }
 
+struct attr_walk {
+    struct repr_ctx *c;
+    struct sb *s;
+    int shown;
+    bool more;
+};
+
+static int attr_item(void *vctx, uint64_t key, uint64_t value)
+{
+    struct attr_walk *w = vctx;
+    if (w->shown >= w->c->lim->max_items || w->s->full) {
+        w->more = true;
+        return 1;
+    }
+    char name[128];
+    if (py_str(w->c->r, key, name, sizeof name) != 0)
+        return 0;
+    if (w->shown > 0)
+        sb_str(w->s, ", ");
+    sb_str(w->s, name);
+    sb_str(w->s, "=");
+    repr_object(w->c, w->s, value);
+    w->shown++;
+    return 0;
+}
+
+/* An instance of a class defined in Python, summarised the way gdb's
+ * libpython does, Node(depth=500, child=None): its first attributes, from
+ * its __dict__ or inline values. Returns false when it has none readable, so
+ * the caller falls back to <Node object at 0x...>. */
+static bool repr_instance(struct repr_ctx *c, struct sb *s, uint64_t obj, const char *name)
+{
+    uint64_t type, flags;
+    if (py_type_of(c->r, obj, &type, NULL) != 0 ||
+        target_read_u64(c->r->t, type + (uint64_t)c->r->L->type_flags, &flags) != 0 ||
+        !(flags & TPFLAGS_HEAPTYPE))
+        return false;
+    if (on_path(c, obj)) {
+        sb_printf(s, "%s(...)", name);
+        return true;
+    }
+    if (c->depth >= c->lim->max_depth || c->depth >= MAX_PATH_DEPTH)
+        return false;
+    /* Written to a scratch buffer first: an unreadable instance must not
+     * leave a half-written "Node(" behind. */
+    char *scratch = malloc(REPR_MAX_BYTES + 1);
+    if (!scratch)
+        return false;
+    struct sb inner = {scratch, s->cap - s->len, 0, false};
+    scratch[0] = '\0';
+    c->path[c->depth++] = obj;
+    struct attr_walk w = {c, &inner, 0, false};
+    int visited = py_attr_items(c->r, obj, c->lim->max_items + 1, attr_item, &w);
+    c->depth--;
+    if (visited < 0) {
+        free(scratch);
+        return false;
+    }
+    sb_str(s, name);
+    sb_str(s, "(");
+    sb_put(s, scratch, inner.len);
+    if (w.more || inner.full)
+        sb_str(s, w.shown ? ", ..." : "...");
+    sb_str(s, ")");
+    free(scratch);
+    return true;
+}
+
 static void repr_object(struct repr_ctx *c, struct sb *s, uint64_t obj)
 {
     if (s->full)
@@ -491,7 +600,7 @@ static void repr_object(struct repr_ctx *c, struct sb *s, uint64_t obj)
         repr_set(c, s, obj, false);
     else if (strcmp(name, "frozenset") == 0)
         repr_set(c, s, obj, true);
-    else
+    else if (!repr_instance(c, s, obj, name))
         opaque(s, name, obj);
 }
 

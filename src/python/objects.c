@@ -160,11 +160,68 @@ static int read_keys_view(struct py_reader *r, uint64_t keys, struct dict_keys_v
     return 0;
 }
 
-/* Where the values array of a split table starts: 3.13 put a 4-byte header
- * (capacity, size, embedded, valid) in front of it, padded to 8. */
+/* Where the PyObject *values[] of a split table's values block starts. */
 static uint64_t split_values_array(struct py_reader *r, uint64_t values)
 {
-    return values + (minor_of(r) >= 13 ? 8 : 0);
+    return values + (uint64_t)r->L->dictvalues_values;
+}
+
+/* The insertion order of a split table's values, as indices into the shared
+ * keys. Returns how many, or -1 when the version records no order (3.8-3.10,
+ * where a split table only exists while keys were added in key order). */
+static int values_order(struct py_reader *r, uint64_t values, uint64_t nentries,
+                        uint8_t order[256])
+{
+    const struct py_layout *L = r->L;
+    uint8_t size;
+    if (L->dictvalues_size == PY_OFF_NONE ||
+        target_read_u8(r->t, values + (uint64_t)L->dictvalues_size, &size) != 0)
+        return -1;
+    if (L->dictvalues_capacity != PY_OFF_NONE) {
+        uint8_t capacity;
+        if (target_read_u8(r->t, values + (uint64_t)L->dictvalues_capacity, &capacity) != 0 ||
+            size > capacity ||
+            target_read(r->t, split_values_array(r, values) + (uint64_t)capacity * 8, order,
+                        size) != 0)
+            return -1;
+    } else {
+        /* The order grows downwards from just below the count byte. */
+        uint8_t below[256];
+        if (target_read(r->t, values + (uint64_t)L->dictvalues_size - size, below, size) != 0)
+            return -1;
+        for (int i = 0; i < size; i++)
+            order[i] = below[size - 1 - i];
+    }
+    for (int i = 0; i < size; i++)
+        if (order[i] >= nentries)
+            return -1;
+    return size;
+}
+
+/* Calls fn for the (key, value) pairs of the entries in v, the values taken
+ * from a split table's values block when values is not 0, in insertion order
+ * where the version records one. */
+static int values_items(struct py_reader *r, const struct dict_keys_view *v, uint64_t values,
+                        int limit, int (*fn)(void *ctx, uint64_t key, uint64_t value), void *ctx)
+{
+    uint8_t order[256];
+    int n_order = values ? values_order(r, values, v->nentries, order) : -1;
+    uint64_t n = n_order >= 0 ? (uint64_t)n_order : v->nentries;
+    uint64_t array = values ? split_values_array(r, values) : 0;
+    int count = 0;
+    for (uint64_t k = 0; k < n && k < MAX_DICT_ENTRIES && count < limit; k++) {
+        uint64_t i = n_order >= 0 ? order[k] : k, key, val;
+        uint64_t entry = v->entries + i * v->entry_size;
+        if (target_read_u64(r->t, entry + v->key_offset, &key) != 0 ||
+            target_read_u64(r->t, values ? array + i * 8 : entry + v->value_offset, &val) != 0)
+            return -1;
+        if (key == 0 || val == 0)
+            continue;
+        count++;
+        if (fn(ctx, key, val) != 0)
+            break;
+    }
+    return count;
 }
 
 /* A search compares key after key, each on its own page (sys.modules has
@@ -245,159 +302,101 @@ int py_dict_items(struct py_reader *r, uint64_t dict, int limit,
     struct dict_keys_view v;
     if (read_keys_view(r, keys, &v) != 0)
         return -1;
-    int count = 0;
-    for (uint64_t i = 0; i < v.nentries && count < limit; i++) {
-        uint64_t entry = v.entries + i * v.entry_size, k, val;
-        if (target_read_u64(r->t, entry + v.key_offset, &k) != 0)
-            return -1;
-        if (k == 0)
-            continue;
-        if (values) {
-            if (target_read_u64(r->t, split_values_array(r, values) + i * 8, &val) != 0)
-                return -1;
-        } else if (target_read_u64(r->t, entry + v.value_offset, &val) != 0) {
-            return -1;
-        }
-        if (val == 0)
-            continue;
-        count++;
-        if (fn(ctx, k, val) != 0)
-            break;
-    }
-    return count;
+    return values_items(r, &v, values, limit, fn, ctx);
 }
 
-/* Looks name up in split-table values that belong to the type's shared keys. */
-static int split_values_get(struct py_reader *r, uint64_t type, uint64_t values, const char *name,
-                            uint64_t *value)
+/* Where an instance's attributes live: a dict object, or a values block laid
+ * out by its type's shared keys. */
+struct attr_home {
+    uint64_t type;
+    uint64_t dict;
+    uint64_t values;
+};
+
+static int attr_home(struct py_reader *r, uint64_t obj, struct attr_home *home)
 {
-    uint64_t keys, index, unused;
-    struct dict_keys_view v;
-    if (r->L->heaptype_cached_keys == PY_OFF_NONE ||
-        target_read_u64(r->t, type + (uint64_t)r->L->heaptype_cached_keys, &keys) != 0 ||
-        keys == 0 || read_keys_view(r, keys, &v) != 0 ||
-        keys_index_of(r, &v, name, &index, &unused) != 0)
+    const struct py_layout *L = r->L;
+    uint64_t flags = 0;
+    memset(home, 0, sizeof *home);
+    if (py_type_of(r, obj, &home->type, NULL) != 0 ||
+        target_read_u64(r->t, home->type + (uint64_t)L->type_flags, &flags) != 0)
         return -1;
-    if (target_read_u64(r->t, split_values_array(r, values) + index * 8, value) != 0 || *value == 0)
+    if (L->managed_dict_offset != PY_OFF_NONE && (flags & TPFLAGS_MANAGED_DICT)) {
+        uint64_t slot;
+        if (target_read_u64(r->t, obj + (uint64_t)L->managed_dict_offset, &slot) != 0)
+            return -1;
+        if (L->managed_dict_tagged && (slot & 1)) {
+            /* An odd word is a values array stored one byte below its address. */
+            home->values = slot + 1;
+            return 0;
+        }
+        if (slot) {
+            home->dict = slot;
+            return 0;
+        }
+        if (L->managed_values_offset != PY_OFF_NONE)
+            return target_read_u64(r->t, obj + (uint64_t)L->managed_values_offset,
+                                   &home->values) == 0 && home->values ? 0 : -1;
+        if (!L->inline_values || !(flags & TPFLAGS_INLINE_VALUES))
+            return -1;
+        int64_t basicsize;
+        uint8_t valid = 1;
+        if (target_read(r->t, home->type + (uint64_t)L->type_basicsize, &basicsize, 8) != 0 ||
+            basicsize <= 0 || basicsize > (1 << 20))
+            return -1;
+        home->values = obj + (uint64_t)basicsize;
+        if (L->dictvalues_valid != PY_OFF_NONE &&
+            (target_read_u8(r->t, home->values + (uint64_t)L->dictvalues_valid, &valid) != 0 ||
+             !valid))
+            return -1;
+        return 0;
+    }
+    int64_t dictoffset;
+    if (target_read(r->t, home->type + (uint64_t)L->type_dictoffset, &dictoffset, 8) != 0 ||
+        dictoffset <= 0 || dictoffset > (1 << 20) ||
+        target_read_u64(r->t, obj + (uint64_t)dictoffset, &home->dict) != 0 || home->dict == 0)
         return -1;
     return 0;
 }
 
-int py_attr_get(struct py_reader *r, uint64_t obj, const char *name, uint64_t *value)
-{
-    uint64_t type, flags = 0;
-    if (py_type_of(r, obj, &type, NULL) != 0 ||
-        target_read_u64(r->t, type + (uint64_t)r->L->type_flags, &flags) != 0)
-        return -1;
-    unsigned minor = minor_of(r);
-    if (minor >= 11 && (flags & TPFLAGS_MANAGED_DICT)) {
-        uint64_t slot;
-        if (target_read_u64(r->t, obj - 24, &slot) != 0)
-            return -1;
-        if (minor == 11) {
-            if (slot)
-                return py_dict_get_str(r, slot, name, value);
-            uint64_t values;
-            if (target_read_u64(r->t, obj - 32, &values) != 0 || values == 0)
-                return -1;
-            return split_values_get(r, type, values, name, value);
-        }
-        if (minor == 12) {
-            /* An odd word is a values array stored one byte below its address. */
-            if (slot & 1)
-                return split_values_get(r, type, slot + 1, name, value);
-            return slot ? py_dict_get_str(r, slot, name, value) : -1;
-        }
-        if (slot)
-            return py_dict_get_str(r, slot, name, value);
-        if (!(flags & TPFLAGS_INLINE_VALUES))
-            return -1;
-        int64_t basicsize;
-        uint8_t valid;
-        if (target_read(r->t, type + (uint64_t)r->L->type_basicsize, &basicsize, 8) != 0 ||
-            basicsize <= 0 || basicsize > (1 << 20) ||
-            target_read_u8(r->t, obj + (uint64_t)basicsize + 3, &valid) != 0 || !valid)
-            return -1;
-        return split_values_get(r, type, obj + (uint64_t)basicsize, name, value);
-    }
-    int64_t dictoffset;
-    uint64_t dict;
-    if (target_read(r->t, type + (uint64_t)r->L->type_dictoffset, &dictoffset, 8) != 0 ||
-        dictoffset <= 0 || dictoffset > (1 << 20) ||
-        target_read_u64(r->t, obj + (uint64_t)dictoffset, &dict) != 0 || dict == 0)
-        return -1;
-    return py_dict_get_str(r, dict, name, value);
-}
-
-/* Calls fn for each (key, value) of split-table values laid out by the
- * type's shared keys. */
-static int split_values_items(struct py_reader *r, uint64_t type, uint64_t values, int limit,
-                              int (*fn)(void *ctx, uint64_t key, uint64_t value), void *ctx)
+/* The shared keys of a type whose instances keep split values. */
+static int type_shared_keys(struct py_reader *r, uint64_t type, struct dict_keys_view *v)
 {
     uint64_t keys;
-    struct dict_keys_view v;
     if (r->L->heaptype_cached_keys == PY_OFF_NONE ||
         target_read_u64(r->t, type + (uint64_t)r->L->heaptype_cached_keys, &keys) != 0 ||
-        keys == 0 || read_keys_view(r, keys, &v) != 0)
+        keys == 0)
         return -1;
-    uint64_t array = split_values_array(r, values);
-    int count = 0;
-    for (uint64_t i = 0; i < v.nentries && count < limit; i++) {
-        uint64_t k, val;
-        if (target_read_u64(r->t, v.entries + i * v.entry_size + v.key_offset, &k) != 0 ||
-            target_read_u64(r->t, array + i * 8, &val) != 0)
-            return -1;
-        if (k == 0 || val == 0)
-            continue;
-        count++;
-        if (fn(ctx, k, val) != 0)
-            break;
-    }
-    return count;
+    return read_keys_view(r, keys, v);
+}
+
+int py_attr_get(struct py_reader *r, uint64_t obj, const char *name, uint64_t *value)
+{
+    struct attr_home home;
+    if (attr_home(r, obj, &home) != 0)
+        return -1;
+    if (home.dict)
+        return py_dict_get_str(r, home.dict, name, value);
+    struct dict_keys_view v;
+    uint64_t index, unused;
+    if (type_shared_keys(r, home.type, &v) != 0 ||
+        keys_index_of(r, &v, name, &index, &unused) != 0 ||
+        target_read_u64(r->t, split_values_array(r, home.values) + index * 8, value) != 0 ||
+        *value == 0)
+        return -1;
+    return 0;
 }
 
 int py_attr_items(struct py_reader *r, uint64_t obj, int limit,
                   int (*fn)(void *ctx, uint64_t key, uint64_t value), void *ctx)
 {
-    uint64_t type, flags = 0;
-    if (py_type_of(r, obj, &type, NULL) != 0 ||
-        target_read_u64(r->t, type + (uint64_t)r->L->type_flags, &flags) != 0)
+    struct attr_home home;
+    if (attr_home(r, obj, &home) != 0)
         return -1;
-    unsigned minor = minor_of(r);
-    if (minor >= 11 && (flags & TPFLAGS_MANAGED_DICT)) {
-        uint64_t slot;
-        if (target_read_u64(r->t, obj - 24, &slot) != 0)
-            return -1;
-        if (minor == 11) {
-            if (slot)
-                return py_dict_items(r, slot, limit, fn, ctx);
-            uint64_t values;
-            if (target_read_u64(r->t, obj - 32, &values) != 0 || values == 0)
-                return -1;
-            return split_values_items(r, type, values, limit, fn, ctx);
-        }
-        if (minor == 12) {
-            if (slot & 1)
-                return split_values_items(r, type, slot + 1, limit, fn, ctx);
-            return slot ? py_dict_items(r, slot, limit, fn, ctx) : -1;
-        }
-        if (slot)
-            return py_dict_items(r, slot, limit, fn, ctx);
-        if (!(flags & TPFLAGS_INLINE_VALUES))
-            return -1;
-        int64_t basicsize;
-        uint8_t valid;
-        if (target_read(r->t, type + (uint64_t)r->L->type_basicsize, &basicsize, 8) != 0 ||
-            basicsize <= 0 || basicsize > (1 << 20) ||
-            target_read_u8(r->t, obj + (uint64_t)basicsize + 3, &valid) != 0 || !valid)
-            return -1;
-        return split_values_items(r, type, obj + (uint64_t)basicsize, limit, fn, ctx);
-    }
-    int64_t dictoffset;
-    uint64_t dict;
-    if (target_read(r->t, type + (uint64_t)r->L->type_dictoffset, &dictoffset, 8) != 0 ||
-        dictoffset <= 0 || dictoffset > (1 << 20) ||
-        target_read_u64(r->t, obj + (uint64_t)dictoffset, &dict) != 0 || dict == 0)
+    if (home.dict)
+        return py_dict_items(r, home.dict, limit, fn, ctx);
+    struct dict_keys_view v;
+    if (type_shared_keys(r, home.type, &v) != 0)
         return -1;
-    return py_dict_items(r, dict, limit, fn, ctx);
+    return values_items(r, &v, home.values, limit, fn, ctx);
 }

@@ -20,25 +20,31 @@
 #define NAME_SLOTS 512
 
 struct code_names {
-    uint64_t code;
+    uint64_t code, func;
     const char *function, *file;
 };
 
-static bool names_for(struct code_names *table, struct report_names **pool, uint64_t code_addr,
-                      const struct py_code *code, const char **function, const char **file)
+/* Pooled names of a frame, by code object and function object: wrappers
+ * made by one decorator share their code but not their names. */
+static bool names_for(struct code_names *table, struct report_names **pool, struct py_walker *w,
+                      const struct py_frame *frame, const struct py_code *code,
+                      const char **function, const char **file)
 {
-    struct code_names *slot = &table[(code_addr >> 4) % NAME_SLOTS];
-    if (code && slot->code == code_addr) {
+    uint64_t code_addr = frame->code_addr, func = frame->func_addr;
+    struct code_names *slot = &table[((code_addr ^ func) >> 4) % NAME_SLOTS];
+    if (code && slot->code == code_addr && slot->func == func) {
         *function = slot->function;
         *file = slot->file;
         return true;
     }
-    *function = report_names_add(pool, code ? code->qualname : "<unreadable code>");
+    *function = report_names_add(pool, code ? py_code_function_name(w->codes, w->reader, code,
+                                                                     func)
+                                            : "<unreadable code>");
     *file = report_names_add(pool, code ? code->filename : "?");
     if (!*function || !*file)
         return false;
     if (code)
-        *slot = (struct code_names){code_addr, *function, *file};
+        *slot = (struct code_names){code_addr, func, *function, *file};
     return true;
 }
 
@@ -53,7 +59,7 @@ static int fill_frames(struct py_walker *w, const struct py_frame *frames, size_
         const struct py_code *code = py_code_get(w->codes, w->reader, frames[i].code_addr);
         struct report_frame *f = &out->frames[out->n_frames];
         const char *function, *file;
-        if (!names_for(names, pool, frames[i].code_addr, code, &function, &file))
+        if (!names_for(names, pool, w, &frames[i], code, &function, &file))
             return -1;
         f->function = (char *)function;
         f->file = (char *)file;

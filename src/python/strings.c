@@ -143,16 +143,15 @@ static int str_data_address(struct target *t, const struct py_layout *L, uint64_
     return 0;
 }
 
-int py_read_str(struct target *t, const struct py_layout *L, uint64_t addr, char *out,
-                size_t outsize)
+/* The header of the str at addr: its length, shape and where its characters
+ * start. max_length bounds the length accepted as plausible. */
+static int str_header(struct target *t, const struct py_layout *L, uint64_t addr,
+                      int64_t max_length, int64_t *length, struct py_unicode_shape *shape,
+                      uint64_t *data)
 {
-    if (out == NULL || outsize == 0)
-        return -1;
-    out[0] = '\0';
     if (t == NULL || L == NULL || !header_field_ok(L->unicode_length, sizeof(int64_t)) ||
         !header_field_ok(L->unicode_state, sizeof(uint32_t)))
         return -1;
-
     /* One read for the header: length and state sit a few bytes apart. */
     unsigned char header[HEADER_MAX];
     size_t header_len = (size_t)L->unicode_length + sizeof(int64_t);
@@ -160,16 +159,24 @@ int py_read_str(struct target *t, const struct py_layout *L, uint64_t addr, char
         header_len = (size_t)L->unicode_state + sizeof(uint32_t);
     if (target_read(t, addr, header, header_len) != 0)
         return -1;
-
-    int64_t length;
     uint32_t state;
-    struct py_unicode_shape shape;
-    memcpy(&length, header + L->unicode_length, sizeof(length));
+    memcpy(length, header + L->unicode_length, sizeof(*length));
     memcpy(&state, header + L->unicode_state, sizeof(state));
-    if (py_unicode_layout_of(state, &shape) != 0 || length < 0 || length > PY_STR_MAX_CHARS)
+    if (py_unicode_layout_of(state, shape) != 0 || *length < 0 || *length > max_length)
         return -1;
+    return str_data_address(t, L, addr, shape, data);
+}
+
+int py_read_str(struct target *t, const struct py_layout *L, uint64_t addr, char *out,
+                size_t outsize)
+{
+    if (out == NULL || outsize == 0)
+        return -1;
+    out[0] = '\0';
+    int64_t length;
+    struct py_unicode_shape shape;
     uint64_t data;
-    if (str_data_address(t, L, addr, &shape, &data) != 0)
+    if (str_header(t, L, addr, PY_STR_MAX_CHARS, &length, &shape, &data) != 0)
         return -1;
 
     /* Every character needs at least one output byte, so never fetch more
@@ -192,6 +199,29 @@ int py_read_str(struct target *t, const struct py_layout *L, uint64_t addr, char
         done += consumed;
         if (consumed < take)
             break; /* out is full */
+    }
+    return 0;
+}
+
+int py_read_str_head(struct target *t, const struct py_layout *L, uint64_t addr, uint32_t *cps,
+                     size_t max_chars, size_t *n_read, int64_t *length)
+{
+    struct py_unicode_shape shape;
+    uint64_t data;
+    *n_read = 0;
+    if (cps == NULL || str_header(t, L, addr, PY_STR_MAX_LENGTH, length, &shape, &data) != 0)
+        return -1;
+    size_t wanted = (uint64_t)*length < max_chars ? (size_t)*length : max_chars;
+    unsigned char chunk[CHUNK_BYTES];
+    size_t per_chunk = sizeof(chunk) / (size_t)shape.kind;
+    while (*n_read < wanted) {
+        size_t take = wanted - *n_read < per_chunk ? wanted - *n_read : per_chunk;
+        uint64_t from = data + (uint64_t)*n_read * (uint64_t)shape.kind;
+        if (target_read(t, from, chunk, take * (size_t)shape.kind) != 0)
+            return -1;
+        for (size_t i = 0; i < take; i++)
+            cps[*n_read + i] = code_point_at(chunk, i, shape.kind);
+        *n_read += take;
     }
     return 0;
 }

@@ -14,6 +14,8 @@
 /* Strings longer than this many characters are refused as implausible for
  * names, file names and reprs, and most likely a misread object. */
 #define PY_STR_MAX_CHARS (1L << 20)
+/* Values (reprs) may be any size; past this a length is a misread. */
+#define PY_STR_MAX_LENGTH (1LL << 40)
 
 struct py_unicode_shape {
     int kind;    /* bytes per character: 1, 2 or 4 */
@@ -40,6 +42,13 @@ size_t py_ucs_to_utf8(const void *data, size_t nchars, int kind, char *out, size
  * (bad state, negative length, more than PY_STR_MAX_CHARS); out is then "". */
 int py_read_str(struct target *t, const struct py_layout *L, uint64_t addr, char *out,
                 size_t outsize);
+
+/* The first characters of the str at addr, for reprs of values of any size:
+ * reads only min(length, max_chars) code points into cps (surrogates kept, so
+ * the caller can escape them) and the full length into *length. Returns 0, or
+ * -1 when unreadable or implausible (lengths up to PY_STR_MAX_LENGTH pass). */
+int py_read_str_head(struct target *t, const struct py_layout *L, uint64_t addr, uint32_t *cps,
+                     size_t max_chars, size_t *n_read, int64_t *length);
 
 /* Copies up to max bytes of the bytes object at addr into out (ob_size at
  * L->ob_size, data at L->bytes_sval). Returns how many bytes were copied,

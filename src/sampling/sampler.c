@@ -62,7 +62,7 @@ struct sampled_thread {
 };
 
 struct frame_key {
-    uint64_t code;
+    uint64_t code, func;     /* function object (3.11+; 0 when unknown) */
     long offset;
     uint32_t frame;
     uint64_t serial;         /* of the py_code it was made from */
@@ -119,6 +119,10 @@ int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t
     s->stack_ids = malloc(sizeof *s->stack_ids * (MAX_STACK_DEPTH + 2));
     s->walk_ids = malloc(sizeof *s->walk_ids * MAX_STACK_DEPTH);
     s->gc_frame = profile_frame_id(profile, "<GC>", "<gc>", -1, true);
+    s->profile_process = profile_process_id(profile, pid);
+    if (s->profile_process != UINT32_MAX)
+        snprintf(profile->processes[s->profile_process].python_version,
+                 sizeof profile->processes[s->profile_process].python_version, "%s", s->rt.version);
     if (!s->codes || !s->frame_keys || !s->frames || !s->stack_ids || !s->walk_ids || s->gc_frame == UINT32_MAX) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         sampler_close(s, start_ns);
@@ -271,18 +275,20 @@ static struct sampled_thread *add_thread(struct sampler *s, const struct py_thre
 
 /* (code object, instruction offset) -> frame id, so that a frame seen
  * before costs neither a line-table decode nor a string hash. */
-static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, long offset, bool *unreadable)
+static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, uint64_t func, long offset,
+                             bool *unreadable)
 {
-    uint64_t h = (code_addr >> 4) * 0x9e3779b97f4a7c15ull ^ (uint64_t)offset * 0xff51afd7ed558ccdull;
+    uint64_t h = ((code_addr ^ func) >> 4) * 0x9e3779b97f4a7c15ull ^
+                 (uint64_t)offset * 0xff51afd7ed558ccdull;
     struct frame_key *slot = &s->frame_keys->slots[(h >> 20) % FRAME_KEY_SLOTS];
     const struct py_code *code = NULL;
     if (s->verify_codes) {
         code = py_code_get_verified(s->codes, &s->reader, code_addr);
-        if (code && slot->code == code_addr && slot->offset == offset &&
+        if (code && slot->code == code_addr && slot->func == func && slot->offset == offset &&
             slot->serial == code->serial)
             return slot->frame;
     } else {
-        if (slot->code == code_addr && slot->offset == offset && code_addr)
+        if (slot->code == code_addr && slot->func == func && slot->offset == offset && code_addr)
             return slot->frame;
         code = py_code_get(s->codes, &s->reader, code_addr);
     }
@@ -291,9 +297,11 @@ static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, long offset,
         return profile_frame_id(s->profile, "<unreadable code>", "?", -1, true);
     }
     int line = py_code_line(code, &s->rt.layout, offset);
-    uint32_t id = profile_frame_id(s->profile, code->qualname, code->filename, line, false);
+    uint32_t id = profile_frame_id(s->profile, py_code_function_name(s->codes, &s->reader, code, func),
+                                   code->filename, line, false);
     if (id != UINT32_MAX) {
         slot->code = code_addr;
+        slot->func = func;
         slot->offset = offset;
         slot->frame = id;
         slot->serial = code->serial;
@@ -418,7 +426,8 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
     bool stopped = status == PY_WALK_STOPPED;
     *torn = status != PY_WALK_OK && status != PY_WALK_TOO_DEEP && !stopped;
     for (size_t i = 0; i < count; i++) {
-        uint32_t id = frame_id_for(s, s->frames[i].code_addr, s->frames[i].instr_offset, torn);
+        uint32_t id = frame_id_for(s, s->frames[i].code_addr, s->frames[i].func_addr,
+                                   s->frames[i].instr_offset, torn);
         if (id == UINT32_MAX) {
             th->memo.valid = false;
             return UINT32_MAX;
@@ -890,6 +899,14 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
         p->meta.passes_failed++;
     if (holder)
         p->meta.gil_busy_passes++;
+    if (s->profile_process < p->n_processes) {
+        struct profile_process *proc = &p->processes[s->profile_process];
+        if (proc->passes++ == 0)
+            proc->first_ns = rel_ns;
+        proc->last_ns = rel_ns;
+        proc->passes_failed += failed;
+        proc->gil_busy_passes += holder != 0;
+    }
     if (gc_now) {
         p->meta.gc_passes++;
         if (!s->gc_was_collecting)

@@ -42,6 +42,7 @@ struct sampler {
     struct sampled_thread *threads;
     size_t n_threads, cap_threads;
     struct profile *profile;
+    uint32_t profile_process;         /* its entry in profile->processes */
     /* When set, each pass goes into this ring (the flight recorder) instead
      * of the profile's counts, hogs and timeline; the profile still interns
      * the frames, stacks and threads, and keeps the running totals. */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "target/process.h"
+#include "target/proctree.h"
 
 #define START_TIMEOUT_NS 15000000000ull
 #define CHILD_SCAN_NS 200000000ull
@@ -39,6 +40,28 @@ static void reap_child(struct session *s, bool block)
     }
 }
 
+/* Names a newly sampled process after its place in the tree: its depth
+ * below the root, and whether it is a forked copy of its parent. */
+static void describe_process(struct session *s, struct sampler *sampler)
+{
+    if (sampler->profile_process >= s->profile->n_processes)
+        return;
+    struct profile_process *proc = &s->profile->processes[sampler->profile_process];
+    int depth = 0;
+    pid_t ppid = sampler->pid == s->root ? 0 : proctree_parent(sampler->pid);
+    if (ppid) {
+        /* Children are only added once their parent is sampled: count the
+         * steps up to the root. */
+        depth = 1;
+        for (pid_t up = ppid; up && up != s->root && depth < 64; up = proctree_parent(up))
+            depth++;
+    }
+    proc->ppid = ppid;
+    proctree_role(depth, ppid && proctree_forked(sampler->pid, ppid), proc->role,
+                  sizeof proc->role);
+    process_cmdline(sampler->pid, proc->command, sizeof proc->command);
+}
+
 static int add_process(struct session *s, pid_t pid, struct pyscope_error *err)
 {
     for (int i = 0; i < SESSION_MAX_PROCESSES; i++) {
@@ -46,6 +69,7 @@ static int add_process(struct session *s, pid_t pid, struct pyscope_error *err)
             continue;
         if (sampler_open(&s->samplers[i], pid, s->profile, s->start_ns, err) != 0)
             return -1;
+        describe_process(s, &s->samplers[i]);
         s->samplers[i].record_timeline = s->opts.record_timeline;
         /* Re-looking costs up to half a millisecond a pass: worth it at the
          * usual rates, not when sampling flat out. */
@@ -153,23 +177,6 @@ static bool tracked(const struct session *s, pid_t pid)
     return false;
 }
 
-static pid_t parent_of(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *close_paren = strrchr(buf, ')');
-    int ppid = 0;
-    if (!close_paren || sscanf(close_paren + 1, " %*c %d", &ppid) != 1)
-        return 0;
-    return (pid_t)ppid;
-}
-
 /* Adds Python processes whose parent is already being sampled. Children of
  * children are found on later scans, once their parent is tracked. */
 static void scan_children(struct session *s)
@@ -184,7 +191,7 @@ static void scan_children(struct session *s)
         pid_t pid = (pid_t)atoi(e->d_name);
         if (tracked(s, pid))
             continue;
-        pid_t parent = parent_of(pid);
+        pid_t parent = proctree_parent(pid);
         bool ours = false;
         for (int i = 0; i < SESSION_MAX_PROCESSES && !ours; i++)
             ours = s->active[i] && s->samplers[i].pid == parent;
@@ -246,9 +253,14 @@ void session_run(struct session *s, volatile int *stop,
         }
         if (alive == 0)
             break;
-        if (on_tick && now - last_tick >= 1000000000ull) {
+        bool redraw = s->redraw_request && *s->redraw_request;
+        if (on_tick && (now - last_tick >= 1000000000ull || redraw)) {
+            s->redraw_only = now - last_tick < 1000000000ull;
+            if (s->redraw_request)
+                *s->redraw_request = 0;
             on_tick(s, ctx);
-            last_tick = now;
+            if (!s->redraw_only)
+                last_tick = now;
         }
         if (interval) {
             next += interval;

@@ -37,6 +37,10 @@ struct session {
     bool fds_exhausted;        /* a sampler ran out of descriptors for threads' files */
     uint64_t start_ns;
     uint64_t last_scan_ns;
+    /* Optional: when it turns non-zero, on_tick runs at the next pass with
+     * redraw_only set (top lays its last figures out again after a resize). */
+    volatile sig_atomic_t *redraw_request;
+    bool redraw_only;
 };
 
 /* Attaches to pid, or starts opts->command, and waits until Python runs in

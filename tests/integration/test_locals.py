@@ -3,6 +3,7 @@ interpreter: the reprs must equal Python's own repr() for simple values, and
 follow the documented bounds (docs/native.md) for the rest."""
 
 import json
+import re
 
 import pytest
 
@@ -33,9 +34,8 @@ def test_locals_match_repr(interp, start_program, pause):
         assert got[name]["repr"] == want, name
     for name, kind in extra["kinds"].items():
         assert got[name]["kind"] == kind, name
-    assert got["self"]["repr"].startswith("<Server object at 0x")
     assert got["self"]["type"] == "Server"
-    assert got["self"]["address"] == int(got["self"]["repr"].split("0x")[1].rstrip(">"), 16)
+    assert got["self"]["address"] == extra["self_id"]
     # Declaration order: arguments first, as the code object lists them.
     names = [local["name"] for local in frame["locals"]]
     assert names[:2] == ["self", "request"]
@@ -84,3 +84,61 @@ def test_print_usage_errors(pyscope):
         result = pyscope("dump", "--print", expr, "1")
         assert result.returncode == 2, (expr, result)
         assert "--print" in result.stderr
+
+
+def strict_json(text):
+    def pairs(items):
+        keys = [k for k, _ in items]
+        assert len(keys) == len(set(keys)), "duplicate keys in %s" % keys
+        return dict(items)
+    return json.loads(text, object_pairs_hook=pairs)
+
+
+def holder_frame(doc):
+    [thread] = [t for t in doc["threads"] if t["name"] == "holder"]
+    frame = thread["frames"][0]
+    assert frame["function"] in ("hold", "Node.hold"), thread["frames"]
+    return frame
+
+
+def test_big_values_odd_strings_instances(interp, start_program):
+    """A 5,000,000-character str shows its start and length (and is not read
+    whole), a lone surrogate is escaped as repr() escapes it, and instances
+    show their first attributes, depth-limited, in JSON and text."""
+    target = start_program(interp, "locals_big.py")
+    expected = target.report["extra"]["expected"]
+    result = run_pyscope(["dump", "--json", "--locals", "-v", target.pid])
+    assert result.returncode == 0, result
+    got = {local["name"]: local["repr"] for local in holder_frame(strict_json(result.stdout))["locals"]}
+    for name, want in expected.items():
+        assert got.get(name) == want, name
+    # Reading the strings whole would move more than 8 MB.
+    [read] = re.findall(r"\((\d+) reads, (\d+) bytes", result.stderr)
+    assert int(read[1]) < 5000000, result.stderr
+    text = run_pyscope(["dump", "--locals", target.pid]).stdout
+    for name, want in expected.items():
+        assert "        %s = %s\n" % (name, want) in text, name
+
+
+def test_print_errors_reported_once(interp, start_program):
+    """`self` is a Node in one frame and a Tree or threading object in the
+    others: the value is printed for that frame, and each distinct failure
+    once, naming the frames it applies to, instead of a line per frame."""
+    target = start_program(interp, "locals_big.py")
+    doc = strict_json(run_pyscope(["dump", "--json", "--print", "self.depth", target.pid]).stdout)
+    results = doc["print"]["results"]
+    hits = [r for r in results if r["repr"] is not None]
+    assert [h["repr"] for h in hits] == [str(target.report["extra"]["self_depth"])]
+    failures = {}
+    for r in results:
+        if r["repr"] is None:
+            failures.setdefault(r["error"], []).append(r)
+    assert len(failures) >= 2 and len(results) - len(hits) > len(failures), results
+    text = run_pyscope(["dump", "--print", "self.depth", target.pid]).stdout
+    section = text[text.index("--print self.depth"):].splitlines()[1:]
+    assert len(section) == 1 + len(failures), section
+    assert section[0].endswith(": 500") and "hold (" in section[0]
+    for error, frames in failures.items():
+        [line] = [l for l in section if l.strip().startswith("<" + error + ">")]
+        n = len(frames)
+        assert " in %d other frame%s:" % (n, "" if n == 1 else "s") in line, line

@@ -758,7 +758,7 @@ static void test_json(void)
                  "\"stacks_sampled\":5,\"stacks_torn\":0},"
                  "\"gil_hogs\":[{\"stack\":0,\"samples\":1,\"native_samples\":0,"
                  "\"native_call_keeps_gil\":false,\"passes_pct\":20,\"frames\":[\"main (a.py:1)\"]}],"
-                 "\"gil_hog_stacks\":1}}\n");
+                 "\"gil_hog_stacks\":1,\"processes\":[]}}\n");
 
     struct profile_write_options idle = {.include_idle = true};
     char *text = capture(profile_write_json, &p, &idle, NULL);

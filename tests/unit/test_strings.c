@@ -377,8 +377,57 @@ static void test_hostile_objects(void)
     fake_target_free(t);
 }
 
+/* py_read_str_head reads the start of a value of any length: a header that
+ * claims 5,000,000 characters with only the first few mapped still gives
+ * those, and surrogates come back as themselves for the repr to escape. */
+static void test_str_head(void)
+{
+    struct target *t = fake_target_new();
+    struct py_layout L = layout_for_minor(12);
+    unsigned char big[40 + 16];
+    int64_t claimed = 5000000;
+    uint32_t ascii_state = make_state(0, 1, 1, 1, 0);
+    memset(big, 'a', sizeof(big));
+    memcpy(big + 16, &claimed, sizeof(claimed));
+    memcpy(big + 32, &ascii_state, sizeof(ascii_state));
+    CHECK(fake_target_map(t, 0x1000, big, sizeof(big)) == 0);
+    uint32_t cps[32];
+    size_t n = 99;
+    int64_t length = 0;
+    CHECK_EQ_INT(py_read_str_head(t, &L, 0x1000, cps, 16, &n, &length), 0);
+    CHECK_EQ_INT((long)n, 16);
+    CHECK(length == 5000000);
+    CHECK(cps[0] == 'a' && cps[15] == 'a');
+    /* More than is mapped fails instead of inventing characters. */
+    CHECK_EQ_INT(py_read_str_head(t, &L, 0x1000, cps, 17, &n, &length), -1);
+    /* py_read_str still refuses such a length as a name. */
+    char out[8];
+    CHECK_EQ_INT(py_read_str(t, &L, 0x1000, out, sizeof(out)), -1);
+
+    /* 'b\udcff' as a compact UCS-2 string (header of 56 bytes on 3.12). */
+    unsigned char wide[56 + 4];
+    int64_t two = 2;
+    uint32_t ucs2_state = make_state(0, 2, 1, 0, 0);
+    uint16_t chars[2] = {'b', 0xdcff};
+    memset(wide, 0, sizeof(wide));
+    memcpy(wide + 16, &two, sizeof(two));
+    memcpy(wide + 32, &ucs2_state, sizeof(ucs2_state));
+    memcpy(wide + 56, chars, sizeof(chars));
+    CHECK(fake_target_map(t, 0x2000, wide, sizeof(wide)) == 0);
+    CHECK_EQ_INT(py_read_str_head(t, &L, 0x2000, cps, 32, &n, &length), 0);
+    CHECK_EQ_INT((long)n, 2);
+    CHECK(cps[0] == 'b' && cps[1] == 0xdcff);
+    /* Implausible lengths are still refused. */
+    put_str_header(t, 0x3000, -1, ascii_state, 0);
+    CHECK_EQ_INT(py_read_str_head(t, &L, 0x3000, cps, 4, &n, &length), -1);
+    put_str_header(t, 0x4000, PY_STR_MAX_LENGTH + 1, ascii_state, 0);
+    CHECK_EQ_INT(py_read_str_head(t, &L, 0x4000, cps, 4, &n, &length), -1);
+    fake_target_free(t);
+}
+
 int main(int argc, char **argv)
 {
+    test_str_head();
     test_layout_of();
     test_ucs_to_utf8();
     test_hostile_objects();

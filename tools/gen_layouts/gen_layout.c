@@ -34,6 +34,14 @@
 #if MINOR >= 12
 #include "pycore_long.h"
 #endif
+#if MINOR >= 11
+/* Their inline helpers trip -Wunused-parameter in some versions. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "pycore_dict.h"
+#include "pycore_object.h"
+#pragma GCC diagnostic pop
+#endif
 #if MINOR >= 14
 #include "pycore_interpframe_structs.h"
 #include "pycore_runtime_structs.h"
@@ -214,6 +222,11 @@ static void emit_frames(void)
     emit_none("iframe_is_entry");
 #endif
     emit("iframe_localsplus", OFF(_PyInterpreterFrame, localsplus));
+#if MINOR == 11
+    emit("iframe_funcobj", OFF(_PyInterpreterFrame, f_func));
+#else
+    emit("iframe_funcobj", OFF(_PyInterpreterFrame, f_funcobj));
+#endif
     /* The enum constants themselves, so a renumbering cannot slip past. */
     emit_int("owner_thread", FRAME_OWNED_BY_THREAD);
     emit_int("owner_generator", FRAME_OWNED_BY_GENERATOR);
@@ -238,6 +251,7 @@ static void emit_frames(void)
     emit_none("iframe_owner");
     emit_none("iframe_is_entry");
     emit_none("iframe_localsplus");
+    emit_none("iframe_funcobj");
     emit_int("owner_thread", -1);
     emit_int("owner_generator", -1);
     emit_int("owner_frame_object", -1);
@@ -301,6 +315,9 @@ static void emit_code(void)
     emit_none("code_code");
     emit("code_code_adaptive", OFF(PyCodeObject, co_code_adaptive));
 #endif
+    emit("func_code", OFF(PyFunctionObject, func_code));
+    emit("func_name", OFF(PyFunctionObject, func_name));
+    emit("func_qualname", OFF(PyFunctionObject, func_qualname));
 }
 
 static void emit_objects(void)
@@ -353,6 +370,57 @@ static void emit_objects(void)
 #endif
 }
 
+/* Where an instance keeps its attributes when its class does not give it a
+ * plain __dict__ slot (tp_dictoffset): 3.11's values pointer and dict
+ * pointer before the object, 3.12's single tagged word, 3.13+'s values
+ * inline after tp_basicsize; and how a values array records insertion
+ * order (3.11/3.12: bytes before the array, counted by the byte at -2;
+ * 3.13+: after values[capacity], counted by the size field). */
+static void emit_instance_dicts(void)
+{
+#if MINOR >= 11
+    /* The accessors assert the flag, so the probe gets a type that has it. */
+    static PyTypeObject probe_type;
+    static PyObject probe[8];
+    probe_type.tp_flags = Py_TPFLAGS_MANAGED_DICT;
+    PyObject *obj = &probe[4];
+    obj->ob_type = &probe_type;
+#if MINOR == 12
+    emit("managed_dict_offset", (long)((char *)_PyObject_DictOrValuesPointer(obj) - (char *)obj));
+#else
+    emit("managed_dict_offset", MANAGED_DICT_OFFSET);
+#endif
+#if MINOR == 11
+    emit("managed_values_offset", (long)((char *)_PyObject_ValuesPointer(obj) - (char *)obj));
+#else
+    emit_none("managed_values_offset");
+#endif
+    emit_int("managed_dict_tagged", MINOR == 12);
+    emit_int("inline_values", MINOR >= 13);
+    emit("dictvalues_values", OFF(PyDictValues, values));
+#if MINOR >= 13
+    emit("dictvalues_capacity", OFF(PyDictValues, capacity));
+    emit("dictvalues_size", OFF(PyDictValues, size));
+    emit("dictvalues_valid", OFF(PyDictValues, valid));
+#else
+    /* _PyDictValues_AddToInsertionOrder: the count is the byte at -2. */
+    emit_none("dictvalues_capacity");
+    emit("dictvalues_size", -2);
+    emit_none("dictvalues_valid");
+#endif
+#else
+    emit_none("managed_dict_offset");
+    emit_none("managed_values_offset");
+    emit_int("managed_dict_tagged", 0);
+    emit_int("inline_values", 0);
+    /* 3.8-3.10 keep a bare PyObject *values[] with no header or order. */
+    emit("dictvalues_values", 0);
+    emit_none("dictvalues_capacity");
+    emit_none("dictvalues_size");
+    emit_none("dictvalues_valid");
+#endif
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2 && argc != 4) {
@@ -384,6 +452,7 @@ int main(int argc, char **argv)
     emit_code();
     emit_eval_signature();
     emit_objects();
+    emit_instance_dicts();
     printf("    } },\n");
     return 0;
 }

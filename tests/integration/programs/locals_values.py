@@ -61,9 +61,11 @@ class Server:
                  "options": "arg", "small": "local", "captured": "cell"}
         special = {"nested": "[1, [2, [3, <list len=2>]]]",
                    "long_list": "[0, 1, 2, 3, 4, 5, 6, 7, ...] (len=100)",
-                   "long_text": "'" + "x" * 120 + "'...(len=1000)",
-                   "cycle": "[[...]]"}
-        RESULT.update(expected=expected, kinds=kinds, special=special)
+                   "long_text": "'" + "x" * 120 + "\u2026' (1,000 chars)",
+                   "cycle": "[[...]]",
+                   "self": "Server(pool=Pool(free_lists=%r, name=%r))"
+                           % (self.pool.free_lists, self.pool.name)}
+        RESULT.update(expected=expected, kinds=kinds, special=special, self_id=id(self))
         READY.set()
         BLOCK.acquire()
 
