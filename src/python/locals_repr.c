@@ -522,8 +522,8 @@ static int attr_item(void *vctx, uint64_t key, uint64_t value)
 
 /* An instance of a class defined in Python, summarised the way gdb's
  * libpython does, Node(depth=500, child=None): its first attributes, from
- * its __dict__ or inline values. Returns false when it has none readable, so
- * the caller falls back to <Node object at 0x...>. */
+ * its __dict__ or inline values. Returns false when it has none, or none
+ * readable, so the caller falls back to <Node object at 0x...>. */
 static bool repr_instance(struct repr_ctx *c, struct sb *s, uint64_t obj, const char *name)
 {
     uint64_t type, flags;
@@ -548,7 +548,9 @@ static bool repr_instance(struct repr_ctx *c, struct sb *s, uint64_t obj, const 
     struct attr_walk w = {c, &inner, 0, false};
     int visited = py_attr_items(c->r, obj, c->lim->max_items + 1, attr_item, &w);
     c->depth--;
-    if (visited < 0) {
+    /* No attribute to show (a C type's instance without a __dict__, an
+     * empty object): its address says more than "Task()". */
+    if (visited <= 0) {
         free(scratch);
         return false;
     }
