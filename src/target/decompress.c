@@ -304,8 +304,10 @@ static enum outcome run_zstd(struct run *r)
     ZSTD_DStream *ds = ZSTD_createDStream();
     if (!ds)
         return OUT_NOMEM;
-    /* Large windows (zstd --long) are allowed: the memory is the frame's to ask for. */
-    ZSTD_DCtx_setParameter(ds, ZSTD_d_windowLogMax, 31);
+    /* Windows up to 128 MiB, the zstd tool's own limit (zstd --long uses
+     * 128 MiB; systemd-coredump's default level far less): a corrupt or
+     * hostile header must not make pyscope ask for gigabytes. */
+    ZSTD_DCtx_setParameter(ds, ZSTD_d_windowLogMax, 27);
     enum outcome result = OUT_OK;
     size_t pending = 1;
     for (;;) {
