@@ -390,7 +390,9 @@ static enum outcome run_xz(struct run *r)
     struct source *s = r->src;
     struct sink *k = r->out;
     lzma_stream z = LZMA_STREAM_INIT;
-    if (lzma_stream_decoder(&z, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK)
+    /* xz -9 needs 65 MiB to decode; a header asking for more than 512 MiB
+     * is corrupt or hostile, like zstd's large windows above. */
+    if (lzma_stream_decoder(&z, (uint64_t)512 << 20, LZMA_CONCATENATED) != LZMA_OK)
         return OUT_NOMEM;
     enum outcome result = OUT_OK;
     for (;;) {
