@@ -510,7 +510,7 @@ struct target *process_open(pid_t pid, struct pyscope_error *err)
         error_set(err, PYSCOPE_ERR_NOT_PYTHON,
                   "process %d (%s) is a kernel thread, not a Python process", (int)pid,
                   p->base.comm[0] ? p->base.comm : "?");
-        process_close(&p->base);
+        target_close(&p->base);
         return NULL;
     }
 
@@ -537,7 +537,8 @@ struct target *process_open(pid_t pid, struct pyscope_error *err)
         nanosleep(&ts, NULL);
     }
     if (rc != 0 && !changing) {
-        process_close(&p->base);
+        /* An earlier try may have read maps before the process went. */
+        target_close(&p->base);
         if (saved == EACCES || saved == EPERM)
             set_permission_error(pid, err);
         else if (saved == ESRCH || !process_alive(pid))
