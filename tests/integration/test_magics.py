@@ -8,11 +8,13 @@ IPython is looked for in the interpreters conftest.py discovers (pyenv
 3.11 has it here); without one these tests are skipped with the reason.
 """
 
+import base64
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -156,21 +158,29 @@ def test_inline_report_renders_in_a_sandboxed_frame(session, tmp_path):
 
     def shows(colors, rgb):
         return any(all(abs(a - b) <= 6 for a, b in zip(c, rgb)) for c in colors)
-    # The sandboxed frame may be painted by a renderer of its own, which on a
-    # busy machine can miss the capture: a few tries, then it must be there.
-    for attempt in range(3):
-        log = chromium.screenshot(binary, page.as_uri(), png, 1200, 800,
-                                  extra_flags=["--virtual-time-budget=3000"])
-        assert "Uncaught" not in log, log
-        width, height, channels, rows = chromium.png_pixels(png)
-        colors = set()
-        for row in rows:
-            for x in range(0, len(row), channels):
-                colors.add(tuple(row[x:x + 3]))
-        if shows(colors, holding) and shows(colors, waiting):
-            break
-    else:
-        pytest.fail("the framed report shows no GIL colours in %s (3 tries)" % png)
+    # The sandboxed frame is painted by a renderer of its own, which on a busy
+    # machine may not have drawn when the page's load event fires: capture the
+    # page until the frame shows both colours, for up to a minute.
+    with chromium.Browser(binary, width=1200, height=800) as browser:
+        tab = browser.page()
+        tab.open(page.as_uri(), "document.readyState === 'complete'")
+        deadline = time.monotonic() + 60
+        while True:
+            shot = tab.call("Page.captureScreenshot", {"format": "png"})
+            png.write_bytes(base64.b64decode(shot["data"]))
+            width, height, channels, rows = chromium.png_pixels(png)
+            colors = set()
+            for row in rows:
+                for x in range(0, len(row), channels):
+                    colors.add(tuple(row[x:x + 3]))
+            if shows(colors, holding) and shows(colors, waiting):
+                break
+            if time.monotonic() > deadline:
+                pytest.fail("the framed report shows no GIL colours in %s after 60 s; errors: %s"
+                            % (png, tab.errors))
+            time.sleep(0.2)
+        assert not tab.errors, tab.errors
+        tab.close()
 
 
 def test_make_install_with_python(ipython_interp, pyscope_binary, tmp_path):
