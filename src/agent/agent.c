@@ -4,6 +4,7 @@
  * lowering the rate, and serves HTTP in the time between. */
 #include "agent/agent.h"
 
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,11 @@ int agent_init(struct agent *a, const struct agent_options *opts)
 {
     memset(a, 0, sizeof *a);
     a->opts = *opts;
+    /* Each sampler has buffers of a megabyte or more that live as long as
+     * its process. A fixed mmap threshold keeps them out of the heap (glibc
+     * raises it after the first such free), so that processes coming and
+     * going do not leave the heap fragmented and large. */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     if (opts->log_path) {
         a->log = fopen(opts->log_path, "ae");
         if (!a->log) {

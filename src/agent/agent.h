@@ -149,6 +149,8 @@ char *agent_dump_json(struct agent *a, struct agent_proc *p, size_t *len, int *s
 /* agent_discovery.c: what /proc says about a process */
 bool agent_looks_python(pid_t pid);
 void agent_container_id(pid_t pid, char *out, size_t outsize);
+/* The same from the text of a /proc/PID/cgroup file. */
+void agent_container_from_cgroup(const char *text, char *out, size_t outsize);
 
 /* agent_metrics.c */
 char *agent_metrics(struct agent *a, size_t *len);

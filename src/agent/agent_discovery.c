@@ -39,6 +39,32 @@ bool agent_looks_python(pid_t pid)
  * Kubernetes (cri-containerd-ID.scope, crio-ID.scope), podman
  * (libpod-ID.scope): all name the container by 64 hex digits in the cgroup
  * path. The last such run of the path is the innermost container. */
+void agent_container_from_cgroup(const char *text, char *out, size_t outsize)
+{
+    if (outsize)
+        out[0] = '\0';
+    int lines = 0;
+    for (const char *line = text; line && *line && lines < 256; lines++) {
+        const char *eol = strchr(line, '\n');
+        const char *p = strchr(line, ':');
+        p = p && (!eol || p < eol) ? strchr(p + 1, ':') : NULL;
+        if (p && (!eol || p < eol)) {
+            for (p++; *p && p != eol; p++) {
+                size_t run = 0;
+                while (isxdigit((unsigned char)p[run]) && !isupper((unsigned char)p[run]))
+                    run++;
+                if (run == 64 && !isalnum((unsigned char)p[run]) && outsize > 64) {
+                    memcpy(out, p, 64);
+                    out[64] = '\0';
+                }
+                if (run)
+                    p += run - 1;
+            }
+        }
+        line = eol ? eol + 1 : NULL;
+    }
+}
+
 void agent_container_id(pid_t pid, char *out, size_t outsize)
 {
     if (outsize)
@@ -48,24 +74,9 @@ void agent_container_id(pid_t pid, char *out, size_t outsize)
     FILE *f = fopen(path, "re");
     if (!f)
         return;
-    char line[4096];
-    for (int lines = 0; lines < 256 && fgets(line, sizeof line, f); lines++) {
-        const char *p = strchr(line, ':');
-        p = p ? strchr(p + 1, ':') : NULL;
-        if (!p)
-            continue;
-        for (p++; *p; p++) {
-            size_t run = 0;
-            while (isxdigit((unsigned char)p[run]) && !isupper((unsigned char)p[run]))
-                run++;
-            if (run == 64 && (p[run] == '\0' || !isalnum((unsigned char)p[run])) &&
-                outsize > 64) {
-                memcpy(out, p, 64);
-                out[64] = '\0';
-            }
-            if (run)
-                p += run - 1;
-        }
-    }
+    char text[16384];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
     fclose(f);
+    agent_container_from_cgroup(text, out, outsize);
 }

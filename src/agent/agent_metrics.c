@@ -181,6 +181,12 @@ static void write_metrics(FILE *f, struct agent *a)
     fprintf(f, "pyscope_agent_cpu_budget_limited %d\n", a->budget_limited);
     family(f, "pyscope_agent_window_bytes", "gauge", "Memory of the window of samples kept for pprof.");
     fprintf(f, "pyscope_agent_window_bytes %zu\n", sample_ring_memory(&a->ring));
+    family(f, "pyscope_agent_interned", "gauge",
+           "Frames, stacks, threads and processes interned for the window (rebuilt past a cap).");
+    fprintf(f, "pyscope_agent_interned{kind=\"frames\"} %zu\n", a->profile.n_frames);
+    fprintf(f, "pyscope_agent_interned{kind=\"stacks\"} %zu\n", a->profile.n_stacks);
+    fprintf(f, "pyscope_agent_interned{kind=\"threads\"} %zu\n", a->profile.n_threads);
+    fprintf(f, "pyscope_agent_interned{kind=\"processes\"} %zu\n", a->profile.n_processes);
     family(f, "pyscope_agent_profile_resets_total", "counter",
            "Times the interned stacks passed their cap and the window was started afresh.");
     fprintf(f, "pyscope_agent_profile_resets_total %llu\n", (unsigned long long)a->resets);

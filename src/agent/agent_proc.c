@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -193,10 +194,12 @@ void agent_scan(struct agent *a, uint64_t now_ns)
         free(pids);
         return;
     }
-    size_t k = 0, j = 0;
+    size_t k = 0, j = 0, dropped = 0;
     for (size_t i = 0; i < n; i++) {
-        while (j < a->n_procs && a->procs[j]->pid < pids[i])
+        while (j < a->n_procs && a->procs[j]->pid < pids[i]) {
+            dropped += a->procs[j]->state != AGENT_PROC_IGNORED || a->procs[j]->sampler;
             proc_free(a->procs[j++]);
+        }
         struct agent_proc *p = NULL;
         if (j < a->n_procs && a->procs[j]->pid == pids[i])
             p = a->procs[j++];
@@ -205,8 +208,14 @@ void agent_scan(struct agent *a, uint64_t now_ns)
         if (p)
             next[k++] = p;
     }
-    while (j < a->n_procs)
+    while (j < a->n_procs) {
+        dropped += a->procs[j]->state != AGENT_PROC_IGNORED || a->procs[j]->sampler;
         proc_free(a->procs[j++]);
+    }
+    /* Each sampler's buffers come and go with its process: given back to the
+     * system once a scan has dropped some, so that churn leaves memory flat. */
+    if (dropped)
+        malloc_trim(0);
     free(a->procs);
     a->procs = next;
     a->n_procs = k;
