@@ -8,9 +8,12 @@
 #   make consumers  profile output read by its real consumers (go tool pprof, speedscope's schema)
 #   make bench-html size and opening time of the HTML report of 10 minutes x 50 threads
 #   make install PREFIX=/usr/local [PYTHON=/path/to/python]   (PYTHON: for %load_ext pyscope)
+#                   also installs pyscope-agent.service under SYSTEMD_UNIT_DIR
 
 CC      ?= gcc
 PREFIX  ?= /usr/local
+# pyscope agent's unit (systemd also reads /usr/local/lib/systemd/system).
+SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 PYTHON_TEST ?= /usr/bin/python3
 # The integration suite runs under pytest-xdist, except the tests marked
 # serial (timing and CPU shares compared with the truth), which run alone
@@ -290,6 +293,10 @@ PYSCOPE_PYTHON_DIR = $(PREFIX)/share/pyscope/python
 install: pyscope
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 pyscope $(DESTDIR)$(PREFIX)/bin/pyscope
+	install -d $(DESTDIR)$(SYSTEMD_UNIT_DIR)
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' dist/systemd/pyscope-agent.service.in \
+	  >$(DESTDIR)$(SYSTEMD_UNIT_DIR)/pyscope-agent.service
+	chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/pyscope-agent.service
 	@if [ -f docs/pyscope.1 ]; then install -d $(DESTDIR)$(PREFIX)/share/man/man1 && \
 	  install -m 0644 docs/pyscope.1 $(DESTDIR)$(PREFIX)/share/man/man1/pyscope.1; fi
 	install -d $(DESTDIR)$(PYSCOPE_PYTHON_DIR)/pyscope

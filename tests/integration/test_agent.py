@@ -272,7 +272,7 @@ def test_pprof_endpoint_read_by_go_tool(interp, start_program, agent, tmp_path):
     if not shutil.which("go"):
         pytest.skip("go not installed (golang-go) for go tool pprof")
     target = start_program(interp, "agent_gil.py")
-    a = agent()
+    a = agent("--cpu-budget", "0")  # the rate asked for, whatever the load
     a.wait_sampling(target.pid)
     url = a.url("/debug/pprof/profile?seconds=2&pid=%d" % target.pid)
     out = subprocess.run(["go", "tool", "pprof", "-raw", url], stdout=subprocess.PIPE,
@@ -431,7 +431,7 @@ def test_push_to_pyroscope_ingest(start_program, agent, tmp_path):
     thread.start()
     try:
         a = agent("--push", "http://127.0.0.1:%d/base/" % server.server_address[1],
-                  "--push-every", "1", "--app-name", "shop")
+                  "--push-every", "1", "--app-name", "shop", "--cpu-budget", "0")
         a.wait_sampling(target.pid)
         deadline = time.monotonic() + 15
         while len(server.got) < 3:
