@@ -8,6 +8,7 @@ Every agent here is limited with --match to the processes of its own test
 (their command lines hold the test's tmp_path), listens on a free loopback
 port, and is stopped with SIGTERM at teardown."""
 
+import collections
 import email.parser
 import gzip
 import http.server
@@ -477,14 +478,22 @@ def test_push_to_pyroscope_ingest(start_program, agent, tmp_path):
 # Churn
 
 def fd_links(pid):
-    """The agent's descriptors but sockets (a scrape may be closing)."""
-    links = []
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            links.append(os.readlink("/proc/%d/fd/%s" % (pid, fd)))
-        except OSError:
-            pass
-    return sorted(link for link in links if not link.startswith("socket:"))
+    """The agent's lasting descriptors but sockets (a scrape may be
+    closing): those in each of five looks 50 ms apart, since a look can
+    catch a file the agent has open for a moment (a /proc file it reads)."""
+    lasting = None
+    for _ in range(5):
+        links = collections.Counter()
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if not link.startswith("socket:"):
+                links[link] += 1
+        lasting = links if lasting is None else lasting & links
+        time.sleep(0.05)
+    return sorted(lasting.elements())
 
 
 def rss_kb(pid):
