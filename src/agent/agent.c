@@ -14,6 +14,7 @@
 #define SCAN_EVERY_NS 1000000000ull
 #define BUDGET_EVERY_NS 5000000000ull
 #define MIN_RATE_HZ 0.2
+#define MAX_WHY_SCALE 16
 
 uint64_t agent_unix_ns(void)
 {
@@ -84,6 +85,7 @@ int agent_init(struct agent *a, const struct agent_options *opts)
     a->start_ns = monotonic_ns();
     a->start_unix_ns = agent_unix_ns();
     set_rate(a, opts->rate_hz);
+    a->why_scale = 1;
     /* The pass array is sized for 64 processes at the rate asked for; with
      * more, the window gets shorter (the metrics show its memory). */
     if (profile_init(&a->profile) != 0 ||
@@ -118,8 +120,10 @@ void agent_free(struct agent *a)
     a->log = NULL;
 }
 
-/* Over the budget: the rate is cut in proportion (with a margin); well under
- * it again, raised step by step back towards the rate asked for. */
+/* Over the budget: the rate is cut in proportion (with a margin); at the
+ * lowest rate, why runs less often too (it is the rest of the cost). Well
+ * under the budget again, why's pace comes back first, then the rate, step
+ * by step towards what was asked for. */
 static void check_budget(struct agent *a, uint64_t now_ns)
 {
     double cpu = agent_cpu_seconds();
@@ -137,14 +141,23 @@ static void check_budget(struct agent *a, uint64_t now_ns)
                          "instead of %g", used * 100, a->opts.cpu_budget * 100, hz, a->opts.rate_hz);
             set_rate(a, hz);
             a->budget_limited = true;
+        } else if (a->why_scale < MAX_WHY_SCALE) {
+            a->why_scale *= 2;
+            a->budget_limited = true;
+            agent_log(a, "used %.2f%% of a core at the lowest rate: why every %g s instead of %g",
+                      used * 100, a->opts.why_every_s * a->why_scale, a->opts.why_every_s);
         }
     } else if (a->budget_limited && used < a->opts.cpu_budget * 0.6) {
-        double hz = a->rate_hz * 1.25;
-        if (hz >= a->opts.rate_hz) {
-            hz = a->opts.rate_hz;
-            a->budget_limited = false;
+        if (a->why_scale > 1) {
+            a->why_scale /= 2;
+        } else {
+            double hz = a->rate_hz * 1.25;
+            if (hz >= a->opts.rate_hz) {
+                hz = a->opts.rate_hz;
+                a->budget_limited = false;
+            }
+            set_rate(a, hz);
         }
-        set_rate(a, hz);
     }
 }
 

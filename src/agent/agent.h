@@ -108,6 +108,7 @@ struct agent {
     size_t n_procs, cap_procs;
     double rate_hz;              /* in force: lowered when over the CPU budget */
     bool budget_limited;
+    unsigned why_scale;          /* why runs every why_every_s x this (the budget) */
     uint64_t interval_ns;
     uint64_t next_tick_ns, next_scan_ns, next_budget_ns, next_push_ns;
     double budget_cpu_s;         /* CPU seconds at the last budget check */

@@ -179,6 +179,9 @@ static void write_metrics(FILE *f, struct agent *a)
     family(f, "pyscope_agent_cpu_budget_limited", "gauge",
            "1 while the rate is lowered to keep within the CPU budget.");
     fprintf(f, "pyscope_agent_cpu_budget_limited %d\n", a->budget_limited);
+    family(f, "pyscope_agent_why_interval_seconds", "gauge",
+           "How often why runs on each process: --why-every, longer when the CPU budget needs it.");
+    fprintf(f, "pyscope_agent_why_interval_seconds %g\n", a->opts.why_every_s * a->why_scale);
     family(f, "pyscope_agent_window_bytes", "gauge", "Memory of the window of samples kept for pprof.");
     fprintf(f, "pyscope_agent_window_bytes %zu\n", sample_ring_memory(&a->ring));
     family(f, "pyscope_agent_interned", "gauge",

@@ -433,7 +433,7 @@ void agent_why_step(struct agent *a, uint64_t now_ns)
         }
         if (now_ns < p->next_why_ns)
             continue;
-        p->next_why_ns = now_ns + (uint64_t)(a->opts.why_every_s * 1e9);
+        p->next_why_ns = now_ns + (uint64_t)(a->opts.why_every_s * a->why_scale * 1e9);
         struct pyscope_error err = {0};
         struct py_runtime *rt = &p->sampler->rt;
         if (hang_live_take(rt, p->pid, &p->why_first, &err) != 0) {

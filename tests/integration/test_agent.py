@@ -544,3 +544,27 @@ def test_churn_of_short_lived_processes(agent, tmp_path, pyscope_binary):
     assert fd_links(a.proc.pid) == fds_before
     if "asan" not in str(pyscope_binary):  # shadow memory and quarantine
         assert rss[1] - rss[0] < 10 * 1024 and max(rss) < 50 * 1024, rss
+
+
+def test_cpu_budget_lowers_the_rate(agent, start_program):
+    """With a budget no agent can keep (0.01% of a core), the first check
+    (after 5 s) lowers the rate, the metrics and the log say so, and the
+    process stays sampled."""
+    interp = pick_interp()
+    target = start_program(interp, "agent_gil.py")
+    a = agent("--cpu-budget", "0.01")
+    a.wait_sampling(target.pid)
+    deadline = time.monotonic() + 15
+    while True:
+        fams = a.metrics()
+        if series(fams, "pyscope_agent_cpu_budget_limited")[0][1] == 1:
+            break
+        assert time.monotonic() < deadline, a.log()
+        time.sleep(0.2)
+    rate = series(fams, "pyscope_agent_rate_hz")[0][1]
+    assert series(fams, "pyscope_agent_requested_rate_hz")[0][1] == 19
+    assert rate < 19
+    assert series(fams, "pyscope_agent_cpu_budget_ratio")[0][1] == 0.0001
+    assert re.search(r"over the budget of 0\.01%: sampling at [0-9.]+ Hz instead of 19", a.log())
+    assert series(fams, "pyscope_agent_processes", state="sampling")[0][1] == 1
+    assert series(fams, "pyscope_process_samples_total", pid=target.pid)[0][1] > 0
