@@ -64,7 +64,7 @@ struct agent_proc {
     char reason[256];            /* why it cannot be read */
     int failures;                /* attempts in a row that failed */
     uint64_t retry_ns;
-    bool in_scan;                /* found by the newest scan of /proc */
+    uint64_t recheck_until_ns;   /* ignored, but looked at again until then */
     struct sampler *sampler;     /* when sampling */
     struct agent_thread *threads;
     size_t n_threads, cap_threads;

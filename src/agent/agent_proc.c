@@ -16,6 +16,7 @@
 #include "target/process.h"
 
 #define WHY_INTERVAL_NS 150000000ull   /* between why's two snapshots, as why's default */
+#define RECHECK_NEW_NS 10000000000ull  /* a new process is looked at again this long */
 #define THREAD_FORGET_NS 5000000000ull /* a thread unseen this long has exited */
 /* The shared profile is rebuilt past these: memory stays bounded however
  * many distinct stacks the host's processes go through. */
@@ -133,6 +134,19 @@ static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     p->failures++;
 }
 
+/* Whether to sample p, from what /proc shows now. */
+static void consider(struct agent *a, struct agent_proc *p, uint64_t now_ns)
+{
+    bool explicit = a->opts.n_pids > 0;
+    if (!selected(a, p->pid) || (!explicit && !agent_looks_python(p->pid)))
+        return;
+    process_cmdline(p->pid, p->command, sizeof p->command);
+    if (a->has_match && regexec(&a->match, p->command, 0, NULL, 0) != 0)
+        return;
+    agent_container_id(p->pid, p->container, sizeof p->container);
+    attach(a, p, now_ns);
+}
+
 static struct agent_proc *proc_new(struct agent *a, pid_t pid, uint64_t now_ns)
 {
     struct agent_proc *p = calloc(1, sizeof *p);
@@ -140,14 +154,10 @@ static struct agent_proc *proc_new(struct agent *a, pid_t pid, uint64_t now_ns)
         return NULL;
     p->pid = pid;
     p->state = AGENT_PROC_IGNORED;
-    bool explicit = a->opts.n_pids > 0;
-    if (!selected(a, pid) || (!explicit && !agent_looks_python(pid)))
-        return p;
-    process_cmdline(pid, p->command, sizeof p->command);
-    if (a->has_match && regexec(&a->match, p->command, 0, NULL, 0) != 0)
-        return p;
-    agent_container_id(pid, p->container, sizeof p->container);
-    attach(a, p, now_ns);
+    /* A process found between fork and exec, or a wrapper (a shell, env)
+     * that execs Python, is not Python yet: looked at again for a while. */
+    p->recheck_until_ns = now_ns + RECHECK_NEW_NS;
+    consider(a, p, now_ns);
     return p;
 }
 
@@ -201,9 +211,11 @@ void agent_scan(struct agent *a, uint64_t now_ns)
             proc_free(a->procs[j++]);
         }
         struct agent_proc *p = NULL;
-        if (j < a->n_procs && a->procs[j]->pid == pids[i])
+        if (j < a->n_procs && a->procs[j]->pid == pids[i]) {
             p = a->procs[j++];
-        else
+            if (p->state == AGENT_PROC_IGNORED && now_ns < p->recheck_until_ns)
+                consider(a, p, now_ns);
+        } else
             p = proc_new(a, pids[i], now_ns);
         if (p)
             next[k++] = p;

@@ -28,7 +28,7 @@ import urllib.request
 
 import pytest
 
-from conftest import pick_interp, target_env
+from conftest import PROGRAMS, pick_interp, target_env
 
 START_TIMEOUT = 15.0
 
@@ -568,3 +568,20 @@ def test_cpu_budget_lowers_the_rate(agent, start_program):
     assert re.search(r"over the budget of 0\.01%: sampling at [0-9.]+ Hz instead of 19", a.log())
     assert series(fams, "pyscope_agent_processes", state="sampling")[0][1] == 1
     assert series(fams, "pyscope_process_samples_total", pid=target.pid)[0][1] > 0
+
+
+def test_discovery_of_a_wrapper_that_execs_python(agent, spawn, tmp_path):
+    """A shell that execs Python after a while (a service's wrapper script):
+    ignored while it is a shell, sampled once it is Python."""
+    interp = pick_interp()
+    a = agent()
+    report = tmp_path / "wrapped.json"
+    proc = spawn(["/bin/sh", "-c", "sleep 1.5; exec \"$0\" \"$1\" \"$2\"", interp.path,
+                  str(PROGRAMS / "agent_gil.py"), str(report)])
+    time.sleep(1.2)
+    assert not series(a.metrics(), "pyscope_process_threads", pid=proc.pid)
+    deadline = time.monotonic() + 10
+    while not report.exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    a.wait_sampling(proc.pid, timeout=5)
