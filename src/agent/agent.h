@@ -38,6 +38,7 @@ struct agent_options {
     const char *log_path;        /* NULL: stderr */
     double window_s;             /* samples kept, for /debug/pprof/profile */
     size_t max_bytes;            /* cap on the samples' memory */
+    size_t max_processes;        /* sampled at once; more are listed as unreadable */
 };
 
 enum agent_proc_state {
@@ -105,6 +106,7 @@ struct agent {
     size_t cap_pass_scratch;
     uint64_t resets;
     struct agent_proc **procs;   /* sorted by pid */
+    size_t n_sampling;           /* of them, sampled (see agent_scan) */
     size_t n_procs, cap_procs;
     double rate_hz;              /* in force: lowered when over the CPU budget */
     bool budget_limited;

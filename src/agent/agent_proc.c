@@ -17,6 +17,7 @@
 
 #define WHY_INTERVAL_NS 150000000ull   /* between why's two snapshots, as why's default */
 #define RECHECK_NEW_NS 10000000000ull  /* a new process is looked at again this long */
+#define WHY_JSON_MAX (4u << 20)      /* bytes of why --json kept per process */
 #define THREAD_FORGET_NS 5000000000ull /* a thread unseen this long has exited */
 /* The shared profile is rebuilt past these: memory stays bounded however
  * many distinct stacks the host's processes go through. */
@@ -92,8 +93,12 @@ static bool selected(struct agent *a, pid_t pid)
 static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
 {
     struct pyscope_error err = {0};
-    struct sampler *s = calloc(1, sizeof *s);
-    if (!s) {
+    bool full = a->n_sampling >= a->opts.max_processes;
+    struct sampler *s = full ? NULL : calloc(1, sizeof *s);
+    if (full) {
+        snprintf(p->reason, sizeof p->reason, "already sampling --max-processes %zu processes",
+                 a->opts.max_processes);
+    } else if (!s) {
         snprintf(p->reason, sizeof p->reason, "out of memory");
     } else if (sampler_open(s, p->pid, &a->profile, a->start_ns, &err) == 0) {
         s->ring = &a->ring;
@@ -104,6 +109,7 @@ static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
         s->verify_codes = true;
         p->sampler = s;
         p->state = AGENT_PROC_SAMPLING;
+        a->n_sampling++;
         p->failures = 0;
         p->reason[0] = '\0';
         p->last_pass_ns = 0;
@@ -196,6 +202,10 @@ void agent_scan(struct agent *a, uint64_t now_ns)
         return;
     qsort(pids, n, sizeof *pids, cmp_pid);
     a->scans++;
+    /* Counted afresh each scan; attaches add to it until the next. */
+    a->n_sampling = 0;
+    for (size_t i = 0; i < a->n_procs; i++)
+        a->n_sampling += a->procs[i]->state == AGENT_PROC_SAMPLING;
 
     /* Merge the sorted table with the sorted listing: gone entries are
      * dropped, new ones looked at once. */
@@ -339,6 +349,7 @@ static void maybe_reset(struct agent *a, uint64_t now_ns)
     for (size_t i = 0; i < a->n_procs; i++)
         if (a->procs[i]->state == AGENT_PROC_SAMPLING)
             detach(a->procs[i], now_ns);
+    a->n_sampling = 0;
     struct profile fresh;
     struct sample_ring ring;
     if (profile_init(&fresh) != 0 ||
@@ -369,6 +380,8 @@ void agent_sample_all(struct agent *a, uint64_t now_ns)
         if (sampler_pass(p->sampler, monotonic_ns()) != 0) {
             bool exec = p->sampler->exec_seen;
             detach(p, now_ns);
+            if (a->n_sampling)
+                a->n_sampling--;
             if (exec) {
                 /* The new program may be Python again: looked at afresh. */
                 p->state = AGENT_PROC_UNREADABLE;
@@ -411,7 +424,8 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
             FILE *f = open_memstream(&json, &len);
             if (f) {
                 why_report_write_json(f, &why);
-                if (fclose(f) == 0) {
+                /* A report past the cap is not kept (the verdict is). */
+                if (fclose(f) == 0 && len <= WHY_JSON_MAX) {
                     free(p->why_json);
                     p->why_json = json;
                     p->why_json_len = len;

@@ -46,6 +46,8 @@ static void agent_usage(FILE *out)
             "      --cpu-budget PCT    percent of one core the agent may use (default 1); over\n"
             "                          it the rate is lowered, and the metrics say so; 0: no limit\n"
             "      --window SECS       samples kept for the pprof endpoint (default 60)\n"
+            "      --max-processes N   sampled at once (default 256); more are listed in the\n"
+            "                          metrics as unreadable, and taken up as others exit\n"
             "      --no-debug-endpoints  serve /metrics and /debug/pprof only\n"
             "      --push URL          every --push-every seconds, POST pprof to URL/ingest\n"
             "                          (Pyroscope's ingest API; http:// only)\n"
@@ -57,7 +59,7 @@ static void agent_usage(FILE *out)
 
 int cmd_agent(int argc, char **argv)
 {
-    enum { O_WHY = 256, O_BUDGET, O_WINDOW, O_NO_DEBUG, O_PUSH, O_PUSH_EVERY, O_APP, O_LOG };
+    enum { O_WHY = 256, O_BUDGET, O_WINDOW, O_NO_DEBUG, O_PUSH, O_PUSH_EVERY, O_APP, O_LOG, O_MAX };
     static const struct option longopts[] = {
         {"listen", required_argument, NULL, 'l'},
         {"rate", required_argument, NULL, 'r'},
@@ -71,6 +73,7 @@ int cmd_agent(int argc, char **argv)
         {"push-every", required_argument, NULL, O_PUSH_EVERY},
         {"app-name", required_argument, NULL, O_APP},
         {"log", required_argument, NULL, O_LOG},
+        {"max-processes", required_argument, NULL, O_MAX},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -84,6 +87,7 @@ int cmd_agent(int argc, char **argv)
         .app_name = "pyscope",
         .window_s = 60,
         .max_bytes = 16u << 20,
+        .max_processes = 256,
     };
     int c;
     optind = 1;
@@ -146,6 +150,16 @@ int cmd_agent(int argc, char **argv)
             break;
         case O_APP: opts.app_name = optarg; break;
         case O_LOG: opts.log_path = optarg; break;
+        case O_MAX: {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (end == optarg || *end || n < 1 || n > 100000) {
+                fprintf(stderr, "pyscope: --max-processes takes a number from 1 to 100000\n");
+                return PYSCOPE_ERR_USAGE;
+            }
+            opts.max_processes = (size_t)n;
+            break;
+        }
         case 'h': agent_usage(stdout); return 0;
         default: agent_usage(stderr); return PYSCOPE_ERR_USAGE;
         }

@@ -585,3 +585,24 @@ def test_discovery_of_a_wrapper_that_execs_python(agent, spawn, tmp_path):
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.05)
     a.wait_sampling(proc.pid, timeout=5)
+
+
+def test_max_processes(agent, start_program):
+    """--max-processes 1 with two Python processes: one is sampled, the
+    other listed as unreadable with the reason."""
+    interp = pick_interp()
+    targets = [start_program(interp, "agent_gil.py") for _ in range(2)]
+    a = agent("--max-processes", "1")
+    deadline = time.monotonic() + 10
+    while True:
+        fams = a.metrics()
+        sampled = [t.pid for t in targets if series(fams, "pyscope_process_threads", pid=t.pid)]
+        refused = [(t.pid, series(fams, "pyscope_process_unreadable", pid=t.pid))
+                   for t in targets]
+        refused = [(pid, found[0][0]["reason"]) for pid, found in refused if found]
+        if len(sampled) == 1 and len(refused) == 1:
+            break
+        assert time.monotonic() < deadline, (sampled, refused, a.log())
+        time.sleep(0.1)
+    assert refused[0][0] != sampled[0]
+    assert refused[0][1] == "already sampling --max-processes 1 processes"
