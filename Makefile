@@ -8,9 +8,12 @@
 #   make consumers  profile output read by its real consumers (go tool pprof, speedscope's schema)
 #   make bench-html size and opening time of the HTML report of 10 minutes x 50 threads
 #   make install PREFIX=/usr/local [PYTHON=/path/to/python]   (PYTHON: for %load_ext pyscope)
+#                   also installs pyscope-agent.service under SYSTEMD_UNIT_DIR
 
 CC      ?= gcc
 PREFIX  ?= /usr/local
+# pyscope agent's unit (systemd also reads /usr/local/lib/systemd/system).
+SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 PYTHON_TEST ?= /usr/bin/python3
 # The integration suite runs under pytest-xdist, except the tests marked
 # serial (timing and CPU shares compared with the truth), which run alone
@@ -30,7 +33,7 @@ CFLAGS  ?= -O2 -g
 # linked from Debian's static archives: loading and relocating the shared
 # ones was a tenth of a dump's wall time. glibc stays shared. zstd and lz4
 # expand compressed cores (src/target/decompress.c), as do lzma and z.
-LIBS    = -Wl,-Bstatic -ldw -lelf -lz -llzma -lbz2 -lzstd -llz4 -Wl,-Bdynamic
+LIBS    = -Wl,-Bstatic -ldw -lelf -lz -llzma -lbz2 -lzstd -llz4 -Wl,-Bdynamic -lmicrohttpd
 SAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 SRC      := $(shell find src -name '*.c' | sort)
@@ -47,14 +50,14 @@ UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=build/release/unit/%)
 UNIT_SAN_BIN := $(UNIT_SRC:tests/unit/%.c=build/asan/unit/%)
 
-DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev liblzma-dev libbz2-dev libzstd-dev liblz4-dev python3-pytest python3-pytest-xdist \
+DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev liblzma-dev libbz2-dev libzstd-dev liblz4-dev libmicrohttpd-dev python3-pytest python3-pytest-xdist \
                patchelf \
                gdb python3.11-dev python3.11-dbg clang libclang-rt-14-dev
 # `make test` only: headless Chromium, which opens the HTML report in
 # tests/integration/test_html.py; the compressors that make the compressed
 # cores of tests/integration/test_cores.py; tmux, the terminal
 # tests/integration/test_top.py runs `pyscope top` in.
-TEST_DEB_PACKAGES = chromium zstd lz4 xz-utils tmux
+TEST_DEB_PACKAGES = chromium zstd lz4 xz-utils tmux prometheus
 
 # `make consumers` and `make test` (whose record tests use them too): go for
 # `go tool pprof`, node and npm for speedscope's schema check; the npm
@@ -290,6 +293,10 @@ PYSCOPE_PYTHON_DIR = $(PREFIX)/share/pyscope/python
 install: pyscope
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 pyscope $(DESTDIR)$(PREFIX)/bin/pyscope
+	install -d $(DESTDIR)$(SYSTEMD_UNIT_DIR)
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' dist/systemd/pyscope-agent.service.in \
+	  >$(DESTDIR)$(SYSTEMD_UNIT_DIR)/pyscope-agent.service
+	chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/pyscope-agent.service
 	@if [ -f docs/pyscope.1 ]; then install -d $(DESTDIR)$(PREFIX)/share/man/man1 && \
 	  install -m 0644 docs/pyscope.1 $(DESTDIR)$(PREFIX)/share/man/man1/pyscope.1; fi
 	install -d $(DESTDIR)$(PYSCOPE_PYTHON_DIR)/pyscope

@@ -20,6 +20,7 @@ static const struct command commands[] = {
     {"run", cmd_run, "run a program and dump every thread's stacks if it crashes"},
     {"why", cmd_why, "explain why a process hangs: what each thread waits for, and a verdict"},
     {"watch", cmd_watch, "report a function entered again while it is still running (re-entry)"},
+    {"agent", cmd_agent, "serve metrics and profiles of every Python process of the host"},
 };
 
 static void usage(FILE *out)

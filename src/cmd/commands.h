@@ -10,5 +10,6 @@ int cmd_top(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_why(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
 
 #endif

@@ -52,44 +52,6 @@ static void why_usage(FILE *out)
             DEFAULT_INTERVAL_MS);
 }
 
-struct snapshot {
-    struct stack_report report;
-    struct stacks_raw raw;
-    int64_t *cpu_ns;
-};
-
-static void snapshot_free(struct snapshot *s)
-{
-    stack_report_free(&s->report);
-    stacks_raw_free(&s->raw);
-    free(s->cpu_ns);
-    s->cpu_ns = NULL;
-}
-
-static int take_snapshot(struct py_runtime *rt, pid_t pid, struct snapshot *s, struct pyscope_error *err)
-{
-    memset(s, 0, sizeof *s);
-    s->report.pid = pid;
-    bool core = target_is_core(rt->target);
-    struct stacks_options opts = {.paused = core, .max_retries = 3, .raw = &s->raw};
-    target_cache_invalidate(rt->target);
-    if (stacks_collect(rt, &opts, &s->report, err) != 0)
-        return -1;
-    s->cpu_ns = calloc(s->report.n_threads ? s->report.n_threads : 1, sizeof *s->cpu_ns);
-    if (!s->cpu_ns) {
-        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
-        return -1;
-    }
-    for (size_t i = 0; i < s->report.n_threads; i++) {
-        uint64_t ns;
-        s->cpu_ns[i] = !core && s->report.threads[i].tid &&
-                               process_thread_cpu_ns(pid, s->report.threads[i].tid, &ns) == 0
-                           ? (int64_t)ns
-                           : -1;
-    }
-    return 0;
-}
-
 int cmd_why(int argc, char **argv)
 {
     if (tree_requested(argc, argv))
@@ -165,7 +127,7 @@ int cmd_why(int argc, char **argv)
     target_cache_enable(t);
 
     struct py_runtime rt;
-    struct snapshot first = {0}, second = {0};
+    struct hang_live first = {0}, second = {0};
     struct waits_ctx *waits = NULL;
     struct why_report why = {0};
     int status = 0;
@@ -175,7 +137,7 @@ int cmd_why(int argc, char **argv)
             cli_explain_core_failure(t, &err);
         goto fail;
     }
-    if (take_snapshot(&rt, pid, &first, &err) != 0)
+    if (hang_live_take(&rt, pid, &first, &err) != 0)
         goto fail;
     first.report.pid = pid;
     if (info) {
@@ -205,7 +167,7 @@ int cmd_why(int argc, char **argv)
                       (int)pid, interval);
             goto fail;
         }
-        if (take_snapshot(&rt, pid, &second, &err) != 0)
+        if (hang_live_take(&rt, pid, &second, &err) != 0)
             goto fail;
         watched_ms = monotonic_ms() - first_at;
     }
@@ -239,8 +201,8 @@ fail:
 out:
     why_report_free(&why);
     waits_free(waits);
-    snapshot_free(&first);
-    snapshot_free(&second);
+    hang_live_free(&first);
+    hang_live_free(&second);
     target_close(t);
     return status;
 }

@@ -277,8 +277,13 @@ static int write_samples(struct pprof *w)
         add_label(w, "thread", name, 0);
         add_label(w, "tid", NULL, t->tid);
         add_label(w, "state", profile_state_name((enum profile_state)c->state), 0);
-        if (w->several_pids)
+        if (w->several_pids || (w->o && w->o->process_labels))
             add_label(w, "pid", NULL, t->pid);
+        const struct profile_process *proc = w->o && w->o->process_labels
+                                                 ? profile_process_of(p, t->pid)
+                                                 : NULL;
+        if (proc)
+            add_label(w, "process", proc->command, 0);
         pb_message(&w->field, PROFILE_SAMPLE, &w->inner);
         gz_put(&w->gz, &w->field);
     }

@@ -17,6 +17,8 @@ struct profile_write_options {
     bool thread_roots;     /* --threads: root each stack at a frame naming its thread, e.g.
                             * "thread 4250 \"worker-2\"" (also "process PID" when the
                             * profile has several pids) */
+    bool process_labels;   /* pprof: label every sample with its pid and process (the
+                            * command), even when the profile has one pid (the agent) */
 };
 
 /* Brendan Gregg's folded stacks ("a;b;c 42", outermost first), as

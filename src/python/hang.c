@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "target/pipe_peers.h"
+#include "target/process.h"
 #include "util/text.h"
 
 #define MAX_RELEASERS 64
@@ -1180,4 +1181,37 @@ out:
     free(an.nodes);
     free(an.stack);
     return rc;
+}
+
+void hang_live_free(struct hang_live *s)
+{
+    stack_report_free(&s->report);
+    stacks_raw_free(&s->raw);
+    free(s->cpu_ns);
+    s->cpu_ns = NULL;
+}
+
+int hang_live_take(struct py_runtime *rt, pid_t pid, struct hang_live *s,
+                   struct pyscope_error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->report.pid = pid;
+    bool core = target_is_core(rt->target);
+    struct stacks_options opts = {.paused = core, .max_retries = 3, .raw = &s->raw};
+    target_cache_invalidate(rt->target);
+    if (stacks_collect(rt, &opts, &s->report, err) != 0)
+        return -1;
+    s->cpu_ns = calloc(s->report.n_threads ? s->report.n_threads : 1, sizeof *s->cpu_ns);
+    if (!s->cpu_ns) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < s->report.n_threads; i++) {
+        uint64_t ns;
+        s->cpu_ns[i] = !core && s->report.threads[i].tid &&
+                               process_thread_cpu_ns(pid, s->report.threads[i].tid, &ns) == 0
+                           ? (int64_t)ns
+                           : -1;
+    }
+    return 0;
 }

@@ -20,6 +20,19 @@ struct hang_snapshot {
     struct py_signal_handlers handlers;  /* the signal module's table */
 };
 
+/* One snapshot of a live process or a core for the progress check: the
+ * stacks, what the walk saw, and each thread's CPU time (-1 unknown).
+ * why and the agent take two of them a moment apart. */
+struct hang_live {
+    struct stack_report report;
+    struct stacks_raw raw;
+    int64_t *cpu_ns;
+};
+
+int hang_live_take(struct py_runtime *rt, pid_t pid, struct hang_live *s,
+                   struct pyscope_error *err);
+void hang_live_free(struct hang_live *s);
+
 /* first has its waits analysed (waits_analyze with ctx); second may be NULL
  * when no progress check was made. Fills why (why->stacks = first.report).
  * 0, or -1 out of memory. */

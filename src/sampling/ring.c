@@ -387,3 +387,26 @@ int sample_ring_window(const struct sample_ring *r, const struct profile *src, u
         *window = w;
     return 0;
 }
+
+int sample_ring_window_between(const struct sample_ring *r, const struct profile *src,
+                               uint64_t start_ns, uint64_t end_ns, struct profile *out,
+                               struct ring_window *window)
+{
+    struct sample_ring view = *r;
+    if (end_ns > start_ns && end_ns - start_ns < r->window_ns)
+        view.window_ns = end_ns - start_ns;
+    return sample_ring_window(&view, src, end_ns, out, window);
+}
+
+size_t sample_ring_last_pass(const struct sample_ring *r, struct ring_sample *out, size_t cap)
+{
+    if (r->n_passes == 0)
+        return 0;
+    const struct ring_pass *p = pass_at(r, r->n_passes - 1);
+    uint64_t first = p->first_sample < r->first_seq ? r->first_seq : p->first_sample;
+    uint64_t end = r->in_pass ? r->next_seq : p->first_sample + p->n_samples;
+    size_t n = 0;
+    for (uint64_t seq = first; seq < end && n < cap; seq++)
+        out[n++] = *sample_at(r, seq);
+    return (size_t)(end > first ? end - first : 0);
+}

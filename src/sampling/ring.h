@@ -105,4 +105,14 @@ struct ring_window {
 int sample_ring_window(const struct sample_ring *r, const struct profile *src, uint64_t end_ns,
                        struct profile *out, struct ring_window *window);
 
+/* As sample_ring_window, for the passes in [start_ns, end_ns] (at most the
+ * ring's window): a request for the next N seconds, answered at their end. */
+int sample_ring_window_between(const struct sample_ring *r, const struct profile *src,
+                               uint64_t start_ns, uint64_t end_ns, struct profile *out,
+                               struct ring_window *window);
+
+/* The newest pass's samples (open or ended), copied into out, at most cap
+ * of them. Returns how many there are. */
+size_t sample_ring_last_pass(const struct sample_ring *r, struct ring_sample *out, size_t cap);
+
 #endif

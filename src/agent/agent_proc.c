@@ -1,0 +1,519 @@
+/* The agent's process table: which processes of the host are sampled, which
+ * cannot be read and why (retried with a growing delay), per-thread seconds
+ * by GIL state for the metrics, and the periodic why, whose two snapshots
+ * are taken on two turns of the loop so that no process waits for another. */
+#include "agent/agent.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "python/stacks.h"
+#include "python/waits.h"
+#include "target/process.h"
+
+#define WHY_INTERVAL_NS 150000000ull   /* between why's two snapshots, as why's default */
+#define RECHECK_NEW_NS 10000000000ull  /* a new process is looked at again this long */
+#define WHY_JSON_MAX (4u << 20)      /* bytes of why --json kept per process */
+#define THREAD_FORGET_NS 5000000000ull /* a thread unseen this long has exited */
+/* The shared profile is rebuilt past these: memory stays bounded however
+ * many distinct stacks the host's processes go through. */
+#define PROFILE_MAX_STACKS 200000
+#define PROFILE_MAX_FRAMES 200000
+#define PROFILE_MAX_THREADS 50000
+
+static const uint64_t retry_ns[] = {250000000ull, 500000000ull, 1000000000ull, 2000000000ull,
+                                    5000000000ull, 10000000000ull};
+
+struct agent_proc *agent_find(struct agent *a, pid_t pid)
+{
+    size_t lo = 0, hi = a->n_procs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (a->procs[mid]->pid == pid)
+            return a->procs[mid];
+        if (a->procs[mid]->pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static void why_reset(struct agent_proc *p)
+{
+    if (p->why_pending) {
+        hang_live_free(&p->why_first);
+        waits_free(p->why_waits);
+        p->why_waits = NULL;
+        p->why_pending = false;
+    }
+}
+
+static void detach(struct agent_proc *p, uint64_t now_ns)
+{
+    why_reset(p);
+    if (p->sampler) {
+        sampler_close(p->sampler, now_ns);
+        free(p->sampler);
+        p->sampler = NULL;
+    }
+}
+
+static void proc_free(struct agent_proc *p)
+{
+    detach(p, monotonic_ns());
+    free(p->threads);
+    free(p->why_json);
+    free(p);
+}
+
+void agent_procs_free(struct agent *a)
+{
+    for (size_t i = 0; i < a->n_procs; i++)
+        proc_free(a->procs[i]);
+    free(a->procs);
+    a->procs = NULL;
+    a->n_procs = a->cap_procs = 0;
+}
+
+static bool selected(struct agent *a, pid_t pid)
+{
+    if (a->opts.n_pids == 0)
+        return true;
+    for (int i = 0; i < a->opts.n_pids; i++)
+        if (a->opts.pids[i] == pid)
+            return true;
+    return false;
+}
+
+static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
+{
+    struct pyscope_error err = {0};
+    bool full = a->n_sampling >= a->opts.max_processes;
+    struct sampler *s = full ? NULL : calloc(1, sizeof *s);
+    if (full) {
+        snprintf(p->reason, sizeof p->reason, "already sampling --max-processes %zu processes",
+                 a->opts.max_processes);
+    } else if (!s) {
+        snprintf(p->reason, sizeof p->reason, "out of memory");
+    } else if (sampler_open(s, p->pid, &a->profile, a->start_ns, &err) == 0) {
+        s->ring = &a->ring;
+        s->record_timeline = false;
+        /* As record at its usual rates: a second look at threads on CPU
+         * without the GIL, and cached code objects checked every pass. */
+        s->recheck_running = true;
+        s->verify_codes = true;
+        p->sampler = s;
+        p->state = AGENT_PROC_SAMPLING;
+        a->n_sampling++;
+        p->failures = 0;
+        p->reason[0] = '\0';
+        p->last_pass_ns = 0;
+        snprintf(p->version, sizeof p->version, "%s", s->rt.version);
+        if (s->profile_process < a->profile.n_processes)
+            snprintf(a->profile.processes[s->profile_process].command,
+                     sizeof a->profile.processes[s->profile_process].command, "%s", p->command);
+        /* The first why soon after attaching, then at the configured pace. */
+        p->next_why_ns = now_ns + 1000000000ull;
+        agent_log(a, "sampling process %d (CPython %s)%s%s: %s", (int)p->pid, p->version,
+                  p->container[0] ? " in container " : "", p->container, p->command);
+        return;
+    } else {
+        free(s);
+        snprintf(p->reason, sizeof p->reason, "%.*s", (int)sizeof p->reason - 1, err.message);
+        if (err.status == PYSCOPE_ERR_NO_PROCESS || err.status == PYSCOPE_ERR_EXITED) {
+            p->state = AGENT_PROC_IGNORED; /* gone: dropped at the next scan */
+            return;
+        }
+    }
+    if (p->state != AGENT_PROC_UNREADABLE || p->failures == 2)
+        agent_log(a, "process %d cannot be read (retried later): %s", (int)p->pid, p->reason);
+    p->state = AGENT_PROC_UNREADABLE;
+    size_t step = (size_t)p->failures < sizeof retry_ns / sizeof retry_ns[0]
+                      ? (size_t)p->failures
+                      : sizeof retry_ns / sizeof retry_ns[0] - 1;
+    p->retry_ns = now_ns + retry_ns[step];
+    p->failures++;
+}
+
+/* Whether to sample p, from what /proc shows now. */
+static void consider(struct agent *a, struct agent_proc *p, uint64_t now_ns)
+{
+    bool explicit = a->opts.n_pids > 0;
+    if (!selected(a, p->pid) || (!explicit && !agent_looks_python(p->pid)))
+        return;
+    process_cmdline(p->pid, p->command, sizeof p->command);
+    if (a->has_match && regexec(&a->match, p->command, 0, NULL, 0) != 0)
+        return;
+    agent_container_id(p->pid, p->container, sizeof p->container);
+    attach(a, p, now_ns);
+}
+
+static struct agent_proc *proc_new(struct agent *a, pid_t pid, uint64_t now_ns)
+{
+    struct agent_proc *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->pid = pid;
+    p->state = AGENT_PROC_IGNORED;
+    /* A process found between fork and exec, or a wrapper (a shell, env)
+     * that execs Python, is not Python yet: looked at again for a while. */
+    p->recheck_until_ns = now_ns + RECHECK_NEW_NS;
+    consider(a, p, now_ns);
+    return p;
+}
+
+static int cmp_pid(const void *x, const void *y)
+{
+    pid_t a = *(const pid_t *)x, b = *(const pid_t *)y;
+    return (a > b) - (a < b);
+}
+
+void agent_scan(struct agent *a, uint64_t now_ns)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return;
+    size_t n = 0, cap = 1024;
+    pid_t *pids = malloc(cap * sizeof *pids);
+    struct dirent *e;
+    pid_t self = getpid();
+    while (pids && (e = readdir(d)) != NULL) {
+        if (!isdigit((unsigned char)e->d_name[0]))
+            continue;
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid <= 0 || pid == self)
+            continue;
+        if (n == cap) {
+            pid_t *grown = realloc(pids, 2 * cap * sizeof *pids);
+            if (!grown)
+                break;
+            pids = grown;
+            cap *= 2;
+        }
+        pids[n++] = pid;
+    }
+    closedir(d);
+    if (!pids)
+        return;
+    qsort(pids, n, sizeof *pids, cmp_pid);
+    a->scans++;
+    /* Counted afresh each scan; attaches add to it until the next. */
+    a->n_sampling = 0;
+    for (size_t i = 0; i < a->n_procs; i++)
+        a->n_sampling += a->procs[i]->state == AGENT_PROC_SAMPLING;
+
+    /* Merge the sorted table with the sorted listing: gone entries are
+     * dropped, new ones looked at once. */
+    struct agent_proc **next = malloc((n ? n : 1) * sizeof *next);
+    if (!next) {
+        free(pids);
+        return;
+    }
+    size_t k = 0, j = 0, dropped = 0;
+    for (size_t i = 0; i < n; i++) {
+        while (j < a->n_procs && a->procs[j]->pid < pids[i]) {
+            dropped += a->procs[j]->state != AGENT_PROC_IGNORED || a->procs[j]->sampler;
+            proc_free(a->procs[j++]);
+        }
+        struct agent_proc *p = NULL;
+        if (j < a->n_procs && a->procs[j]->pid == pids[i]) {
+            p = a->procs[j++];
+            if (p->state == AGENT_PROC_IGNORED && now_ns < p->recheck_until_ns)
+                consider(a, p, now_ns);
+        } else
+            p = proc_new(a, pids[i], now_ns);
+        if (p)
+            next[k++] = p;
+    }
+    while (j < a->n_procs) {
+        dropped += a->procs[j]->state != AGENT_PROC_IGNORED || a->procs[j]->sampler;
+        proc_free(a->procs[j++]);
+    }
+    /* Each sampler's buffers come and go with its process: given back to the
+     * system once a scan has dropped some, so that churn leaves memory flat. */
+    if (dropped)
+        malloc_trim(0);
+    free(a->procs);
+    a->procs = next;
+    a->n_procs = k;
+    a->cap_procs = n;
+    free(pids);
+
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct agent_proc *p = a->procs[i];
+        if (p->state == AGENT_PROC_UNREADABLE && now_ns >= p->retry_ns)
+            attach(a, p, now_ns);
+    }
+}
+
+static struct agent_thread *thread_of(struct agent_proc *p, pid_t tid, size_t hint)
+{
+    if (hint < p->n_threads && p->threads[hint].tid == tid)
+        return &p->threads[hint];
+    for (size_t i = 0; i < p->n_threads; i++)
+        if (p->threads[i].tid == tid)
+            return &p->threads[i];
+    if (p->n_threads == p->cap_threads) {
+        size_t cap = p->cap_threads ? 2 * p->cap_threads : 8;
+        struct agent_thread *grown = realloc(p->threads, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        p->threads = grown;
+        p->cap_threads = cap;
+    }
+    struct agent_thread *t = &p->threads[p->n_threads++];
+    memset(t, 0, sizeof *t);
+    t->tid = tid;
+    t->last_seen_ns = monotonic_ns();
+    return t;
+}
+
+/* Adds the newest pass to the process's counters: each thread's state
+ * lasted since the previous pass (at most two intervals: a pass that came
+ * late does not credit a state with time nobody saw). */
+static void account_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns)
+{
+    uint64_t dt_ns = a->interval_ns;
+    if (p->last_pass_ns && now_ns > p->last_pass_ns) {
+        dt_ns = now_ns - p->last_pass_ns;
+        if (dt_ns > 2 * a->interval_ns)
+            dt_ns = 2 * a->interval_ns;
+    }
+    p->last_pass_ns = now_ns;
+    double dt = (double)dt_ns / 1e9;
+    size_t n = sample_ring_last_pass(&a->ring, a->pass_scratch, a->cap_pass_scratch);
+    if (n > a->cap_pass_scratch) {
+        size_t cap = n * 2;
+        struct ring_sample *grown = realloc(a->pass_scratch, cap * sizeof *grown);
+        if (grown) {
+            a->pass_scratch = grown;
+            a->cap_pass_scratch = cap;
+        }
+        n = sample_ring_last_pass(&a->ring, a->pass_scratch, a->cap_pass_scratch);
+        if (n > a->cap_pass_scratch)
+            n = a->cap_pass_scratch;
+    }
+    bool gc = false;
+    for (size_t i = 0; i < n; i++) {
+        const struct ring_sample *s = &a->pass_scratch[i];
+        if (s->thread >= a->profile.n_threads || s->state >= PROFILE_STATE_COUNT)
+            continue;
+        const struct profile_thread *pt = &a->profile.threads[s->thread];
+        struct agent_thread *t = thread_of(p, pt->tid, i);
+        if (!t)
+            continue;
+        memcpy(t->name, pt->name, sizeof t->name);
+        t->seconds[s->state] += dt;
+        if (s->gc) {
+            t->gc_seconds += dt;
+            gc = true;
+        }
+        t->seen = true;
+        t->name[sizeof t->name - 1] = '\0';
+    }
+    a->samples += n;
+    if (gc) {
+        p->gc_seconds += dt;
+        if (!p->gc_running)
+            p->gc_collections++;
+    }
+    p->gc_running = gc;
+    /* Threads not seen for a while have exited: their series end. */
+    size_t live = 0, kept = 0;
+    for (size_t i = 0; i < p->n_threads; i++) {
+        struct agent_thread *t = &p->threads[i];
+        if (t->seen) {
+            live++;
+            t->last_seen_ns = now_ns;
+        }
+        t->seen = false;
+        if (now_ns - t->last_seen_ns < THREAD_FORGET_NS)
+            p->threads[kept++] = *t;
+    }
+    p->n_threads = kept;
+    p->live_threads = live;
+}
+
+/* Frames, stacks or threads past the caps: every sampler is reopened on a
+ * fresh profile and ring (the window restarts; counters go on). */
+static void maybe_reset(struct agent *a, uint64_t now_ns)
+{
+    if (a->profile.n_stacks < PROFILE_MAX_STACKS && a->profile.n_frames < PROFILE_MAX_FRAMES &&
+        a->profile.n_threads < PROFILE_MAX_THREADS)
+        return;
+    for (size_t i = 0; i < a->n_procs; i++)
+        if (a->procs[i]->state == AGENT_PROC_SAMPLING)
+            detach(a->procs[i], now_ns);
+    a->n_sampling = 0;
+    struct profile fresh;
+    struct sample_ring ring;
+    if (profile_init(&fresh) != 0 ||
+        sample_ring_init(&ring, (uint64_t)(a->opts.window_s * 1e9), a->opts.rate_hz * 64,
+                         a->opts.max_bytes) != 0) {
+        agent_log(a, "out of memory rebuilding the profile");
+        return;
+    }
+    fresh.meta = a->profile.meta;
+    profile_free(&a->profile);
+    sample_ring_free(&a->ring);
+    a->profile = fresh;
+    a->ring = ring;
+    a->resets++;
+    for (size_t i = 0; i < a->n_procs; i++)
+        if (a->procs[i]->state == AGENT_PROC_SAMPLING)
+            attach(a, a->procs[i], now_ns);
+}
+
+void agent_sample_all(struct agent *a, uint64_t now_ns)
+{
+    maybe_reset(a, now_ns);
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct agent_proc *p = a->procs[i];
+        if (p->state != AGENT_PROC_SAMPLING || !p->sampler)
+            continue;
+        uint64_t failed_before = a->profile.meta.passes_failed;
+        if (sampler_pass(p->sampler, monotonic_ns()) != 0) {
+            bool exec = p->sampler->exec_seen;
+            detach(p, now_ns);
+            if (a->n_sampling)
+                a->n_sampling--;
+            if (exec) {
+                /* The new program may be Python again: looked at afresh. */
+                p->state = AGENT_PROC_UNREADABLE;
+                p->failures = 0;
+                p->retry_ns = now_ns;
+                snprintf(p->reason, sizeof p->reason, "exec'd a new program");
+                process_cmdline(p->pid, p->command, sizeof p->command);
+            } else {
+                p->state = AGENT_PROC_IGNORED; /* exited: dropped at the next scan */
+            }
+            continue;
+        }
+        p->passes++;
+        if (a->profile.meta.passes_failed != failed_before) {
+            p->passes_failed++;
+            a->sample_errors++;
+        }
+        account_pass(a, p, now_ns);
+    }
+}
+
+static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
+{
+    struct py_runtime *rt = &p->sampler->rt;
+    struct hang_live second;
+    struct pyscope_error err = {0};
+    struct why_report why = {0};
+    int interval_ms = (int)((now_ns - p->why_first_ns) / 1000000ull);
+    if (hang_live_take(rt, p->pid, &second, &err) == 0) {
+        uint64_t caught = 0;
+        process_caught_signals(p->pid, &caught);
+        struct hang_live *first = &p->why_first;
+        struct hang_snapshot sa = {&first->report, &first->raw, first->cpu_ns, caught, {0}};
+        py_signal_handlers_read(rt, &sa.handlers);
+        struct hang_snapshot sb = {&second.report, &second.raw, second.cpu_ns, caught, sa.handlers};
+        if (hang_analyze(p->why_waits, &sa, &sb, interval_ms, &why) == 0) {
+            why.progress.watched_ms = interval_ms;
+            char *json = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&json, &len);
+            if (f) {
+                why_report_write_json(f, &why);
+                /* A report past the cap is not kept (the verdict is). */
+                if (fclose(f) == 0 && len <= WHY_JSON_MAX) {
+                    free(p->why_json);
+                    p->why_json = json;
+                    p->why_json_len = len;
+                } else {
+                    free(json);
+                }
+            }
+            if (!p->why_known || p->verdict != why.verdict)
+                agent_log(a, "process %d: why says %s", (int)p->pid,
+                          why_verdict_name(why.verdict));
+            p->verdict = why.verdict;
+            p->why_known = true;
+        }
+        why_report_free(&why);
+    }
+    hang_live_free(&second);
+    p->why_generation++;
+    why_reset(p);
+}
+
+void agent_why_step(struct agent *a, uint64_t now_ns)
+{
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct agent_proc *p = a->procs[i];
+        if (p->state != AGENT_PROC_SAMPLING || !p->sampler)
+            continue;
+        if (p->why_pending) {
+            if (now_ns - p->why_first_ns >= WHY_INTERVAL_NS)
+                why_finish(a, p, now_ns);
+            continue;
+        }
+        if (now_ns < p->next_why_ns)
+            continue;
+        p->next_why_ns = now_ns + (uint64_t)(a->opts.why_every_s * a->why_scale * 1e9);
+        struct pyscope_error err = {0};
+        struct py_runtime *rt = &p->sampler->rt;
+        if (hang_live_take(rt, p->pid, &p->why_first, &err) != 0) {
+            hang_live_free(&p->why_first);
+            p->why_generation++;
+            continue;
+        }
+        struct stack_report *r = &p->why_first.report;
+        snprintf(r->command, sizeof r->command, "%s", p->command);
+        process_exe(p->pid, r->executable, sizeof r->executable);
+        snprintf(r->python_version, sizeof r->python_version, "%s", rt->version);
+        p->why_waits = waits_new(rt);
+        if (!p->why_waits || waits_analyze(p->why_waits, r, &p->why_first.raw) != 0) {
+            waits_free(p->why_waits);
+            p->why_waits = NULL;
+            hang_live_free(&p->why_first);
+            p->why_generation++;
+            continue;
+        }
+        p->why_first_ns = now_ns;
+        p->why_pending = true;
+    }
+}
+
+char *agent_dump_json(struct agent *a, struct agent_proc *p, size_t *len, int *status)
+{
+    (void)a;
+    if (!p->sampler) {
+        *status = 503;
+        return NULL;
+    }
+    struct py_runtime *rt = &p->sampler->rt;
+    struct stack_report report = {0};
+    report.pid = p->pid;
+    struct stacks_options opts = {.max_retries = 3};
+    struct pyscope_error err = {0};
+    target_cache_invalidate(rt->target);
+    char *json = NULL;
+    if (stacks_collect(rt, &opts, &report, &err) == 0) {
+        report.pid = p->pid;
+        snprintf(report.command, sizeof report.command, "%s", p->command);
+        process_exe(p->pid, report.executable, sizeof report.executable);
+        snprintf(report.python_version, sizeof report.python_version, "%s", rt->version);
+        FILE *f = open_memstream(&json, len);
+        if (f) {
+            stack_report_write_json(f, &report);
+            if (fclose(f) != 0) {
+                free(json);
+                json = NULL;
+            }
+        }
+    }
+    stack_report_free(&report);
+    if (!json)
+        *status = 500;
+    return json;
+}

@@ -1,0 +1,608 @@
+"""pyscope agent: the host agent as its consumers see it. A real Prometheus
+(Debian's package) scrapes it and its HTTP API is asked for pyscope's series;
+`go tool pprof` reads the pprof endpoint; a local receiver checks the
+Pyroscope push; the JSON endpoints are compared with what the targets report
+about themselves; 500 short-lived processes churn under it.
+
+Every agent here is limited with --match to the processes of its own test
+(their command lines hold the test's tmp_path), listens on a free loopback
+port, and is stopped with SIGTERM at teardown."""
+
+import collections
+import email.parser
+import gzip
+import http.server
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from conftest import PROGRAMS, pick_interp, target_env
+
+START_TIMEOUT = 15.0
+
+
+def strict_json(text):
+    def pairs(items):
+        keys = [k for k, _ in items]
+        assert len(keys) == len(set(keys)), "duplicate keys in %s" % keys
+        return dict(items)
+    return json.loads(text, object_pairs_hook=pairs)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------
+# The Prometheus text format, parsed strictly enough to catch a malformed line
+
+SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
+LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
+
+
+def parse_labels(text):
+    labels, pos = {}, 0
+    while pos < len(text):
+        m = LABEL_RE.match(text, pos)
+        assert m, "bad labels at %r" % text[pos:]
+        value = re.sub(r'\\(.)', lambda e: {"n": "\n"}.get(e.group(1), e.group(1)), m.group(2))
+        assert m.group(1) not in labels, "label %s twice" % m.group(1)
+        labels[m.group(1)] = value
+        pos = m.end()
+    return labels
+
+
+def parse_metrics(text):
+    """-> {family: {"type":, "help":, "samples": [(labels, value)]}}"""
+    families, current = {}, None
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            name, _, help_text = line[7:].partition(" ")
+            assert name not in families, "family %s twice" % name
+            families[name] = {"help": help_text, "type": None, "samples": []}
+            current = name
+        elif line.startswith("# TYPE "):
+            name, _, kind = line[7:].partition(" ")
+            assert name == current, "TYPE %s not after its HELP" % name
+            assert kind in ("counter", "gauge"), kind
+            families[name]["type"] = kind
+        else:
+            m = SAMPLE_RE.match(line)
+            assert m, "bad sample line %r" % line
+            name = m.group(1)
+            assert name == current and families[name]["type"], "%s outside its family" % name
+            if families[name]["type"] == "counter":
+                assert name.endswith("_total"), name
+            families[name]["samples"].append((parse_labels(m.group(3) or ""), float(m.group(4))))
+    return families
+
+
+def series(families, name, **want):
+    return [(labels, value) for labels, value in families.get(name, {"samples": []})["samples"]
+            if all(labels.get(k) == str(v) for k, v in want.items())]
+
+
+# --------------------------------------------------------------------------
+# The agent
+
+class Agent:
+    def __init__(self, proc, log_path, port):
+        self.proc = proc
+        self.log_path = log_path
+        self.port = port
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def get(self, path, timeout=70):
+        try:
+            with urllib.request.urlopen(self.url(path), timeout=timeout) as r:
+                return r.status, r.headers, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read()
+
+    def metrics(self):
+        status, headers, body = self.get("/metrics")
+        assert status == 200
+        assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        return parse_metrics(body.decode())
+
+    def log(self):
+        return self.log_path.read_text(errors="replace")
+
+    def wait_sampling(self, pid, timeout=START_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            fams = self.metrics()
+            found = series(fams, "pyscope_process_threads", pid=pid)
+            if found:
+                return fams
+            time.sleep(0.1)
+        pytest.fail("agent never sampled %d; log:\n%s" % (pid, self.log()))
+
+
+@pytest.fixture
+def agent(tmp_path, pyscope_binary):
+    """agent(*args) -> Agent, limited to this test's processes."""
+    started = []
+
+    def start(*args, match=None):
+        log_path = tmp_path / ("agent-%d.log" % len(started))
+        argv = [str(pyscope_binary), "agent", "--listen", "127.0.0.1:0",
+                "--match", match or re.escape(str(tmp_path)), "--log", str(log_path)]
+        argv += [str(a) for a in args]
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        started.append(proc)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            text = log_path.read_text() if log_path.exists() else ""
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/", text)
+            if m:
+                return Agent(proc, log_path, int(m.group(1)))
+            if proc.poll() is not None:
+                pytest.fail("agent exited %s: %s%s" % (proc.returncode, text,
+                                                       proc.stderr.read().decode()))
+            time.sleep(0.02)
+        pytest.fail("agent did not start listening")
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        err = proc.stderr.read().decode(errors="replace")
+        proc.stderr.close()
+        # ASan and UBSan report on stderr; a clean agent says nothing there.
+        assert "Sanitizer" not in err and "runtime error" not in err, err
+        assert proc.returncode == 0, "agent exited %s: %s" % (proc.returncode, err)
+
+
+def go_env(tmp_path):
+    env = dict(os.environ)
+    env.setdefault("HOME", str(tmp_path))
+    env["PPROF_TMPDIR"] = str(tmp_path)
+    return env
+
+
+# --------------------------------------------------------------------------
+# Prometheus
+
+PROM_CONFIG = """global:
+  scrape_interval: 1s
+  scrape_timeout: 900ms
+scrape_configs:
+  - job_name: pyscope
+    static_configs:
+      - targets: ["127.0.0.1:%d"]
+"""
+
+
+def prom_query(port, expr):
+    url = "http://127.0.0.1:%d/api/v1/query?%s" % (port, urllib.parse.urlencode({"query": expr}))
+    with urllib.request.urlopen(url, timeout=5) as r:
+        doc = json.loads(r.read())
+    assert doc["status"] == "success", doc
+    return [(res["metric"], float(res["value"][1])) for res in doc["data"]["result"]]
+
+
+def test_prometheus_scrapes_agent(interp, start_program, agent, spawn, tmp_path):
+    """A real Prometheus scrapes the agent; its API then holds: the spinner
+    thread holding the GIL ~100% of its sampled time, the main thread idle,
+    the process with its two threads and version, the HTTP client hung in
+    network_wait and the spinner's process not hung."""
+    prometheus = shutil.which("prometheus")
+    if not prometheus:
+        pytest.skip("prometheus not installed (Debian package prometheus; make test-deps)")
+    gil = start_program(interp, "agent_gil.py")
+    stuck = start_program(interp, "why_http.py")
+    a = agent("--why-every", "2")
+    prom_port = free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(PROM_CONFIG % a.port)
+    spawn([prometheus, "--config.file=%s" % config, "--storage.tsdb.path=%s" % (tmp_path / "tsdb"),
+           "--web.listen-address=127.0.0.1:%d" % prom_port, "--log.level=warn"])
+    spinner = gil.report["extra"]["spinner"]
+    main_tid = gil.pid
+    deadline = time.monotonic() + 40
+    while True:
+        try:
+            states = {m["state"]: v for m, v in
+                      prom_query(prom_port, 'pyscope_thread_seconds_total{pid="%d",tid="%d"}'
+                                 % (gil.pid, spinner))}
+            hung = prom_query(prom_port, 'pyscope_process_hung{pid="%d"}' % stuck.pid)
+        except (urllib.error.URLError, ConnectionError, OSError):
+            states, hung = {}, []
+        if sum(states.values()) >= 3 and hung and hung[0][0]["verdict"] == "network_wait":
+            break
+        if time.monotonic() > deadline:
+            pytest.fail("prometheus never had the series: %r %r; agent log:\n%s"
+                        % (states, hung, a.log()))
+        time.sleep(0.5)
+
+    assert prom_query(prom_port, 'up{job="pyscope"}')[0][1] == 1
+    total = sum(states.values())
+    assert states["holding_gil"] / total >= 0.9, states
+    assert set(states) == {"holding_gil", "waiting_gil", "running", "idle", "unknown"}
+
+    main = {m["state"]: v for m, v in prom_query(
+        prom_port, 'pyscope_thread_seconds_total{pid="%d",tid="%d"}' % (gil.pid, main_tid))}
+    assert main["idle"] / sum(main.values()) >= 0.9, main
+
+    threads = prom_query(prom_port, 'pyscope_process_threads{pid="%d"}' % gil.pid)
+    assert len(threads) == 1
+    labels, count = threads[0]
+    assert count == len(gil.report["threads"]) == 2
+    assert gil.report["python_version"].startswith(labels["python_version"])
+    assert "container" not in labels  # empty: Prometheus stores no label
+    assert labels["command"].split()[0] == interp.path
+
+    assert hung[0][1] == 1
+    spin_hung = prom_query(prom_port, 'pyscope_process_hung{pid="%d"}' % gil.pid)
+    assert [(m["verdict"], v) for m, v in spin_hung] == [("not_hung", 0)]
+    names = {m["thread"] for m, _ in prom_query(
+        prom_port, 'pyscope_thread_seconds_total{pid="%d",state="idle"}' % stuck.pid)}
+    assert {"fetch_%d" % i for i in range(4)} <= names, names
+
+
+# --------------------------------------------------------------------------
+# pprof
+
+def test_pprof_endpoint_read_by_go_tool(interp, start_program, agent, tmp_path):
+    """go tool pprof fetches /debug/pprof/profile?seconds=2&pid=P: the
+    spinner's functions are there, with thread, state, pid and process
+    labels, and about 2 s x 19 Hz of samples."""
+    if not shutil.which("go"):
+        pytest.skip("go not installed (golang-go) for go tool pprof")
+    target = start_program(interp, "agent_gil.py")
+    a = agent("--cpu-budget", "0")  # the rate asked for, whatever the load
+    a.wait_sampling(target.pid)
+    url = a.url("/debug/pprof/profile?seconds=2&pid=%d" % target.pid)
+    out = subprocess.run(["go", "tool", "pprof", "-raw", url], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, env=go_env(tmp_path), timeout=120)
+    text = out.stdout.decode(errors="replace")
+    assert out.returncode == 0, text
+    for function in target.report["extra"]["functions"]:
+        assert re.search(r"\b%s\b" % function, text), text
+    assert "thread:[spinner]" in text and "state:[holding_gil]" in text, text
+    assert "pid:[%d]" % target.pid in text, text
+    assert "process:[%s " % interp.path in text, text
+    # -raw lists the samples as "  COUNT  NANOSECONDS: LOCATIONS" lines.
+    counts = [int(n) for n in re.findall(r"^\s+(\d+)\s+\d+: ", text, re.M)]
+    assert 19 <= sum(counts) <= 2 * 2.5 * 19, counts
+
+
+def test_pprof_endpoint_arguments(agent):
+    a = agent()
+    for query, status in (("seconds=0", 400), ("seconds=61", 400), ("seconds=x", 400),
+                          ("seconds=1&pid=abc", 400), ("seconds=1&pid=%d" % os.getpid(), 404)):
+        got, _, body = a.get("/debug/pprof/profile?" + query)
+        assert got == status, (query, got, body)
+    status, headers, body = a.get("/debug/pprof/profile?seconds=0.5")
+    assert status == 200 and headers["Content-Type"] == "application/octet-stream"
+    assert gzip.decompress(body)  # a valid gzip stream (empty profile: no process matched)
+    assert a.get("/nothing")[0] == 404
+
+
+# --------------------------------------------------------------------------
+# The JSON endpoints
+
+def test_dump_and_why_endpoints(interp, start_program, agent):
+    """dump and why of the hung HTTP client over HTTP: the threads the
+    program reports, and why's network_wait verdict, freshly evaluated."""
+    target = start_program(interp, "why_http.py")
+    a = agent("--why-every", "600")
+    a.wait_sampling(target.pid)
+    status, headers, body = a.get("/debug/pyscope/dump?pid=%d" % target.pid)
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    dump = strict_json(body)
+    assert dump["pid"] == target.pid
+    assert {t["tid"] for t in dump["threads"]} == \
+        {t["native_id"] for t in target.report["threads"]}
+    status, _, body = a.get("/debug/pyscope/why?pid=%d" % target.pid)
+    assert status == 200, body
+    why = strict_json(body)
+    assert why["pid"] == target.pid
+    assert why["verdict"] == "network_wait", why["verdict"]
+    # The first evaluation would come after --why-every: this one was asked for.
+    assert series(a.metrics(), "pyscope_process_hung", pid=target.pid, verdict="network_wait")
+    assert a.get("/debug/pyscope/why?pid=1")[0] == 404
+    assert a.get("/debug/pyscope/dump")[0] == 400
+
+
+def test_no_debug_endpoints_and_signals(agent, start_program, tmp_path):
+    """--no-debug-endpoints leaves /metrics and pprof; SIGHUP reopens the
+    log (rotated away by then); SIGTERM ends the agent cleanly, exit 0."""
+    interp = pick_interp()
+    target = start_program(interp, "agent_gil.py")
+    a = agent("--no-debug-endpoints")
+    a.wait_sampling(target.pid)
+    assert a.get("/debug/pyscope/dump?pid=%d" % target.pid)[0] == 404
+    assert a.get("/debug/pyscope/why?pid=%d" % target.pid)[0] == 404
+    assert a.get("/metrics")[0] == 200
+    rotated = tmp_path / "rotated.log"
+    a.log_path.rename(rotated)
+    a.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while not (a.log_path.exists() and "log reopened" in a.log_path.read_text()):
+        assert time.monotonic() < deadline, "log not reopened"
+        time.sleep(0.05)
+    assert a.proc.poll() is None
+    a.proc.send_signal(signal.SIGTERM)
+    assert a.proc.wait(timeout=5) == 0
+    assert "stopping" in a.log_path.read_text()
+    assert target.alive()
+
+
+def test_listen_defaults_to_loopback(agent):
+    """A bare :PORT is loopback, never every address."""
+    a = agent("--listen", ":0")
+    assert re.search(r"listening on http://127\.0\.0\.1:%d/" % a.port, a.log())
+    with open("/proc/net/tcp") as f:
+        listening = [line.split()[1] for line in f if line.split()[3] == "0A"]
+    assert "0100007F:%04X" % a.port in listening, listening
+
+
+# --------------------------------------------------------------------------
+# Discovery
+
+def test_discovery_new_and_exited(interp, start_program, agent):
+    """A process started under the agent is sampled within 2 s of being
+    ready; once killed it leaves the metrics within 2 s."""
+    a = agent()
+    target = start_program(interp, "agent_gil.py")
+    ready = time.monotonic()
+    fams = a.wait_sampling(target.pid, timeout=10)
+    assert time.monotonic() - ready <= 2.0, "found after %.2fs" % (time.monotonic() - ready)
+    labels = series(fams, "pyscope_process_threads", pid=target.pid)[0][0]
+    assert labels["command"] == " ".join(x.decode() for x in target.cmdline())
+    target.kill()
+    gone = time.monotonic()
+    while series(a.metrics(), "pyscope_process_threads", pid=target.pid):
+        assert time.monotonic() - gone <= 2.0, "still listed"
+        time.sleep(0.05)
+
+
+def test_unreadable_process_listed_with_reason(agent, spawn, tmp_path):
+    """A process that looks like Python (by its executable's name) but is
+    not appears as unreadable, with the reason, and stays so while retried;
+    the agent keeps serving."""
+    fake = tmp_path / "python3-fake"
+    shutil.copy("/bin/sleep", str(fake))
+    proc = spawn([str(fake), "600"])
+    a = agent()
+    deadline = time.monotonic() + 10
+    while True:
+        found = series(a.metrics(), "pyscope_process_unreadable", pid=proc.pid)
+        if found:
+            break
+        assert time.monotonic() < deadline, a.log()
+        time.sleep(0.1)
+    labels, value = found[0]
+    assert value == 1
+    assert "Python" in labels["reason"], labels
+    assert labels["command"] == "%s 600" % fake
+    time.sleep(1.5)  # past the first retries
+    assert series(a.metrics(), "pyscope_process_unreadable", pid=proc.pid)
+    assert "process %d cannot be read" % proc.pid in a.log()
+
+
+# --------------------------------------------------------------------------
+# Push
+
+class Receiver(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.got.append((self.command, self.path, dict(self.headers), body))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_push_to_pyroscope_ingest(start_program, agent, tmp_path):
+    """--push every second to a local receiver: POST /ingest with
+    Pyroscope's query parameters, a multipart body whose "profile" part is
+    a gzipped pprof holding the workload, and contiguous time ranges."""
+    interp = pick_interp()
+    target = start_program(interp, "agent_gil.py")
+    server = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
+    server.got = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        a = agent("--push", "http://127.0.0.1:%d/base/" % server.server_address[1],
+                  "--push-every", "1", "--app-name", "shop", "--cpu-budget", "0")
+        a.wait_sampling(target.pid)
+        deadline = time.monotonic() + 15
+        while len(server.got) < 3:
+            assert time.monotonic() < deadline, a.log()
+            time.sleep(0.1)
+    finally:
+        server.shutdown()
+        server.server_close()
+    ranges = []
+    for method, path, headers, body in server.got[1:3]:
+        assert method == "POST"
+        url = urllib.parse.urlsplit(path)
+        assert url.path == "/base/ingest"
+        q = urllib.parse.parse_qs(url.query, strict_parsing=True)
+        assert all(len(v) == 1 for v in q.values()), q
+        q = {k: v[0] for k, v in q.items()}
+        assert q["name"] == "shop.cpu{hostname=%s}" % socket.gethostname(), q
+        assert q["format"] == "pprof" and q["spyName"] == "pyscope"
+        assert q["units"] == "samples" and q["aggregationType"] == "sum"
+        assert float(q["sampleRate"]) == 19
+        start, until = int(q["from"]), int(q["until"])
+        assert start <= until <= time.time() + 1 and until - start <= 3, q
+        ranges.append((start, until))
+        ctype = headers["Content-Type"]
+        assert ctype.startswith("multipart/form-data; boundary=")
+        msg = email.parser.BytesParser().parsebytes(
+            b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + body)
+        parts = msg.get_payload()
+        assert [p.get_param("name", header="content-disposition") for p in parts] == ["profile"]
+        profile = gzip.decompress(parts[0].get_payload(decode=True))
+        assert b"spin_forever" in profile and b"churn" in profile
+    assert ranges[0][0] <= ranges[1][0] <= ranges[0][1], ranges
+    if shutil.which("go"):
+        pb = tmp_path / "pushed.pb.gz"
+        pb.write_bytes(parts[0].get_payload(decode=True))
+        out = subprocess.run(["go", "tool", "pprof", "-top", str(pb)], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, env=go_env(tmp_path), timeout=120)
+        assert out.returncode == 0 and b"spin_forever" in out.stdout, out.stdout
+    assert series(a.metrics(), "pyscope_agent_pushes_total", result="ok")[0][1] >= 3
+
+
+# --------------------------------------------------------------------------
+# Churn
+
+def fd_links(pid):
+    """The agent's lasting descriptors but sockets (a scrape may be
+    closing): those in each of five looks 50 ms apart, since a look can
+    catch a file the agent has open for a moment (a /proc file it reads)."""
+    lasting = None
+    for _ in range(5):
+        links = collections.Counter()
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if not link.startswith("socket:"):
+                links[link] += 1
+        lasting = links if lasting is None else lasting & links
+        time.sleep(0.05)
+    return sorted(lasting.elements())
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def churn(interp, marker, count, parallel=40):
+    """count Python processes of ~0.4 s, parallel at a time; returns once
+    all have exited."""
+    code = "import time; time.sleep(0.4)"
+    running, started = [], 0
+    while started < count or running:
+        running = [p for p in running if p.poll() is None]
+        while started < count and len(running) < parallel:
+            running.append(subprocess.Popen([interp.path, "-S", "-c", code, marker],
+                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL, env=target_env()))
+            started += 1
+        time.sleep(0.02)
+
+
+@pytest.mark.serial
+def test_churn_of_short_lived_processes(agent, tmp_path, pyscope_binary):
+    """500 Python processes of ~0.4 s, 40 at a time, in two halves, under an
+    agent at 19 Hz: it keeps serving, attaches to many, drops all once they
+    exit, and ends with as many descriptors as it had before; its memory
+    once they are gone is no higher after the second half than after the
+    first (beyond the allocator's noise) and under 50 MB."""
+    interp = pick_interp()
+    a = agent("--cpu-budget", "0")
+    marker = str(tmp_path / "churn")
+    fds_before = fd_links(a.proc.pid)
+    rss = []
+    for half in range(2):
+        churn(interp, marker, 250)
+        time.sleep(2.5)  # two scans: every exited process dropped
+        fams = a.metrics()
+        assert a.proc.poll() is None
+        assert series(fams, "pyscope_agent_processes", state="sampling")[0][1] == 0
+        rss.append(rss_kb(a.proc.pid))
+    print("agent RSS once each half had exited (kB):", rss)
+    attached = a.log().count("sampling process ")
+    assert attached >= 100, "only %d of 500 attached" % attached
+    assert fd_links(a.proc.pid) == fds_before
+    if "asan" not in str(pyscope_binary):  # shadow memory and quarantine
+        assert rss[1] - rss[0] < 10 * 1024 and max(rss) < 50 * 1024, rss
+
+
+def test_cpu_budget_lowers_the_rate(agent, start_program):
+    """With a budget no agent can keep (0.01% of a core), the first check
+    (after 5 s) lowers the rate, the metrics and the log say so, and the
+    process stays sampled."""
+    interp = pick_interp()
+    target = start_program(interp, "agent_gil.py")
+    a = agent("--cpu-budget", "0.01")
+    a.wait_sampling(target.pid)
+    deadline = time.monotonic() + 15
+    while True:
+        fams = a.metrics()
+        if series(fams, "pyscope_agent_cpu_budget_limited")[0][1] == 1:
+            break
+        assert time.monotonic() < deadline, a.log()
+        time.sleep(0.2)
+    rate = series(fams, "pyscope_agent_rate_hz")[0][1]
+    assert series(fams, "pyscope_agent_requested_rate_hz")[0][1] == 19
+    assert rate < 19
+    assert series(fams, "pyscope_agent_cpu_budget_ratio")[0][1] == 0.0001
+    assert re.search(r"over the budget of 0\.01%: sampling at [0-9.]+ Hz instead of 19", a.log())
+    assert series(fams, "pyscope_agent_processes", state="sampling")[0][1] == 1
+    assert series(fams, "pyscope_process_samples_total", pid=target.pid)[0][1] > 0
+
+
+def test_discovery_of_a_wrapper_that_execs_python(agent, spawn, tmp_path):
+    """A shell that execs Python after a while (a service's wrapper script):
+    ignored while it is a shell, sampled once it is Python."""
+    interp = pick_interp()
+    a = agent()
+    report = tmp_path / "wrapped.json"
+    proc = spawn(["/bin/sh", "-c", "sleep 1.5; exec \"$0\" \"$1\" \"$2\"", interp.path,
+                  str(PROGRAMS / "agent_gil.py"), str(report)])
+    time.sleep(1.2)
+    assert not series(a.metrics(), "pyscope_process_threads", pid=proc.pid)
+    deadline = time.monotonic() + 10
+    while not report.exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    a.wait_sampling(proc.pid, timeout=5)
+
+
+def test_max_processes(agent, start_program):
+    """--max-processes 1 with two Python processes: one is sampled, the
+    other listed as unreadable with the reason."""
+    interp = pick_interp()
+    targets = [start_program(interp, "agent_gil.py") for _ in range(2)]
+    a = agent("--max-processes", "1")
+    deadline = time.monotonic() + 10
+    while True:
+        fams = a.metrics()
+        sampled = [t.pid for t in targets if series(fams, "pyscope_process_threads", pid=t.pid)]
+        refused = [(t.pid, series(fams, "pyscope_process_unreadable", pid=t.pid))
+                   for t in targets]
+        refused = [(pid, found[0][0]["reason"]) for pid, found in refused if found]
+        if len(sampled) == 1 and len(refused) == 1:
+            break
+        assert time.monotonic() < deadline, (sampled, refused, a.log())
+        time.sleep(0.1)
+    assert refused[0][0] != sampled[0]
+    assert refused[0][1] == "already sampling --max-processes 1 processes"

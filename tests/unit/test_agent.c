@@ -1,0 +1,74 @@
+/* The agent's parsers and its view of the sample ring: container ids from
+ * cgroup files as Docker, containerd/CRI-O under Kubernetes, podman and
+ * systemd write them; the newest pass's samples, whole and across the
+ * ring's wrap. */
+#include <stdlib.h>
+
+#include "agent/agent.h"
+#include "unit.h"
+
+#define ID64 "4f3c5e0b8a2d9c1e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e"
+
+static void test_container_ids(void)
+{
+    char id[80];
+    agent_container_from_cgroup("0::/system.slice/docker-" ID64 ".scope\n", id, sizeof id);
+    CHECK_EQ_STR(id, ID64);
+    agent_container_from_cgroup("12:pids:/docker/" ID64 "\n11:memory:/docker/" ID64 "\n", id,
+                                sizeof id);
+    CHECK_EQ_STR(id, ID64);
+    agent_container_from_cgroup("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-"
+                                "pod1b2c.slice/cri-containerd-" ID64 ".scope\n",
+                                id, sizeof id);
+    CHECK_EQ_STR(id, ID64);
+    agent_container_from_cgroup("0::/machine.slice/libpod-" ID64 ".scope/container\n", id, sizeof id);
+    CHECK_EQ_STR(id, ID64);
+    /* No container: a user session, the root, garbage. */
+    agent_container_from_cgroup("0::/user.slice/user-0.slice/session-3.scope\n", id, sizeof id);
+    CHECK_EQ_STR(id, "");
+    agent_container_from_cgroup("0::/\n", id, sizeof id);
+    CHECK_EQ_STR(id, "");
+    agent_container_from_cgroup("no colons here " ID64 "\n", id, sizeof id);
+    CHECK_EQ_STR(id, "");
+    /* 65 hex digits, or 63, are not an id; upper case neither. */
+    agent_container_from_cgroup("0::/docker/" ID64 "a\n", id, sizeof id);
+    CHECK_EQ_STR(id, "");
+    agent_container_from_cgroup("0::/docker/4F3C5E0B8A2D9C1E7F6A5B4C3D2E1F0A9B8C7D6E5F4A3B2C1D0E9F8A7B6C5D4E\n",
+                                id, sizeof id);
+    CHECK_EQ_STR(id, "");
+    agent_container_from_cgroup("", id, sizeof id);
+    CHECK_EQ_STR(id, "");
+}
+
+static void test_last_pass(void)
+{
+    struct sample_ring r;
+    /* A small cap: the samples array wraps, passes are evicted. */
+    CHECK_EQ_INT(sample_ring_init(&r, 1000000000ull, 100, 64 * sizeof(struct ring_sample)), 0);
+    struct ring_sample out[16];
+    CHECK_EQ_INT(sample_ring_last_pass(&r, out, 16), 0);
+    for (uint32_t pass = 0; pass < 50; pass++) {
+        sample_ring_begin_pass(&r, (uint64_t)pass * 10000000ull);
+        for (uint32_t t = 0; t < 5; t++)
+            sample_ring_add(&r, t, pass, t == 0 ? PROFILE_HOLDING_GIL : PROFILE_IDLE, t == 1, 0xffff);
+        struct ring_pass_facts facts = {.hog_stack = UINT32_MAX};
+        sample_ring_end_pass(&r, &facts);
+        size_t n = sample_ring_last_pass(&r, out, 16);
+        CHECK_EQ_INT(n, 5);
+        for (uint32_t t = 0; t < 5 && t < n; t++) {
+            CHECK_EQ_INT(out[t].thread, t);
+            CHECK_EQ_INT(out[t].stack, pass);
+            CHECK_EQ_INT(out[t].gc, t == 1);
+        }
+    }
+    /* Fewer slots than samples: the count says how many there are. */
+    CHECK_EQ_INT(sample_ring_last_pass(&r, out, 2), 5);
+    sample_ring_free(&r);
+}
+
+int main(void)
+{
+    test_container_ids();
+    test_last_pass();
+    return unit_report("test_agent");
+}
