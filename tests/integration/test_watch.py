@@ -394,6 +394,26 @@ def test_program_mode(interp, tmp_path):
     assert "never_defined not found yet" in status.stderr
 
 
+@pytest.mark.parametrize("mode", ["python", "ctypes"])
+def test_forked_children_unaffected(interp, tmp_path, reentry_lib, mode):
+    """Children the watched program forks (os.fork) and spawns (posix_spawn,
+    a vfork-style clone) run the same re-entering pool untraced: each must
+    end with status 0 (a breakpoint of the parent's would kill it with
+    SIGTRAP), and the parent is still watched after them."""
+    truth = tmp_path / "truth.json"
+    out = tmp_path / "r.jsonl"
+    func = PY_FUNC if mode == "python" else "native:" + C_FUNC
+    result = watch(["--json", "-o", out, "--reentry", func, "--", interp.path,
+                    PROGRAMS / "fork_watch.py", truth, mode, reentry_lib])
+    assert result.returncode == 0, result
+    got = json.loads(truth.read_text())
+    assert got["fork"] == 0 and got["spawn"] == 0, got
+    assert got["parent_reentries"] > 0, got
+    [doc] = read_reports(out)
+    assert doc["reentry"]["tid"] == doc["pid"], doc["reentry"]
+    assert doc["reentry"]["kind"] == ("python" if mode == "python" else "native")
+
+
 RECURSION = """
 import time
 def walk(n):
