@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -216,6 +217,12 @@ int bp_memory_open(struct bp_memory *m, pid_t pid, struct pyscope_error *err)
     snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
     m->pid = pid;
     m->fd = open(path, O_RDWR | O_CLOEXEC);
+    /* Another user's process: its /proc/PID/mem is that user's file (0600),
+     * which CAP_SYS_PTRACE alone does not open. Uprobes need no write, and
+     * the code is read with process_vm_readv (ptrace's permission); only
+     * an int3 cannot go in then (bp_insert says why). */
+    if (m->fd < 0 && errno == EACCES)
+        return 0;
     if (m->fd < 0) {
         error_set(err, errno == ENOENT ? PYSCOPE_ERR_NO_PROCESS : PYSCOPE_ERR_PERMISSION,
                   "cannot open %s for writing breakpoints: %s", path, strerror(errno));
@@ -235,15 +242,35 @@ void bp_memory_close(struct bp_memory *m)
 
 static int mem_write(struct bp_memory *m, uint64_t addr, const void *buf, size_t len)
 {
+    if (m->fd < 0) {
+        errno = EACCES;
+        return -1;
+    }
     return pwrite(m->fd, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -1;
+}
+
+static int mem_read(struct bp_memory *m, uint64_t addr, void *buf, size_t len)
+{
+    if (m->fd >= 0)
+        return pread(m->fd, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -1;
+    struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
+    return process_vm_readv(m->pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
 }
 
 int bp_insert(struct bp_memory *m, struct sw_breakpoint *bp, struct pyscope_error *err)
 {
     if (bp->inserted)
         return 0;
-    if (pread(m->fd, bp->original, sizeof bp->original, (off_t)bp->addr) !=
-        (ssize_t)sizeof bp->original) {
+    if (m->fd < 0) {
+        error_set(err, PYSCOPE_ERR_PERMISSION,
+                  "cannot write a breakpoint into process %d: its /proc/%d/mem belongs to "
+                  "another user (CAP_SYS_PTRACE does not open it), and uprobes, which need no "
+                  "write, were refused (the kernel's uprobe events need CAP_SYS_ADMIN); run "
+                  "pyscope as root or give it cap_sys_admin as well",
+                  (int)m->pid, (int)m->pid);
+        return -1;
+    }
+    if (mem_read(m, bp->addr, bp->original, sizeof bp->original) != 0) {
         error_set(err, PYSCOPE_ERR_OTHER, "cannot read the code at 0x%llx: %s",
                   (unsigned long long)bp->addr, strerror(errno));
         return -1;
@@ -280,8 +307,8 @@ int bp_insert_uprobe(struct bp_memory *m, struct sw_breakpoint *bp, const char *
 {
     if (bp->inserted)
         return 0;
-    if (pread(m->fd, bp->original, sizeof bp->original, (off_t)bp->addr) !=
-            (ssize_t)sizeof bp->original || bp->original[0] == INT3) {
+    if (mem_read(m, bp->addr, bp->original, sizeof bp->original) != 0 ||
+        bp->original[0] == INT3) {
         errno = EEXIST;
         return -1;
     }
@@ -413,7 +440,7 @@ int bp_single_step(struct tracer *tr, pid_t tid, int *pending_signal)
 static int read_target(void *ctx, uint64_t addr, void *buf, size_t len)
 {
     struct bp_memory *m = ctx;
-    return pread(m->fd, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -1;
+    return mem_read(m, addr, buf, len);
 }
 
 int bp_step_over_regs(struct tracer *tr, struct bp_memory *m, pid_t tid, struct sw_breakpoint *bp,
