@@ -25,6 +25,7 @@
 #include "util/outfile.h"
 
 #define POLL_MS 200
+#define EVENTS_PER_TURN 256
 
 static void watch_usage(FILE *out)
 {
@@ -1042,14 +1043,20 @@ int cmd_watch(int argc, char **argv)
     struct timespec last_poll;
     clock_gettime(CLOCK_MONOTONIC, &last_poll);
     while (!s->done) {
-        int st;
+        int st, handled = 0;
         pid_t tid = 0;
-        while (!s->done && (tid = tracer_poll(&s->tr, &st)) > 0)
+        /* A target that traps all the time always has another stop ready:
+         * every so many, the signals and the periodic work get their turn. */
+        while (!s->done && handled < EVENTS_PER_TURN && (tid = tracer_poll(&s->tr, &st)) > 0) {
             handle_event(s, tid, st);
+            handled++;
+        }
         if (s->done || s->tr.leader_exited || (tid < 0 && errno == ECHILD))
             break;
         siginfo_t info;
         struct timespec ts = {POLL_MS / 1000, (POLL_MS % 1000) * 1000000L};
+        if (handled == EVENTS_PER_TURN)
+            ts = (struct timespec){0, 0};
         int sig = ferror(s->out) ? SIGPIPE : sigtimedwait(&wait_set, &info, &ts);
         if (sig == SIGPIPE && (ferror(s->out) || info.si_pid == getpid())) {
             fprintf(stderr, "pyscope: cannot write the report%s; stopped watching\n",
