@@ -20,10 +20,12 @@
 #include "output/stack_report.h"
 #include "target/cleanup.h"
 #include "target/core_write.h"
+#include "target/kernelbp.h"
 #include "target/process.h"
 #include "util/outfile.h"
 
 #define POLL_MS 200
+#define EVENTS_PER_TURN 256
 
 static void watch_usage(FILE *out)
 {
@@ -135,16 +137,60 @@ static void for_each_breakpoint(struct watch_session *s, void (*fn)(struct watch
         fn(s, &s->native[i].bp);
 }
 
+int watch_insert_breakpoint(struct watch_session *s, struct sw_breakpoint *bp, bool needs_args,
+                            struct pyscope_error *err)
+{
+    const struct target_map *map = s->uprobes ? target_find_map(s->t, bp->addr) : NULL;
+    if (map && map->path && map->path[0] == '/') {
+        pid_t *tids = malloc(sizeof *tids * (size_t)(s->tr.n + 1));
+        int n = 0;
+        for (int i = 0; tids && i < s->tr.n; i++)
+            tids[n++] = s->tr.threads[i].tid;
+        int rc = tids ? bp_insert_uprobe(&s->mem, bp, map->path,
+                                         bp->addr - map->start + map->offset, tids, n)
+                      : -1;
+        int saved = errno;
+        free(tids);
+        /* Stopped after the first instruction, the thread must still hold
+         * the arguments pyscope reads there. */
+        if (rc == 0 && needs_args && !insn_keeps_args(&bp->first)) {
+            bp_remove(&s->mem, bp);
+            rc = -1;
+            saved = EINVAL;
+        }
+        if (rc == 0)
+            return 0;
+        bp->uprobe = false;
+        s->int3_fallbacks++;
+        if (!s->int3_said) {
+            s->int3_said = true;
+            fprintf(stderr, "pyscope: note: an int3 written into the process instead of a uprobe "
+                            "at 0x%llx (%s): it stays if pyscope is killed with SIGKILL\n",
+                    (unsigned long long)bp->addr, saved == EINVAL ? "its first instruction "
+                    "changes the arguments pyscope reads" : strerror(saved));
+        }
+    } else if (s->uprobes) {
+        s->int3_fallbacks++;
+    }
+    return bp_insert(&s->mem, bp, err);
+}
+
 static void remove_one(struct watch_session *s, struct sw_breakpoint *bp)
 {
     bp_remove(&s->mem, bp);
+}
+
+static void forget_one(struct watch_session *s, struct sw_breakpoint *bp)
+{
+    (void)s;
+    bp_forget(bp);
 }
 
 static void reinsert_one(struct watch_session *s, struct sw_breakpoint *bp)
 {
     struct pyscope_error err = {0};
     if (!bp->inserted && bp->addr)
-        bp_insert(&s->mem, bp, &err);
+        watch_insert_breakpoint(s, bp, false, &err);
 }
 
 int watch_single_step(struct watch_session *s, pid_t tid)
@@ -154,7 +200,7 @@ int watch_single_step(struct watch_session *s, pid_t tid)
         return -1;
     int sig = 0, rc;
     struct sw_breakpoint *bp = watch_breakpoint_at(s, regs.rip);
-    if (bp) {
+    if (bp && !bp->uprobe) {
         bool window = false;
         rc = bp_step_over(&s->tr, &s->mem, tid, bp, &window, &sig);
         s->stats.single_step_windows += window;
@@ -168,10 +214,37 @@ int watch_single_step(struct watch_session *s, pid_t tid)
 
 /* ---- threads and processes ---- */
 
+static pid_t event_tid;
+
+static void add_thread_events(struct watch_session *s, struct sw_breakpoint *bp)
+{
+    (void)s;
+    if (bp->uprobe && bp->inserted)
+        bp_uprobe_add_thread(bp, event_tid);
+}
+
+static void drop_thread_events(struct watch_session *s, struct sw_breakpoint *bp)
+{
+    (void)s;
+    bp_uprobe_drop_thread(bp, event_tid);
+}
+
+/* A new thread, before it runs: it gets its own uprobe events (they are per
+ * thread) and, where needed, watchpoints. */
 static void thread_started(struct watch_session *s, pid_t tid)
 {
     watch_thread_get(s, tid);
+    event_tid = tid;
+    for_each_breakpoint(s, add_thread_events);
     watch_python_thread_started(s, tid);
+}
+
+static void thread_gone(struct watch_session *s, pid_t tid)
+{
+    event_tid = tid;
+    for_each_breakpoint(s, drop_thread_events);
+    dr_forget(tid);
+    watch_thread_forget(s, tid);
 }
 
 void watch_resume_others(struct watch_session *s, pid_t except)
@@ -186,9 +259,11 @@ void watch_resume_others(struct watch_session *s, pid_t except)
     tracer_resume_all(&s->tr, except);
 }
 
-/* A forked child has a copy of our breakpoints in its memory: put its code
- * back and let it go (a vfork child shares the parent's memory, which must
- * keep them). Debug registers are not inherited. */
+/* A forked child has a copy of our int3s in its memory: put its code back
+ * and let it go (a vfork child shares the parent's memory, which must keep
+ * them). Uprobes and watchpoints are per-thread perf events, which a child
+ * does not inherit; the kernel takes a uprobe's int3 out of a child's
+ * copy of the code at its first hit, without stopping it. */
 static void release_child(struct watch_session *s, pid_t child, bool shares_memory)
 {
     if (!shares_memory) {
@@ -206,7 +281,7 @@ static void release_child(struct watch_session *s, pid_t child, bool shares_memo
             for (int i = 0; i < s->n_native; i++)
                 all[n++] = &s->native[i].bp;
             for (int i = 0; i < n; i++)
-                if (all[i]->inserted)
+                if (all[i]->inserted && !all[i]->uprobe)
                     pwrite(m.fd, all[i]->original, 1, (off_t)all[i]->addr);
             bp_memory_close(&m);
         }
@@ -242,6 +317,8 @@ static int reopen_target(struct watch_session *s)
  * with the old one. Start over on the new image. */
 static void handle_exec(struct watch_session *s, pid_t tid)
 {
+    for_each_breakpoint(s, forget_one);
+    dr_forget_all();
     watch_python_reset(s);
     watch_native_reset(s);
     s->awaiting_exec = false;
@@ -278,6 +355,12 @@ static void handle_breakpoint(struct watch_session *s, pid_t tid, struct sw_brea
                 break;
             }
         }
+    }
+    if (bp->uprobe) {
+        /* The kernel has run the first instruction: nothing to step over. */
+        if (!s->done)
+            tracer_cont(&s->tr, tid, watch_take_signal(s, tid));
+        return;
     }
     if (s->done) {
         if (!moved)
@@ -334,14 +417,25 @@ static void handle_stop(struct watch_session *s, pid_t tid, int status)
         return;
     }
     if (sig == SIGTRAP) {
-        /* With the watchpoint armed all the time, its traps are the most
-         * frequent stop: they need the siginfo only. */
+        /* Kernel-owned breakpoints and watchpoints say which they are in
+         * the siginfo's cookie. */
         siginfo_t si;
-        if (s->n_py && !s->lazy && ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) == 0 &&
-            si.si_code == TRAP_HWBKPT) {
-            watch_python_dr_trap(s, tid);
+        bool have_si = ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) == 0;
+        uint64_t cookie = have_si ? kbp_cookie(&si) : 0;
+        if ((cookie & KBP_TAG_MASK) == KBP_TAG_WATCH ||
+            (have_si && si.si_code == TRAP_HWBKPT && s->n_py)) {
+            watch_python_dr_trap(s, tid, &si);
             if (!s->done)
                 tracer_cont(&s->tr, tid, watch_take_signal(s, tid));
+            return;
+        }
+        if ((cookie & KBP_TAG_MASK) == KBP_TAG_UPROBE) {
+            struct sw_breakpoint *bp = watch_breakpoint_at(s, cookie & ~KBP_TAG_MASK);
+            struct user_regs_struct regs;
+            if (bp && bp->uprobe && ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0)
+                handle_breakpoint(s, tid, bp, &regs);
+            else if (!s->done)
+                tracer_cont(&s->tr, tid, 0);   /* from a uprobe removed since */
             return;
         }
         /* Our int3s by the address alone: otherwise by far the most
@@ -350,16 +444,8 @@ static void handle_stop(struct watch_session *s, pid_t tid, int status)
         struct user_regs_struct regs;
         if (ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0) {
             struct sw_breakpoint *bp = watch_breakpoint_at(s, regs.rip - 1);
-            if (bp) {
+            if (bp && !bp->uprobe && have_si && si.si_code == SI_KERNEL) {
                 handle_breakpoint(s, tid, bp, &regs);
-                return;
-            }
-        }
-        if (ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) == 0) {
-            if (si.si_code == TRAP_HWBKPT) {
-                watch_python_dr_trap(s, tid);
-                if (!s->done)
-                    tracer_cont(&s->tr, tid, watch_take_signal(s, tid));
                 return;
             }
         }
@@ -371,7 +457,7 @@ static void handle_stop(struct watch_session *s, pid_t tid, int status)
 static void handle_event(struct watch_session *s, pid_t tid, int status)
 {
     if (WIFEXITED(status) || WIFSIGNALED(status)) {
-        watch_thread_forget(s, tid);
+        thread_gone(s, tid);
         return;
     }
     if (WIFSTOPPED(status))
@@ -457,8 +543,9 @@ static int rewind_saved_hits(struct watch_session *s, struct rewound *out, int m
         if (!th->has_event || (th->event >> 16) != 0 || WSTOPSIG(th->event) != SIGTRAP)
             continue;
         struct user_regs_struct regs;
+        struct sw_breakpoint *bp = NULL;
         if (ptrace(PTRACE_GETREGS, th->tid, NULL, &regs) != 0 ||
-            !watch_breakpoint_at(s, regs.rip - 1))
+            !(bp = watch_breakpoint_at(s, regs.rip - 1)) || bp->uprobe)
             continue;
         out[n++] = (struct rewound){th->tid, regs.rip};
         regs.rip--;
@@ -569,11 +656,15 @@ static void settle_saved_event(struct watch_session *s, struct tracer_thread *th
     siginfo_t si;
     if (ptrace(PTRACE_GETSIGINFO, th->tid, NULL, &si) != 0)
         return;
+    if (kbp_cookie(&si) & KBP_TAG_MASK) {
+        th->has_event = false;     /* a kernel-owned breakpoint's or watchpoint's */
+        return;
+    }
     if (si.si_code == SI_KERNEL) {
         struct user_regs_struct regs;
         if (ptrace(PTRACE_GETREGS, th->tid, NULL, &regs) == 0) {
             struct sw_breakpoint *bp = watch_breakpoint_at(s, regs.rip - 1);
-            if (bp) {
+            if (bp && !bp->uprobe) {
                 regs.rip = bp->addr;
                 ptrace(PTRACE_SETREGS, th->tid, NULL, &regs);
                 th->has_event = false;
@@ -730,6 +821,34 @@ static bool all_found(const struct watch_session *s)
     return true;
 }
 
+/* Which breakpoints the kernel will let pyscope use, decided once. */
+static void choose_mechanism(struct watch_session *s)
+{
+    const char *why_up = "", *why_wp = "";
+    s->uprobes = kbp_probe_uprobes(s->tr.pid, &why_up);
+    s->watch_kernel = kbp_probe_watchpoints(s->tr.pid, &why_wp);
+    snprintf(s->mechanism_why, sizeof s->mechanism_why, "%s%s%s%s%s",
+             s->uprobes ? "" : "uprobes: ", s->uprobes ? "" : why_up,
+             !s->uprobes && !s->watch_kernel ? "; " : "",
+             s->watch_kernel ? "" : "perf-event watchpoints: ", s->watch_kernel ? "" : why_wp);
+}
+
+/* The start-up line: what a SIGKILL of pyscope would leave behind. */
+static void say_mechanism(const struct watch_session *s)
+{
+    if (s->uprobes && s->watch_kernel)
+        fprintf(stderr, "pyscope: breakpoints are uprobes and perf-event watchpoints, which the "
+                        "kernel removes when watching ends or pyscope dies, even by kill -9\n");
+    else
+        fprintf(stderr, "pyscope: %s%s%s (%s): removed when watching ends and on any signal but "
+                        "SIGKILL; after kill -9 of pyscope they stay and the process dies of "
+                        "SIGTRAP at the next hit\n",
+                s->uprobes ? "" : "breakpoints are int3s written into the process",
+                !s->uprobes && !s->watch_kernel ? ", and " : "",
+                s->watch_kernel ? "" : "watchpoints are debug registers set with ptrace",
+                s->mechanism_why);
+}
+
 static int start_watching(struct watch_session *s, pid_t pid, char **argv)
 {
     struct pyscope_error err = {0};
@@ -739,6 +858,7 @@ static int start_watching(struct watch_session *s, pid_t pid, char **argv)
         if (tracer_spawn(&s->tr, argv, options, &err) != 0)
             return error_report(&err);
         s->awaiting_exec = true;
+        choose_mechanism(s);
         return 0;
     }
     struct target *probe = process_open(pid, &err);
@@ -747,6 +867,7 @@ static int start_watching(struct watch_session *s, pid_t pid, char **argv)
     target_close(probe);
     if (tracer_attach(&s->tr, pid, options, &err) != 0)
         return error_report(&err);
+    choose_mechanism(s);
     tracer_stop_all(&s->tr);
     if (reopen_target(s) != 0) {
         finish(s, false);
@@ -913,9 +1034,7 @@ int cmd_watch(int argc, char **argv)
 
     if ((status = start_watching(s, pid, program)) != 0)
         goto out;
-    fprintf(stderr, "pyscope: breakpoints are removed when watching ends, also on any signal "
-                    "but SIGKILL; after kill -9 of pyscope they stay and the process dies of "
-                    "SIGTRAP at the next hit\n");
+    say_mechanism(s);
     if (program)
         fprintf(stderr, "pyscope: started %s as process %d\n", program[0], (int)s->tr.pid);
 
@@ -924,14 +1043,20 @@ int cmd_watch(int argc, char **argv)
     struct timespec last_poll;
     clock_gettime(CLOCK_MONOTONIC, &last_poll);
     while (!s->done) {
-        int st;
+        int st, handled = 0;
         pid_t tid = 0;
-        while (!s->done && (tid = tracer_poll(&s->tr, &st)) > 0)
+        /* A target that traps all the time always has another stop ready:
+         * every so many, the signals and the periodic work get their turn. */
+        while (!s->done && handled < EVENTS_PER_TURN && (tid = tracer_poll(&s->tr, &st)) > 0) {
             handle_event(s, tid, st);
+            handled++;
+        }
         if (s->done || s->tr.leader_exited || (tid < 0 && errno == ECHILD))
             break;
         siginfo_t info;
         struct timespec ts = {POLL_MS / 1000, (POLL_MS % 1000) * 1000000L};
+        if (handled == EVENTS_PER_TURN)
+            ts = (struct timespec){0, 0};
         int sig = ferror(s->out) ? SIGPIPE : sigtimedwait(&wait_set, &info, &ts);
         if (sig == SIGPIPE && (ferror(s->out) || info.si_pid == getpid())) {
             fprintf(stderr, "pyscope: cannot write the report%s; stopped watching\n",
@@ -995,6 +1120,8 @@ int cmd_watch(int argc, char **argv)
     if (never_found && status == 0)
         status = PYSCOPE_ERR_OTHER;
 out:
+    for_each_breakpoint(s, forget_one);
+    dr_forget_all();
     if (s->unwinder)
         native_close(s->unwinder);
     for (int i = 0; i < s->n_searched; i++)

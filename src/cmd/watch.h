@@ -5,6 +5,7 @@
 #define PYSCOPE_CMD_WATCH_H
 
 #include <limits.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -98,6 +99,13 @@ struct watch_session {
     struct tracer tr;
     struct target *t;
     struct bp_memory mem;
+    /* Breakpoints as uprobes and watchpoints as perf events, which the
+     * kernel removes if pyscope dies (when it allows them); int3s and
+     * ptrace debug registers otherwise. */
+    bool uprobes, watch_kernel;
+    char mechanism_why[256];   /* why not, when not */
+    unsigned int3_fallbacks;   /* breakpoints written as int3 all the same */
+    bool int3_said;
     bool awaiting_exec;        /* started a program: nothing to look at before its exec */
 
     struct watch_func funcs[WATCH_MAX_FUNCS];
@@ -157,8 +165,8 @@ void watch_resume_others(struct watch_session *s, pid_t except);
 int watch_python_resolve(struct watch_session *s, pid_t except);
 /* Arms the debug registers a new thread needs (exact mode). */
 void watch_python_thread_started(struct watch_session *s, pid_t tid);
-/* A debug-register trap on thread tid (stopped). */
-void watch_python_dr_trap(struct watch_session *s, pid_t tid);
+/* A watchpoint trap on thread tid (stopped); si its siginfo. */
+void watch_python_dr_trap(struct watch_session *s, pid_t tid, const siginfo_t *si);
 /* The int3 at _PyEval_EvalFrameDefault (lazy mode): tid is stopped at it.
  * Returns true when the thread was moved past the breakpoint already. */
 bool watch_python_eval_entry(struct watch_session *s, pid_t tid, const struct user_regs_struct *regs);
@@ -187,6 +195,10 @@ void watch_native_plant_dl_hook(struct watch_session *s);
 
 /* ---- shared helpers (watch.c) ---- */
 
+/* Puts bp in at bp->addr: a uprobe where the kernel allows it, else an
+ * int3. needs_args: the handler reads the function's arguments. */
+int watch_insert_breakpoint(struct watch_session *s, struct sw_breakpoint *bp, bool needs_args,
+                            struct pyscope_error *err);
 /* The breakpoint at addr (any kind), or NULL. */
 struct sw_breakpoint *watch_breakpoint_at(struct watch_session *s, uint64_t addr);
 /* Single-steps tid once, stepping over our own breakpoints as needed; a

@@ -63,7 +63,7 @@ void watch_native_plant_dl_hook(struct watch_session *s)
         memset(&s->dl_bp, 0, sizeof s->dl_bp);
         s->dl_bp.addr = hook.addr;
         struct pyscope_error err = {0};
-        if (bp_insert(&s->mem, &s->dl_bp, &err) == 0)
+        if (watch_insert_breakpoint(s, &s->dl_bp, false, &err) == 0)
             s->dl_bp_used = true;
         return;
     }
@@ -91,14 +91,23 @@ static void add_watch(struct watch_session *s, int func, const struct native_sym
     snprintf(label, sizeof label, "%s (%s)", s->funcs[func].symbol, base_name(sym->module));
     memcpy(w->label, label, sizeof label);
     struct pyscope_error err = {0};
-    if (bp_insert(&s->mem, &w->bp, &err) != 0) {
+    if (watch_insert_breakpoint(s, &w->bp, false, &err) != 0) {
         fprintf(stderr, "pyscope: cannot watch %s: %s\n", w->label, err.message);
         return;
     }
     int index = s->n_native++;
-    fprintf(stderr, "pyscope: watching native function %s at 0x%llx, %s\n", w->label,
-            (unsigned long long)w->bp.addr, w->module);
-    if (w->bp.first.kind == INSN_UNKNOWN)
+    if (w->bp.uprobe && w->bp.first.kind == INSN_UNKNOWN)
+        fprintf(stderr, "pyscope: watching native function %s at 0x%llx, %s (a uprobe: a thread "
+                        "is stopped after the first instruction)\n", w->label,
+                (unsigned long long)w->bp.addr, w->module);
+    else if (w->bp.uprobe)
+        fprintf(stderr, "pyscope: watching native function %s at 0x%llx, %s (a uprobe: a thread "
+                        "is stopped after the first instruction, at +0x%x)\n", w->label,
+                (unsigned long long)w->bp.addr, w->module, (unsigned)w->bp.first.len);
+    else
+        fprintf(stderr, "pyscope: watching native function %s at 0x%llx, %s\n", w->label,
+                (unsigned long long)w->bp.addr, w->module);
+    if (w->bp.first.kind == INSN_UNKNOWN && !w->bp.uprobe)
         fprintf(stderr, "pyscope: note: %s starts with an instruction pyscope does not emulate: "
                         "while one thread is stepped over it, another thread entering it is not "
                         "seen (a window of microseconds; see docs/watch.md)\n", w->label);
@@ -195,11 +204,12 @@ void watch_native_entry(struct watch_session *s, pid_t tid, int index,
     }
     wt->n_records = kept;
     if (maybe_running) {
-        /* Unwind from the function's entry, as if the int3 were not there. */
+        /* Unwind from the function's entry, as if the int3 were not there
+         * (past a uprobe the thread's registers are true as they are). */
         struct user_regs_struct at_entry = *regs;
         at_entry.rip = w->bp.addr;
         struct native_unwinder *u = unwinder(s);
-        if (u && ptrace(PTRACE_SETREGS, tid, NULL, &at_entry) == 0) {
+        if (u && (w->bp.uprobe || ptrace(PTRACE_SETREGS, tid, NULL, &at_entry) == 0)) {
             uint64_t pcs[UNWIND_MAX];
             target_cache_invalidate(s->t);
             int n = native_unwind_pcs(u, tid, pcs, UNWIND_MAX);

@@ -365,13 +365,13 @@ static void on_code_write(struct watch_session *s, pid_t tid, int i)
         watch_report(s, tid, i, -1);
 }
 
-void watch_python_dr_trap(struct watch_session *s, pid_t tid)
+void watch_python_dr_trap(struct watch_session *s, pid_t tid, const siginfo_t *si)
 {
     s->stats.dr_traps++;
     /* With one slot armed on the thread there is nothing to look up. */
     struct watch_thread *wt = watch_thread_get(s, tid);
     unsigned armed = wt ? wt->dr_mask : 0;
-    unsigned hits = armed && !(armed & (armed - 1)) ? armed : dr_hits(tid);
+    unsigned hits = armed && !(armed & (armed - 1)) ? armed : dr_hits_of(tid, si);
     target_cache_invalidate(s->t);
     for (int i = 0; i < s->n_py && !s->done; i++)
         if (hits & (1u << i))
@@ -515,6 +515,7 @@ static void stop_waiting(struct watch_session *s)
     s->waiting = false;
     if (!s->lazy && !any_generator(s) && s->eval_bp_used) {
         bp_remove(&s->mem, &s->eval_bp);
+        bp_forget(&s->eval_bp);
         s->eval_bp_used = false;
     }
 }
@@ -645,15 +646,16 @@ static int plant_eval_breakpoint(struct watch_session *s)
         memset(&s->eval_bp, 0, sizeof s->eval_bp);
         s->eval_bp.addr = found[i].addr;
         struct pyscope_error err = {0};
-        if (bp_insert(&s->mem, &s->eval_bp, &err) != 0) {
+        if (watch_insert_breakpoint(s, &s->eval_bp, true, &err) != 0) {
             fprintf(stderr, "pyscope: %s\n", err.message);
             return -1;
         }
         s->eval_bp_used = true;
         if (s->verbose)
             fprintf(stderr, "pyscope: C-to-Python entries: breakpoint at _PyEval_EvalFrameDefault "
-                            "(0x%llx)\n", (unsigned long long)s->eval_bp.addr);
-        if (s->eval_bp.first.kind == INSN_UNKNOWN)
+                            "(0x%llx, %s)\n", (unsigned long long)s->eval_bp.addr,
+                    s->eval_bp.uprobe ? "a uprobe" : "an int3");
+        if (s->eval_bp.first.kind == INSN_UNKNOWN && !s->eval_bp.uprobe)
             fprintf(stderr, "pyscope: note: _PyEval_EvalFrameDefault starts with an instruction "
                             "pyscope does not emulate; see docs/watch.md (stepping window)\n");
         return 0;

@@ -1,6 +1,7 @@
-/* int3 breakpoints in a traced process, stepping threads over them (by
- * emulating the function's first instruction where possible), and the
- * debug registers used as data watchpoints. */
+/* Breakpoints in a traced process: uprobes where the kernel allows them,
+ * else int3s, stepping threads over those (by emulating the function's
+ * first instruction where possible); and data watchpoints, as perf events
+ * or else debug registers set through ptrace. */
 #include "target/breakpoint.h"
 
 #include <errno.h>
@@ -8,12 +9,15 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "target/cleanup.h"
+#include "target/kernelbp.h"
 
 #define INT3 0xcc
 
@@ -213,6 +217,12 @@ int bp_memory_open(struct bp_memory *m, pid_t pid, struct pyscope_error *err)
     snprintf(path, sizeof path, "/proc/%d/mem", (int)pid);
     m->pid = pid;
     m->fd = open(path, O_RDWR | O_CLOEXEC);
+    /* Another user's process: its /proc/PID/mem is that user's file (0600),
+     * which CAP_SYS_PTRACE alone does not open. Uprobes need no write, and
+     * the code is read with process_vm_readv (ptrace's permission); only
+     * an int3 cannot go in then (bp_insert says why). */
+    if (m->fd < 0 && errno == EACCES)
+        return 0;
     if (m->fd < 0) {
         error_set(err, errno == ENOENT ? PYSCOPE_ERR_NO_PROCESS : PYSCOPE_ERR_PERMISSION,
                   "cannot open %s for writing breakpoints: %s", path, strerror(errno));
@@ -232,15 +242,35 @@ void bp_memory_close(struct bp_memory *m)
 
 static int mem_write(struct bp_memory *m, uint64_t addr, const void *buf, size_t len)
 {
+    if (m->fd < 0) {
+        errno = EACCES;
+        return -1;
+    }
     return pwrite(m->fd, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -1;
+}
+
+static int mem_read(struct bp_memory *m, uint64_t addr, void *buf, size_t len)
+{
+    if (m->fd >= 0)
+        return pread(m->fd, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -1;
+    struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
+    return process_vm_readv(m->pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
 }
 
 int bp_insert(struct bp_memory *m, struct sw_breakpoint *bp, struct pyscope_error *err)
 {
     if (bp->inserted)
         return 0;
-    if (pread(m->fd, bp->original, sizeof bp->original, (off_t)bp->addr) !=
-        (ssize_t)sizeof bp->original) {
+    if (m->fd < 0) {
+        error_set(err, PYSCOPE_ERR_PERMISSION,
+                  "cannot write a breakpoint into process %d: its /proc/%d/mem belongs to "
+                  "another user (CAP_SYS_PTRACE does not open it), and uprobes, which need no "
+                  "write, were refused (the kernel's uprobe events need CAP_SYS_ADMIN); run "
+                  "pyscope as root or give it cap_sys_admin as well",
+                  (int)m->pid, (int)m->pid);
+        return -1;
+    }
+    if (mem_read(m, bp->addr, bp->original, sizeof bp->original) != 0) {
         error_set(err, PYSCOPE_ERR_OTHER, "cannot read the code at 0x%llx: %s",
                   (unsigned long long)bp->addr, strerror(errno));
         return -1;
@@ -265,10 +295,118 @@ int bp_insert(struct bp_memory *m, struct sw_breakpoint *bp, struct pyscope_erro
     return 0;
 }
 
+static void close_events(struct sw_breakpoint *bp)
+{
+    for (int i = 0; i < bp->n_events; i++)
+        kbp_close(bp->events[i].fd);
+    bp->n_events = 0;
+}
+
+int bp_insert_uprobe(struct bp_memory *m, struct sw_breakpoint *bp, const char *file,
+                     uint64_t file_offset, const pid_t *tids, int n)
+{
+    if (bp->inserted)
+        return 0;
+    if (mem_read(m, bp->addr, bp->original, sizeof bp->original) != 0 ||
+        bp->original[0] == INT3) {
+        errno = EEXIST;
+        return -1;
+    }
+    insn_decode(bp->original, sizeof bp->original, &bp->first);
+    if (bp->file != file) {
+        free(bp->file);
+        bp->file = strdup(file);
+    }
+    if (!bp->file)
+        return -1;
+    bp->file_offset = file_offset;
+    bp->n_events = 0;
+    bp->uprobe = true;
+    for (int i = 0; i < n; i++) {
+        if (bp_uprobe_add_thread(bp, tids[i]) != 0 && errno != ESRCH) {
+            int saved = errno;
+            close_events(bp);
+            bp->uprobe = false;
+            errno = saved;
+            return -1;
+        }
+    }
+    bp->inserted = true;
+    return 0;
+}
+
+int bp_uprobe_add_thread(struct sw_breakpoint *bp, pid_t tid)
+{
+    if (!bp->uprobe)
+        return 0;
+    for (int i = 0; i < bp->n_events; i++)
+        if (bp->events[i].tid == tid)
+            return 0;
+    if (bp->n_events == bp->cap_events) {
+        int cap = bp->cap_events ? bp->cap_events * 2 : 8;
+        struct bp_thread_event *grown = realloc(bp->events, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        bp->events = grown;
+        bp->cap_events = cap;
+    }
+    int fd = kbp_uprobe_open(tid, bp->file, bp->file_offset, KBP_TAG_UPROBE | bp->addr);
+    if (fd < 0)
+        return -1;
+    bp->events[bp->n_events++] = (struct bp_thread_event){tid, fd};
+    return 0;
+}
+
+void bp_uprobe_drop_thread(struct sw_breakpoint *bp, pid_t tid)
+{
+    for (int i = 0; i < bp->n_events; i++) {
+        if (bp->events[i].tid == tid) {
+            kbp_close(bp->events[i].fd);
+            bp->events[i] = bp->events[--bp->n_events];
+            return;
+        }
+    }
+}
+
+bool insn_keeps_args(const struct insn *in)
+{
+    switch (in->kind) {
+    case INSN_NOP:
+    case INSN_PUSH:
+    case INSN_SUB_RSP:
+        return true;
+    case INSN_MOV_RR:
+    case INSN_LOAD_RIP:
+    case INSN_LEA_RIP:
+    case INSN_XOR_SELF:
+        return in->dst != 2 && in->dst != 6 && in->dst != 7;
+    case INSN_UNKNOWN:
+        break;
+    }
+    return false;
+}
+
+void bp_forget(struct sw_breakpoint *bp)
+{
+    close_events(bp);
+    free(bp->events);
+    free(bp->file);
+    bp->events = NULL;
+    bp->file = NULL;
+    bp->cap_events = 0;
+    bp->uprobe = false;
+    bp->inserted = false;
+}
+
 int bp_remove(struct bp_memory *m, struct sw_breakpoint *bp)
 {
     if (!bp->inserted)
         return 0;
+    if (bp->uprobe) {
+        close_events(bp);
+        bp->inserted = false;
+        return 0;
+    }
     if (mem_write(m, bp->addr, bp->original, 1) != 0)
         return -1;
     bp->inserted = false;
@@ -302,13 +440,15 @@ int bp_single_step(struct tracer *tr, pid_t tid, int *pending_signal)
 static int read_target(void *ctx, uint64_t addr, void *buf, size_t len)
 {
     struct bp_memory *m = ctx;
-    return pread(m->fd, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -1;
+    return mem_read(m, addr, buf, len);
 }
 
 int bp_step_over_regs(struct tracer *tr, struct bp_memory *m, pid_t tid, struct sw_breakpoint *bp,
                       struct user_regs_struct *regs, bool *window, int *pending_signal)
 {
     *window = false;
+    if (bp->uprobe)
+        return 0;                  /* the kernel ran the instruction already */
     regs->rip = bp->addr;
     if (bp->first.kind != INSN_UNKNOWN) {
         struct user_regs_struct after = *regs;
@@ -364,7 +504,7 @@ static unsigned long dr7_value(unsigned enabled_mask)
     return v;
 }
 
-int dr_enable(pid_t tid, unsigned enabled_mask)
+static int ptrace_dr_enable(pid_t tid, unsigned enabled_mask)
 {
     if (enabled_mask)
         cleanup_debugregs_armed(tid);
@@ -375,21 +515,140 @@ int dr_enable(pid_t tid, unsigned enabled_mask)
     return 0;
 }
 
+/* Per thread: a perf event per armed slot (-1: none); the slots the
+ * kernel refused as perf events go through ptrace (their address in DRn,
+ * enabled in DR7 as ptrace_on says). */
+struct wp_thread {
+    pid_t tid;
+    int fd[DR_SLOTS];
+    uint64_t addr[DR_SLOTS];
+    unsigned ptrace_slots, ptrace_on;
+};
+
+static struct wp_thread *wp_threads;
+static int n_wp_threads, cap_wp_threads;
+static bool perf_refused, used_ptrace;
+
+static struct wp_thread *wp_get(pid_t tid, bool create)
+{
+    for (int i = 0; i < n_wp_threads; i++)
+        if (wp_threads[i].tid == tid)
+            return &wp_threads[i];
+    if (!create)
+        return NULL;
+    if (n_wp_threads == cap_wp_threads) {
+        int cap = cap_wp_threads ? cap_wp_threads * 2 : 16;
+        struct wp_thread *grown = realloc(wp_threads, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        wp_threads = grown;
+        cap_wp_threads = cap;
+    }
+    struct wp_thread *w = &wp_threads[n_wp_threads++];
+    memset(w, 0, sizeof *w);
+    w->tid = tid;
+    for (int i = 0; i < DR_SLOTS; i++)
+        w->fd[i] = -1;
+    return w;
+}
+
+bool dr_used_ptrace(void)
+{
+    return used_ptrace;
+}
+
+void dr_forget(pid_t tid)
+{
+    struct wp_thread *w = wp_get(tid, false);
+    if (!w)
+        return;
+    for (int i = 0; i < DR_SLOTS; i++)
+        kbp_close(w->fd[i]);
+    *w = wp_threads[--n_wp_threads];
+    if (n_wp_threads == 0) {
+        free(wp_threads);
+        wp_threads = NULL;
+        cap_wp_threads = 0;
+    }
+}
+
+void dr_forget_all(void)
+{
+    while (n_wp_threads > 0)
+        dr_forget(wp_threads[0].tid);
+}
+
+static int set_ptrace_on(struct wp_thread *w, unsigned on)
+{
+    if (on == w->ptrace_on)
+        return 0;
+    if (ptrace_dr_enable(w->tid, on) != 0)
+        return -1;
+    w->ptrace_on = on;
+    return 0;
+}
+
+int dr_enable(pid_t tid, unsigned enabled_mask)
+{
+    struct wp_thread *w = wp_get(tid, enabled_mask != 0);
+    if (!w)
+        return enabled_mask ? -1 : 0;
+    int rc = 0;
+    for (int i = 0; i < DR_SLOTS; i++) {
+        unsigned bit = 1u << i;
+        bool want = enabled_mask & bit;
+        if (!want && w->fd[i] >= 0) {
+            kbp_close(w->fd[i]);
+            w->fd[i] = -1;
+        }
+        if (!want || w->fd[i] >= 0 || (w->ptrace_slots & bit) || !w->addr[i])
+            continue;
+        if (!perf_refused) {
+            w->fd[i] = kbp_watch_open(tid, w->addr[i], 4, KBP_TAG_WATCH | (unsigned)i);
+            /* Not permitted or not supported: every later one goes through ptrace. */
+            if (w->fd[i] < 0 && errno != ESRCH && errno != ENOSPC)
+                perf_refused = true;
+            if (w->fd[i] >= 0)
+                continue;
+        }
+        used_ptrace = true;
+        if (set_ptrace_on(w, w->ptrace_on & ~bit) != 0 ||
+            ptrace(PTRACE_POKEUSER, tid, (void *)dr_offset(i), (void *)w->addr[i]) != 0) {
+            rc = -1;
+            continue;
+        }
+        w->ptrace_slots |= bit;
+    }
+    if (set_ptrace_on(w, w->ptrace_slots & enabled_mask) != 0)
+        rc = -1;
+    return rc;
+}
+
 int dr_arm(pid_t tid, int slot, uint64_t addr, unsigned enabled_mask)
 {
     if (slot < 0 || slot >= DR_SLOTS || (addr & 3))
         return -1;
-    /* Disable the slot while its address changes: the kernel checks each
-     * write against the current DR7. */
-    if (dr_enable(tid, enabled_mask & ~(1u << slot)) != 0)
+    struct wp_thread *w = wp_get(tid, true);
+    if (!w)
         return -1;
-    if (ptrace(PTRACE_POKEUSER, tid, (void *)dr_offset(slot), (void *)addr) != 0)
-        return -1;
+    unsigned bit = 1u << slot;
+    if (w->addr[slot] != addr) {
+        kbp_close(w->fd[slot]);
+        w->fd[slot] = -1;
+        /* The kernel checks each address write against the current DR7. */
+        if ((w->ptrace_on & bit) && set_ptrace_on(w, w->ptrace_on & ~bit) != 0)
+            return -1;
+        w->ptrace_slots &= ~bit;
+        w->addr[slot] = addr;
+    }
     return dr_enable(tid, enabled_mask);
 }
 
-unsigned dr_hits(pid_t tid)
+unsigned dr_hits_of(pid_t tid, const siginfo_t *si)
 {
+    uint64_t cookie = si ? kbp_cookie(si) : 0;
+    if ((cookie & KBP_TAG_MASK) == KBP_TAG_WATCH)
+        return 1u << (cookie & (DR_SLOTS - 1));
     /* The kernel keeps a per-thread copy of DR6 that it resets at every
      * debug exception: it describes the last trap only. */
     errno = 0;

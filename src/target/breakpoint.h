@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/user.h>
@@ -43,11 +44,24 @@ int insn_apply(const struct insn *in, struct user_regs_struct *regs, bool *store
                uint64_t *store_addr, uint64_t *store_value,
                int (*read_mem)(void *ctx, uint64_t addr, void *buf, size_t len), void *ctx);
 
+struct bp_thread_event {
+    pid_t tid;
+    int fd;
+};
+
 struct sw_breakpoint {
     uint64_t addr;
     uint8_t original[16];    /* the code at addr before the int3 went in */
     struct insn first;       /* original[0..] decoded */
     bool inserted;
+    /* A uprobe instead of our int3 (bp_insert_uprobe): the kernel's, one
+     * perf event per thread, gone when pyscope dies. The thread stops
+     * after the first instruction, which the kernel has run. */
+    bool uprobe;
+    char *file;              /* the mapped file and offset of addr */
+    uint64_t file_offset;
+    struct bp_thread_event *events;
+    int n_events, cap_events;
 };
 
 /* Memory of a traced process, written through /proc/PID/mem (which the
@@ -63,8 +77,24 @@ void bp_memory_close(struct bp_memory *m);
 /* Reads the code at bp->addr and writes the int3. Refuses when there is
  * already an int3 (another debugger's breakpoint). */
 int bp_insert(struct bp_memory *m, struct sw_breakpoint *bp, struct pyscope_error *err);
-/* Puts the original byte back; safe on a breakpoint not inserted. */
+/* Puts the original byte back (a uprobe: closes its events); safe on a
+ * breakpoint not inserted. */
 int bp_remove(struct bp_memory *m, struct sw_breakpoint *bp);
+
+/* The same breakpoint as a uprobe on each of tids[0..n), at file_offset of
+ * file (the mapping of addr). -1 (nothing changed, errno set) when the
+ * kernel refuses; the caller then writes an int3 with bp_insert. */
+int bp_insert_uprobe(struct bp_memory *m, struct sw_breakpoint *bp, const char *file,
+                     uint64_t file_offset, const pid_t *tids, int n);
+/* A thread that started, or went away, while a uprobe is in. */
+int bp_uprobe_add_thread(struct sw_breakpoint *bp, pid_t tid);
+void bp_uprobe_drop_thread(struct sw_breakpoint *bp, pid_t tid);
+/* Whether the thread's argument registers (rdi, rsi, rdx) are still the
+ * caller's after instruction in runs (a uprobe stops the thread after it). */
+bool insn_keeps_args(const struct insn *in);
+/* Forgets the breakpoint without writing to the process (its image was
+ * replaced by exec, which took uprobes and int3s with it). */
+void bp_forget(struct sw_breakpoint *bp);
 
 /* For a thread stopped by an int3 at bp->addr (rip is addr + 1): runs the
  * instruction at bp->addr and leaves the thread stopped after it, with the
@@ -85,7 +115,21 @@ int bp_single_step(struct tracer *tr, pid_t tid, int *pending_signal);
 
 /* ---- hardware watchpoints (debug registers DR0-DR3, per thread) ---- */
 
+/* Perf-event watchpoints (kernel-owned: gone when pyscope dies) where the
+ * kernel allows them, else the debug registers through ptrace (they stay
+ * armed if pyscope is killed with SIGKILL). A perf watchpoint's trap
+ * carries KBP_TAG_WATCH | slot as its cookie. */
+
 #define DR_SLOTS 4
+
+/* Whether any watchpoint had to be set through ptrace. */
+bool dr_used_ptrace(void);
+/* Forgets tid (gone): closes its perf events. */
+void dr_forget(pid_t tid);
+/* Forgets every thread (exec replaced the image and took the watchpoints). */
+void dr_forget_all(void);
+/* The slots a SIGTRAP reports: from its perf cookie, else DR6. */
+unsigned dr_hits_of(pid_t tid, const siginfo_t *si);
 
 /* Arms slot on thread tid: a trap after any write to the 4 bytes at addr
  * (4-aligned). enabled_mask gives every slot that must stay enabled,
@@ -93,7 +137,5 @@ int bp_single_step(struct tracer *tr, pid_t tid, int *pending_signal);
 int dr_arm(pid_t tid, int slot, uint64_t addr, unsigned enabled_mask);
 /* Sets DR7 to enable exactly the slots in enabled_mask (0: none). */
 int dr_enable(pid_t tid, unsigned enabled_mask);
-/* Which slots caused the thread's last debug trap (DR6 bits 0-3). */
-unsigned dr_hits(pid_t tid);
 
 #endif

@@ -42,6 +42,12 @@ static volatile sig_atomic_t n_code;
 static struct held_thread held[MAX_THREADS];
 static volatile sig_atomic_t n_held;
 static volatile sig_atomic_t undoing;
+/* Open perf events by descriptor number (numbers past the table are rare:
+ * they are counted, and the undo then closes every descriptor from the
+ * table's end up to the highest seen). */
+#define MAX_PERF_FD 65536
+static volatile unsigned char perf_open[MAX_PERF_FD];
+static volatile sig_atomic_t perf_beyond, perf_highest;
 
 void cleanup_terminating_signals(sigset_t *set)
 {
@@ -91,6 +97,24 @@ void cleanup_code_forget(int fd)
             n_code--;
         }
     }
+}
+
+void cleanup_perf_opened(int fd)
+{
+    if (fd < 0)
+        return;
+    if (fd < MAX_PERF_FD)
+        perf_open[fd] = 1;
+    else
+        perf_beyond = 1;
+    if (fd > perf_highest)
+        perf_highest = fd;
+}
+
+void cleanup_perf_closed(int fd)
+{
+    if (fd >= 0 && fd < MAX_PERF_FD)
+        perf_open[fd] = 0;
 }
 
 static struct held_thread *find_held(pid_t tid)
@@ -257,7 +281,18 @@ void cleanup_run(void)
     if (undoing)
         return;
     undoing = 1;
-    /* The code first: running threads stop meeting our int3s at once. */
+    /* Kernel-owned breakpoints first: one left open would send SIGTRAP to a
+     * thread after it is let go. */
+    for (int fd = 0; fd < MAX_PERF_FD && fd <= perf_highest; fd++) {
+        if (perf_open[fd]) {
+            close(fd);
+            perf_open[fd] = 0;
+        }
+    }
+    if (perf_beyond)
+        for (int fd = MAX_PERF_FD; fd <= perf_highest; fd++)
+            close(fd);
+    /* The code next: running threads stop meeting our int3s at once. */
     for (sig_atomic_t i = 0; i < n_code; i++)
         pwrite(code[i].fd, &code[i].original, 1, (off_t)code[i].addr);
     for (sig_atomic_t i = 0; i < n_held; i++)

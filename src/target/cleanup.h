@@ -38,6 +38,11 @@ void cleanup_thread_released(pid_t tid);
 void cleanup_debugregs_armed(pid_t tid);
 void cleanup_debugregs_cleared(pid_t tid);
 
+/* A perf event of ours (target/kernelbp.c) was opened / closed: the undo
+ * closes every one still open before it lets a thread go. */
+void cleanup_perf_opened(int fd);
+void cleanup_perf_closed(int fd);
+
 /* Undoes everything recorded, from any context (async-signal-safe): puts
  * the code back, stops each traced thread (bounded), clears its debug
  * registers, moves a thread that stopped on one of our int3s back to the

@@ -86,6 +86,8 @@ def code_differences(pid):
             with open(parts[5], "rb") as f:
                 f.seek(offset)
                 disk = f.read(end - start)
+            if len(live) < len(disk):
+                raise OSError("/proc/%d/mem: short read (the process is going)" % pid)
             live = live[:len(disk)]
             if live != disk:
                 at = next(i for i in range(len(live)) if live[i] != disk[i])

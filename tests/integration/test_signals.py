@@ -7,9 +7,13 @@ random moment. The target must survive with its code bytes unchanged
 see no difference (sigmatrix.py has the checks). A few trials per cell on
 two interpreters keep it fast; bench/signal_matrix.py runs the full matrix.
 
-Not in the matrix: watch killed with SIGKILL. Its int3s and ptrace
-watchpoints stay in the process, which dies of SIGTRAP at the next hit; the
-README and watch's start-up line say so. bench/signal_matrix.py measures it.
+Not in the suite's matrix: watch killed with SIGKILL. Its breakpoints are
+uprobes and its watchpoints perf events, which the kernel removes when
+pyscope dies, so nothing is left behind; but a thread that has just stopped
+at one, and whose stop pyscope has not collected yet, still gets that
+stop's SIGTRAP from the kernel when its tracer goes, and this target traps
+all the time (docs/watch.md, "Nothing is left behind").
+bench/signal_matrix.py measures it.
 
 Also: a broken pipe on watch's report stream (`watch --all ... | head`)."""
 

@@ -15,9 +15,12 @@ and exits 0."""
 
 import json
 import os
+import pwd
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -248,8 +251,12 @@ def test_native_pool_reentry(interp, start_program, reentry_ext, reentry_lib, tm
     main = reentering_thread(doc)
     native = main["native"]
     symbols = [f["symbol"] for f in native["frames"]]
-    # The new activation is stopped at the function's first instruction.
-    assert symbols[0] == C_FUNC and native["frames"][0]["offset"] == 0, symbols[:3]
+    # The new activation is stopped at the function's first instruction
+    # (an int3), or right after it (a uprobe: the kernel runs it).
+    after = re.search(r"a thread is stopped after the first instruction, at \+0x([0-9a-f]+)\)",
+                      result.stderr)
+    entry = int(after.group(1), 16) if after else 0
+    assert symbols[0] == C_FUNC and native["frames"][0]["offset"] == entry, symbols[:3]
     assert symbols.count(C_FUNC) >= 2, symbols
     inner = marked(doc, main, "inner")
     outer = marked(doc, main, "outer")
@@ -388,6 +395,26 @@ def test_program_mode(interp, tmp_path):
                     "import sys, time; time.sleep(0.5); sys.exit(3)"])
     assert status.returncode == 3, status
     assert "never_defined not found yet" in status.stderr
+
+
+@pytest.mark.parametrize("mode", ["python", "ctypes"])
+def test_forked_children_unaffected(interp, tmp_path, reentry_lib, mode):
+    """Children the watched program forks (os.fork) and spawns (posix_spawn,
+    a vfork-style clone) run the same re-entering pool untraced: each must
+    end with status 0 (a breakpoint of the parent's would kill it with
+    SIGTRAP), and the parent is still watched after them."""
+    truth = tmp_path / "truth.json"
+    out = tmp_path / "r.jsonl"
+    func = PY_FUNC if mode == "python" else "native:" + C_FUNC
+    result = watch(["--json", "-o", out, "--reentry", func, "--", interp.path,
+                    PROGRAMS / "fork_watch.py", truth, mode, reentry_lib])
+    assert result.returncode == 0, result
+    got = json.loads(truth.read_text())
+    assert got["fork"] == 0 and got["spawn"] == 0, got
+    assert got["parent_reentries"] > 0, got
+    [doc] = read_reports(out)
+    assert doc["reentry"]["tid"] == doc["pid"], doc["reentry"]
+    assert doc["reentry"]["kind"] == ("python" if mode == "python" else "native")
 
 
 RECURSION = """
@@ -571,3 +598,67 @@ def test_attach_before_nested_function_exists(interp, spawn, tmp_path):
     result = Result([], 3, "", seen + rest, 0)
     check_first_reentry(interp, json.loads(truth.read_text()), result, read_reports(out),
                         qualname, line)
+
+
+# --------------------------------------------------------------------------
+# Another user's process (issue 13, item 8)
+
+DEBIAN_311 = Path("/usr/bin/python3.11")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not DEBIAN_311.exists() or not shutil.which("setpriv"),
+                    reason="needs root (to run as two other users), setpriv and Debian's python3.11")
+def test_other_users_process():
+    """pyscope as `nobody` with CAP_SYS_PTRACE watches a process of `daemon`:
+    that process's /proc/PID/mem is daemon's file, which CAP_SYS_PTRACE does
+    not open. With CAP_SYS_ADMIN too, uprobes and perf-event watchpoints
+    need no write at all; with CAP_SYS_PTRACE alone, the int3 on the eval
+    loop cannot go in, which pyscope says, and it watches every call with
+    the perf watchpoint instead. Both catch the re-entry, and the process
+    finishes its work."""
+    work = Path(tempfile.mkdtemp(prefix="pyscope-uid-"))
+    try:
+        for name in ("reentry_pool.py", "_target.py"):
+            shutil.copy(PROGRAMS / name, work / name)
+        shutil.copy(PYSCOPE, work / "pyscope")
+        os.chmod(work, 0o755)
+        os.chown(work, pwd.getpwnam("daemon").pw_uid, -1)   # its report is written there
+        for f in work.iterdir():
+            os.chmod(f, 0o755)
+        report = work / "r.json"
+        target = subprocess.Popen(["setpriv", "--reuid=daemon", "--regid=daemon", "--clear-groups",
+                                   str(DEBIAN_311), str(work / "reentry_pool.py"), str(report),
+                                   "python", "--seconds", "60"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=work)
+        try:
+            deadline = time.monotonic() + 30
+            while not report.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert report.exists(), target.stderr.read1().decode() if target.poll() else ""
+            runs = {}
+            for caps in ("+sys_ptrace,+sys_admin", "+sys_ptrace"):
+                runs[caps] = subprocess.run(
+                    ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                     "--inh-caps=" + caps, "--ambient-caps=" + caps, str(work / "pyscope"),
+                     "watch", "--reentry", PY_FUNC, "-p", str(target.pid)],
+                    capture_output=True, text=True, timeout=WATCH_TIMEOUT, env=dict(os.environ))
+            full, ptrace_only = runs["+sys_ptrace,+sys_admin"], runs["+sys_ptrace"]
+            assert full.returncode == 0, full
+            assert "breakpoints are uprobes and perf-event watchpoints" in full.stderr, full.stderr
+            assert "re-entry #1 of Pool._append_to_free_list" in full.stderr, full.stderr
+            assert ptrace_only.returncode == 0, ptrace_only
+            assert "cannot write a breakpoint into process %d: its /proc/%d/mem belongs to " \
+                   "another user" % (target.pid, target.pid) in ptrace_only.stderr
+            assert "watching every call instead" in ptrace_only.stderr
+            assert "re-entry #1 of Pool._append_to_free_list" in ptrace_only.stderr
+            assert target.poll() is None
+            (work / "r.json.stop").write_text("")
+            out, err = target.communicate(timeout=30)
+            assert target.returncode == 0, err
+            assert b"done " in out
+        finally:
+            if target.poll() is None:
+                target.kill()
+                target.wait()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
