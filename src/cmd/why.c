@@ -109,7 +109,7 @@ int cmd_why(int argc, char **argv)
     int color = -1;
     long interval = DEFAULT_INTERVAL_MS;
     const char *core_arg = NULL;
-    struct core_options copts = {.warnings = stderr};
+    struct core_options copts = {.warnings = stderr, .cache = true};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "ji:vh", longopts, NULL)) != -1) {

@@ -31,6 +31,7 @@ struct core_options {
     int n_lib_paths;
     FILE *warnings;                  /* where build-id mismatches are reported; NULL: nowhere */
     uint64_t max_expanded;           /* a compressed core expands to at most this (0: no limit) */
+    bool cache;                      /* look up and keep large expansions (target/core_cache.h) */
 };
 
 struct core_thread {
