@@ -180,6 +180,9 @@ int cmd_why(int argc, char **argv)
     first.report.pid = pid;
     if (info) {
         snprintf(first.report.core_path, sizeof first.report.core_path, "%s", core_path);
+        if (info->compression)
+            snprintf(first.report.core_compression, sizeof first.report.core_compression, "%s",
+                     compression_name(info->compression));
         snprintf(first.report.command, sizeof first.report.command, "%s", info->psargs);
         const char *exe = core_resolved_path(t, info->exe);
         snprintf(first.report.executable, sizeof first.report.executable, "%s",

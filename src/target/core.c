@@ -32,6 +32,7 @@
 #define PRPSINFO_PID 24
 #define PRPSINFO_FNAME 40
 #define PRPSINFO_PSARGS 56
+#define PRPSINFO_PSARGS_KEPT 79    /* ELF_PRARGSZ - 1 */
 #define SIGINFO_SIZE 128
 #define AT_ENTRY_TYPE 9
 
@@ -667,8 +668,13 @@ static int parse_notes(struct core_target *c, const unsigned char *notes, size_t
                 memcpy(c->info.psargs, desc + PRPSINFO_PSARGS, 80);
                 c->info.psargs[80] = '\0';
                 size_t len = strlen(c->info.psargs);
+                /* The kernel keeps the first 79 bytes of the command line:
+                 * one that long was probably cut, and is shown as cut. */
+                bool cut = len == PRPSINFO_PSARGS_KEPT;
                 while (len > 0 && c->info.psargs[len - 1] == ' ')
                     c->info.psargs[--len] = '\0';
+                if (cut)
+                    memcpy(c->info.psargs + len, "\u2026", sizeof "\u2026");
             } else if (type == NT_SIGINFO && descsz >= SIGINFO_SIZE && !c->info.signal.signo) {
                 int32_t signo, code, sender;
                 uint64_t addr;

@@ -43,7 +43,8 @@ struct core_thread {
 struct core_info {
     pid_t pid;
     char fname[17];                  /* the process's comm */
-    char psargs[81];                 /* its command line, as truncated by the kernel */
+    char psargs[84];                 /* its command line, as truncated by the kernel
+                                        ("…" at the end when it was) */
     char exe[PATH_MAX];              /* the executable's path as recorded ("" unknown) */
     struct signal_facts signal;      /* signo 0 when the core records none */
     pid_t signal_tid;                /* the thread that received it, 0 if unknown */

@@ -470,12 +470,39 @@ def why_core(*args):
     return doc
 
 
+NOT_IN_A_CORE = ["progress", "wait_durations", "time_left", "peers", "kernel_thread_states"]
+
+
+def why_live(pid):
+    result = run_pyscope(["why", "--json", pid], timeout=30)
+    assert result.returncode == 0, result
+    return json.loads(result.stdout, object_pairs_hook=strict_object)
+
+
+def same_as_live(doc, live, core):
+    """The core's verdict is the live one; what it cannot know is null."""
+    assert doc["core"] == {"path": str(core), "compression": None,
+                           "not_in_a_core": NOT_IN_A_CORE}, doc["core"]
+    assert live["core"] is None
+    assert (doc["verdict"], doc["grade"]) == (live["verdict"], live["grade"])
+    findings = lambda d: [(f["kind"], finding_tids(f)) for f in d["findings"]]
+    assert findings(doc) == findings(live)
+    waits = [t["waiting_for"] for t in doc["threads"] if t["waiting_for"]]
+    assert waits and all(w["waiting_seconds"] is None for w in waits), waits
+    assert any(t["waiting_for"] and t["waiting_for"]["waiting_seconds"] is not None
+               for t in live["threads"])
+    assert doc["progress"]["checked"] is False
+
+
 def test_why_core_queue(interp, start_program, tmp_path):
     target = start_program(interp, "why_queue.py")
     extra = target.report["extra"]
     tid = tids(target)
+    target.wait_asleep()
+    live = why_live(target.pid)
     core = core_of(interp, target, tmp_path)
     doc = why_core(core)
+    same_as_live(doc, live, core)
     assert doc["pid"] == target.pid
     threads = by_name(doc, target)
     assert doc["verdict"] == "queue_starved", explain(doc)
@@ -489,15 +516,18 @@ def test_why_core_queue(interp, start_program, tmp_path):
     assert threads["consumer"]["stuck"] is True
     text = run_pyscope(["why", "--core", core]).stdout
     assert text.startswith("Core file %s of process %d  " % (core, target.pid)), text[:200]
-    assert "Progress  cannot be checked: a core holds one moment" in text, text
+    assert "Progress  cannot be checked: a core holds one moment\nNot in a core  whether " in text, text
 
 
 def test_why_core_lock_deadlock(interp, start_program, tmp_path):
     target = start_program(interp, "why_lock_deadlock.py")
     tid = tids(target)
     waits = target.report["extra"]["waits"]
+    target.wait_asleep()
+    live = why_live(target.pid)
     core = core_of(interp, target, tmp_path)
     doc = why_core(core)
+    same_as_live(doc, live, core)
     threads = by_name(doc, target)
     assert doc["verdict"] == "deadlock", explain(doc)
     deadlocks = {tuple(finding_tids(f)) for f in doc["findings"] if f["kind"] == "deadlock"}
