@@ -100,11 +100,15 @@ static int dump_core(const char *core_path, const struct core_options *copts,
                 info->expanded.where, (unsigned long long)info->expanded.out_bytes,
                 info->expanded.ms);
     else if (verbose && info->compression)
-        fprintf(stderr, "pyscope: %s: %s, %llu bytes expanded to %llu bytes (in %s) in %.0f ms%s\n",
+        fprintf(stderr, "pyscope: %s: %s, %llu bytes expanded to %llu bytes (in %s) in %.0f ms "
+                "(decoding %.0f, reading %.0f, storing %.0f)%s\n",
                 core_path, compression_name(info->compression),
                 (unsigned long long)info->expanded.in_bytes,
                 (unsigned long long)info->expanded.out_bytes, info->expanded.where,
-                info->expanded.ms, info->expanded.kept ? ", kept for the next look" : "");
+                info->expanded.ms,
+                info->expanded.ms - info->expanded.read_ms - info->expanded.store_ms,
+                info->expanded.read_ms, info->expanded.store_ms,
+                info->expanded.kept ? ", kept for the next look" : "");
     struct stack_report report = {0};
     struct py_runtime rt;
     int status = 0;

@@ -71,6 +71,7 @@ struct source {
     uint64_t consumed;      /* compressed bytes handed to the decoder before buf */
     bool eof;
     int error;              /* errno of a failed read */
+    double read_ms;         /* spent in read() */
 };
 
 /* Refills buf when the decoder has taken all of it; false at the end. */
@@ -83,7 +84,9 @@ static bool source_refill(struct source *s)
     s->consumed += s->len;
     s->pos = s->len = 0;
     for (;;) {
+        double started = monotonic_ms();
         ssize_t n = read(s->fd, s->buf, IN_CHUNK);
+        s->read_ms += monotonic_ms() - started;
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
@@ -148,6 +151,7 @@ struct sink {
     bool opened;            /* image or fd chosen (at the first flush) */
     const struct decompress_keep *keep;
     bool kept;              /* expanded into the file keep->open gave */
+    double store_ms;        /* spent copying out and writing */
     unsigned char *image;   /* the core in anonymous memory, or NULL */
     size_t map_size;
     const char *where;      /* "memory" or the directory of the temporary file */
@@ -284,7 +288,12 @@ opened:;
 static int sink_produced(struct sink *k, size_t n)
 {
     k->len += n;
-    return k->len == k->chunk ? sink_flush(k) : 0;
+    if (k->len < k->chunk)
+        return 0;
+    double started = monotonic_ms();
+    int rc = sink_flush(k);
+    k->store_ms += monotonic_ms() - started;
+    return rc;
 }
 
 enum outcome { OUT_OK, OUT_TRUNCATED, OUT_CORRUPT, OUT_IO, OUT_NOMEM };
@@ -523,6 +532,8 @@ int decompress_core(int fd, const char *name, enum compression kind, uint64_t ma
             stats->in_bytes = at;
             stats->out_bytes = out.written;
             stats->ms = monotonic_ms() - started;
+            stats->read_ms = src.read_ms;
+            stats->store_ms = out.store_ms;
             snprintf(stats->where, sizeof stats->where, "%s", out.where);
         }
         core->fd = out.fd;

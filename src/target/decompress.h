@@ -26,6 +26,8 @@ const char *compression_name(enum compression kind);
 struct decompress_stats {
     uint64_t in_bytes, out_bytes;   /* compressed read, core bytes kept */
     double ms;                      /* wall time of the whole expansion */
+    double read_ms, store_ms;       /* of it: reading the compressed file, and copying
+                                       out or writing the expansion (the rest: decoding) */
     char where[4352];               /* "memory", the directory of the temporary file, or
                                        the cache's file */
     bool cached;                    /* an earlier look's expansion, read from the cache */
