@@ -3,10 +3,11 @@
 (bench/targets/heap_core.py, 1 GiB by default), plain and compressed with
 zstd, lz4, xz and gzip by their own command-line tools.
 
-For each file it prints the medians of --runs dumps: wall time, CPU time
-(user + system of pyscope), the expansion's own wall time as `dump -v`
-reports it, and, for comparison, the wall and CPU time of the format's own
-tool expanding the file to /dev/null. The kernel must write cores into the
+For each file it prints the medians of --runs dumps, wall and CPU time (user
++ system of pyscope): a first look with the cache off (expanded in memory), a
+first look into an empty cache (expanded into the cache's file), and the
+second look that opens the kept expansion; and, for comparison, the CPU time
+of the format's own tool expanding the file to /dev/null. The kernel must write cores into the
 working directory (core_pattern "core" or "core.%p"-like, no pipe).
 
 usage: bench/bench_cores.py [--pyscope PATH] [--python PATH] [--heap-mib N] [--runs N]
@@ -47,10 +48,10 @@ def load():
     return "load %.2f" % os.getloadavg()[0]
 
 
-def timed(argv, stdin=None, stdout=subprocess.DEVNULL):
+def timed(argv, stdin=None, stdout=subprocess.DEVNULL, env=None):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    proc = subprocess.run(argv, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE)
+    proc = subprocess.run(argv, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, env=env)
     wall = (time.monotonic() - start) * 1000
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000
@@ -107,35 +108,49 @@ def main():
                      wall / 1000, load()))
             files.append((name, out, expand))
         print()
-        print("%-6s %10s %10s %12s %12s %12s %12s" % ("file", "dump wall", "dump CPU", "expansion",
-                                                    "stacks", "tool wall", "tool CPU"))
+        print("first look: expanded in memory (PYSCOPE_CORE_CACHE=off); kept: expanded into an")
+        print("empty cache; second look: the kept expansion opened; medians of %d runs" % args.runs)
+        print("%-6s %13s %13s %13s %12s %12s %10s" % ("file", "first wall", "first CPU",
+                                                  "kept wall", "kept CPU", "second wall",
+                                                  "tool CPU"))
+        splits = []
         for name, path, expand in files:
-            walls, cpus, expands, stacks = [], [], [], []
-            for _ in range(args.runs):
-                proc, wall, cpu = timed([args.pyscope, "dump", "-v", "--core", path])
-                if proc.returncode != 0:
-                    sys.exit("pyscope failed on %s: %s" % (path, proc.stderr.decode()))
-                err = proc.stderr.decode()
-                m = re.search(r"expanded to \d+ bytes \(in [^)]*\) in (\d+) ms", err)
-                expands.append(float(m.group(1)) if m else 0.0)
-                m = re.search(r"threads in ([\d.]+) ms", err)
-                total = float(m.group(1)) if m else wall
-                stacks.append(total - expands[-1])
-                walls.append(wall)
-                cpus.append(cpu)
-            tool_wall = tool_cpu = float("nan")
+            first, kept, second = [], [], []
+            for run in range(args.runs):
+                cache = os.path.join(workdir, "cache-%d" % run)
+                for mode, out in (("off", first), (cache, kept), (cache, second)):
+                    env = dict(os.environ, PYSCOPE_CORE_CACHE=mode)
+                    proc, wall, cpu = timed([args.pyscope, "dump", "-v", "--core", path], env=env)
+                    if proc.returncode != 0:
+                        sys.exit("pyscope failed on %s: %s" % (path, proc.stderr.decode()))
+                    m = re.search(r"\(decoding (\d+), reading (\d+), storing (\d+)\)",
+                                  proc.stderr.decode())
+                    split = tuple(float(x) for x in m.groups()) if m else (0.0, 0.0, 0.0)
+                    out.append((wall, cpu) + split)
+                shutil.rmtree(cache, ignore_errors=True)
+            tool_cpu = float("nan")
             if expand:
-                tw, tc = [], []
+                tc = []
                 for _ in range(args.runs):
                     with open(path, "rb") as fin:
-                        _, w, c = timed(expand, stdin=fin)
-                    tw.append(w)
+                        _, _, c = timed(expand, stdin=fin)
                     tc.append(c)
-                tool_wall, tool_cpu = statistics.median(tw), statistics.median(tc)
-            print("%-6s %8.0f ms %7.0f ms %9.0f ms %9.0f ms %9.0f ms %9.0f ms   (%s)"
-                  % (name, statistics.median(walls), statistics.median(cpus),
-                     statistics.median(expands), statistics.median(stacks), tool_wall, tool_cpu,
-                     load()))
+                tool_cpu = statistics.median(tc)
+
+            def med(runs, k):
+                return statistics.median(r[k] for r in runs)
+            print("%-6s %10.0f ms %10.0f ms %10.0f ms %9.0f ms %9.0f ms %7.0f ms   (%s)"
+                  % (name, med(first, 0), med(first, 1), med(kept, 0), med(kept, 1),
+                     med(second, 0), tool_cpu, load()))
+            splits.append((name, [med(first, k) for k in (2, 3, 4)],
+                           [med(kept, k) for k in (2, 3, 4)]))
+        print()
+        print("where the expansion's wall time goes (dump -v): decoding, reading the compressed")
+        print("file, storing (copying pages out into memory, or writing the cache's file)")
+        for name, mem, kept in splits:
+            if any(mem + kept):
+                print("%-6s in memory: %6.0f + %5.0f + %5.0f ms   into the cache: %6.0f + %5.0f "
+                      "+ %5.0f ms" % ((name,) + tuple(mem) + tuple(kept)))
     finally:
         if args.keep:
             print("cores kept in %s" % workdir)

@@ -94,12 +94,21 @@ static int dump_core(const char *core_path, const struct core_options *copts,
         return error_report(&err);
     target_cache_enable(t);
     const struct core_info *info = core_get_info(t);
-    if (verbose && info->compression)
-        fprintf(stderr, "pyscope: %s: %s, %llu bytes expanded to %llu bytes (in %s) in %.0f ms\n",
+    if (verbose && info->compression && info->expanded.cached)
+        fprintf(stderr, "pyscope: %s: %s, the expansion an earlier look kept (%s, %llu bytes), "
+                "opened in %.0f ms\n", core_path, compression_name(info->compression),
+                info->expanded.where, (unsigned long long)info->expanded.out_bytes,
+                info->expanded.ms);
+    else if (verbose && info->compression)
+        fprintf(stderr, "pyscope: %s: %s, %llu bytes expanded to %llu bytes (in %s) in %.0f ms "
+                "(decoding %.0f, reading %.0f, storing %.0f)%s\n",
                 core_path, compression_name(info->compression),
                 (unsigned long long)info->expanded.in_bytes,
                 (unsigned long long)info->expanded.out_bytes, info->expanded.where,
-                info->expanded.ms);
+                info->expanded.ms,
+                info->expanded.ms - info->expanded.read_ms - info->expanded.store_ms,
+                info->expanded.read_ms, info->expanded.store_ms,
+                info->expanded.kept ? ", kept for the next look" : "");
     struct stack_report report = {0};
     struct py_runtime rt;
     int status = 0;
@@ -250,7 +259,7 @@ int cmd_dump(int argc, char **argv)
     struct collect_request req = {0};
     const char *core_path = NULL;
     const char *lib_paths[MAX_LIB_PATHS];
-    struct core_options copts = {.lib_paths = lib_paths, .warnings = stderr};
+    struct core_options copts = {.lib_paths = lib_paths, .warnings = stderr, .cache = true};
     int color = -1;
     int c;
     optind = 1;

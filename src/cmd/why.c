@@ -71,7 +71,7 @@ int cmd_why(int argc, char **argv)
     int color = -1;
     long interval = DEFAULT_INTERVAL_MS;
     const char *core_arg = NULL;
-    struct core_options copts = {.warnings = stderr};
+    struct core_options copts = {.warnings = stderr, .cache = true};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "ji:vh", longopts, NULL)) != -1) {
@@ -142,6 +142,9 @@ int cmd_why(int argc, char **argv)
     first.report.pid = pid;
     if (info) {
         snprintf(first.report.core_path, sizeof first.report.core_path, "%s", core_path);
+        if (info->compression)
+            snprintf(first.report.core_compression, sizeof first.report.core_compression, "%s",
+                     compression_name(info->compression));
         snprintf(first.report.command, sizeof first.report.command, "%s", info->psargs);
         const char *exe = core_resolved_path(t, info->exe);
         snprintf(first.report.executable, sizeof first.report.executable, "%s",

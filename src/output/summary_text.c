@@ -101,6 +101,14 @@ static void write_header(FILE *out, const struct profile *p, const struct profil
     if (version_len) {
         fputs(" (CPython ", out);
         put_printable(out, m->python_version, version_len);
+        /* The process exec'd another interpreter and was followed. */
+        const char *now = p->n_processes == 1 ? p->processes[0].python_version : "";
+        size_t now_len = strnlen(now, sizeof p->processes[0].python_version);
+        if (now_len && (now_len != version_len || memcmp(now, m->python_version, now_len))) {
+            fputs(", then CPython ", out);
+            put_printable(out, now, now_len);
+            fputs(" after an exec", out);
+        }
         fputc(')', out);
     }
     fputc('\n', out);

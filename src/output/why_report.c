@@ -94,14 +94,27 @@ static void write_liveness(FILE *out, const struct why_report *why, const struct
     }
 }
 
+/* What the verdict from a core is made without: said, not guessed. */
+static const struct {
+    const char *key, *text;
+} not_in_a_core[] = {
+    {"progress", "whether anything would have moved (there is no second snapshot)"},
+    {"wait_durations", "how long each thread had been waiting"},
+    {"time_left", "the time left on timed waits"},
+    {"peers", "the other ends of sockets and pipes (the process's /proc is gone)"},
+    {"kernel_thread_states", "the kernel's thread states beyond each thread's registers"},
+};
+
 void why_report_write_text(FILE *out, const struct why_report *why, bool color)
 {
     const struct palette *p = color ? &colors : &plain;
     const struct stack_report *report = why->stacks;
     if (report->core_path[0])
-        fprintf(out, "%sCore file %s of process %d%s  %s  (CPython %s, %s)\n", p->bold,
-                report->core_path, (int)report->pid, p->reset, report->command,
-                report->python_version, report->executable);
+        fprintf(out, "%sCore file %s%s%s%s of process %d%s  %s  (CPython %s, %s)\n", p->bold,
+                report->core_path, report->core_compression[0] ? " (" : "",
+                report->core_compression, report->core_compression[0] ? "-compressed)" : "",
+                (int)report->pid, p->reset, report->command, report->python_version,
+                report->executable);
     else
         fprintf(out, "%sProcess %d%s  %s  (CPython %s, %s)\n", p->bold, (int)report->pid,
                 p->reset, report->command, report->python_version, report->executable);
@@ -146,8 +159,11 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
     const struct why_progress *pr = &why->progress;
     fprintf(out, "\n%sProgress%s  ", p->bold, p->reset);
     if (!pr->checked && report->core_path[0]) {
-        fprintf(out, "cannot be checked: a core holds one moment, and neither it nor its notes "
-                "tell sockets' peers or kernel thread states beyond its registers\n");
+        fprintf(out, "cannot be checked: a core holds one moment\n");
+        fprintf(out, "Not in a core  ");
+        for (size_t k = 0; k < sizeof not_in_a_core / sizeof not_in_a_core[0]; k++)
+            fprintf(out, "%s%s", k ? "; " : "", not_in_a_core[k].text);
+        fputc('\n', out);
     } else if (!pr->checked) {
         fprintf(out, "not checked (--interval 0)\n");
     } else {
@@ -302,6 +318,24 @@ void why_report_write_json(FILE *out, const struct why_report *why)
     json_member_string(&w, "grade", why_grade_name(why->grade));
     json_member_string(&w, "summary", why->summary);
     json_progress(&w, why);
+    json_key(&w, "core");
+    if (why->stacks->core_path[0]) {
+        json_begin_object(&w);
+        json_member_string(&w, "path", why->stacks->core_path);
+        json_key(&w, "compression");
+        if (why->stacks->core_compression[0])
+            json_string(&w, why->stacks->core_compression);
+        else
+            json_null(&w);
+        json_key(&w, "not_in_a_core");
+        json_begin_array(&w);
+        for (size_t k = 0; k < sizeof not_in_a_core / sizeof not_in_a_core[0]; k++)
+            json_string(&w, not_in_a_core[k].key);
+        json_end_array(&w);
+        json_end_object(&w);
+    } else {
+        json_null(&w);
+    }
     json_signals(&w, why);
     json_key(&w, "findings");
     json_begin_array(&w);

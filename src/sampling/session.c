@@ -213,6 +213,44 @@ static void sleep_until(uint64_t deadline_ns)
     clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 }
 
+/* The sampled process exec'd: its layout, runtime and perhaps its Python
+ * version are new, so it is opened again as a new image and sampled on into
+ * the same profile, or its recording ends with the reason. 0 when followed. */
+static int follow_exec(struct session *s, pid_t pid)
+{
+    char exe[256] = "?";
+    process_exe(pid, exe, sizeof exe);
+    struct pyscope_error err = {0};
+    /* process_open waits out the loader; a runtime whose libpython is not
+     * mapped yet (or not at all) takes a few more looks. */
+    uint64_t started = monotonic_ns();
+    int rc;
+    while ((rc = add_process(s, pid, &err)) != 0 && err.status != PYSCOPE_ERR_PERMISSION &&
+           !process_gone(pid) &&
+           monotonic_ns() - started < (err.status == PYSCOPE_ERR_NOT_PYTHON ? 200000000ull
+                                                                             : 2000000000ull)) {
+        memset(&err, 0, sizeof err);
+        usleep(5000);
+    }
+    process_exe(pid, exe, sizeof exe);
+    if (rc == 0) {
+        for (int i = 0; i < SESSION_MAX_PROCESSES; i++)
+            if (s->active[i] && s->samplers[i].pid == pid)
+                fprintf(stderr, "pyscope: process %d exec'd %s (Python %s): following the new "
+                        "program\n", (int)pid, exe, s->samplers[i].rt.version);
+        return 0;
+    }
+    if (process_gone(pid))
+        return -1;
+    if (err.status == PYSCOPE_ERR_NOT_PYTHON)
+        fprintf(stderr, "pyscope: process %d exec'd %s: its recording ends here (the new program "
+                "is not Python)\n", (int)pid, exe);
+    else
+        fprintf(stderr, "pyscope: process %d exec'd %s: its recording ends here (%s)\n",
+                (int)pid, exe, err.message[0] ? err.message : "it could not be read");
+    return -1;
+}
+
 void session_run(struct session *s, volatile int *stop,
                  void (*on_tick)(struct session *s, void *ctx), void *ctx)
 {
@@ -230,17 +268,13 @@ void session_run(struct session *s, volatile int *stop,
             if (!s->active[i])
                 continue;
             if (sampler_pass(&s->samplers[i], now) != 0) {
-                if (s->samplers[i].exec_seen) {
-                    char exe[256] = "?";
-                    process_exe(s->samplers[i].pid, exe, sizeof exe);
-                    fprintf(stderr, "pyscope: process %d exec'd %s: its recording ends here "
-                            "(the new program is not followed)\n",
-                            (int)s->samplers[i].pid, exe);
-                }
+                bool exec_seen = s->samplers[i].exec_seen;
+                pid_t pid = s->samplers[i].pid;
                 s->fds_exhausted |= s->samplers[i].fds_exhausted;
                 sampler_close(&s->samplers[i], now);
                 s->active[i] = false;
-                continue;
+                if (!exec_seen || follow_exec(s, pid) != 0)
+                    continue;
             }
             alive++;
         }

@@ -16,7 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "target/core_cache.h"
 #include "target/process.h"
+#include "util/clock.h"
 
 #define MAX_SEGMENTS (1u << 20)
 #define MAX_NOTES_BYTES (64u << 20)
@@ -30,6 +32,7 @@
 #define PRPSINFO_PID 24
 #define PRPSINFO_FNAME 40
 #define PRPSINFO_PSARGS 56
+#define PRPSINFO_PSARGS_KEPT 79    /* ELF_PRARGSZ - 1 */
 #define SIGINFO_SIZE 128
 #define AT_ENTRY_TYPE 9
 
@@ -665,8 +668,13 @@ static int parse_notes(struct core_target *c, const unsigned char *notes, size_t
                 memcpy(c->info.psargs, desc + PRPSINFO_PSARGS, 80);
                 c->info.psargs[80] = '\0';
                 size_t len = strlen(c->info.psargs);
+                /* The kernel keeps the first 79 bytes of the command line:
+                 * one that long was probably cut, and is shown as cut. */
+                bool cut = len == PRPSINFO_PSARGS_KEPT;
                 while (len > 0 && c->info.psargs[len - 1] == ' ')
                     c->info.psargs[--len] = '\0';
+                if (cut)
+                    memcpy(c->info.psargs + len, "\u2026", sizeof "\u2026");
             } else if (type == NT_SIGINFO && descsz >= SIGINFO_SIZE && !c->info.signal.signo) {
                 int32_t signo, code, sender;
                 uint64_t addr;
@@ -775,6 +783,67 @@ static struct target *fail_open(struct core_target *c, struct pyscope_error *err
     return NULL;
 }
 
+/* The cache's file for an expansion, made only when one is kept, where
+ * there is room for it. */
+static int open_kept(void *ctx, uint64_t size)
+{
+    struct core_cache *cache = ctx;
+    if (cache->dirfd < 0 && core_cache_open_dir(cache, true) != 0)
+        return -1;
+    int fd = core_cache_create(cache);
+    if (fd >= 0 && core_cache_room(fd) <= size) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Replaces c->fd, a compressed core, with its expansion: the copy an
+ * earlier look kept in the cache, or a new one (kept there when large).
+ * st becomes the expansion's size. */
+static int expand(struct core_target *c, const char *path, enum compression kind,
+                  const struct core_options *opts, struct stat *st, struct pyscope_error *err)
+{
+    struct decompress_stats *stats = &c->info.expanded;
+    struct core_cache cache;
+    /* Not for a bounded expansion (the fuzzer's): what it keeps is cut short. */
+    bool use_cache = opts && opts->cache && !opts->max_expanded && core_cache_init(&cache) == 0;
+    double started = monotonic_ms();
+    uint64_t size = 0;
+    int cached = use_cache && core_cache_open_dir(&cache, false) == 0
+                     ? core_cache_lookup(&cache, st, &size) : -1;
+    if (cached >= 0) {
+        close(c->fd);
+        c->fd = cached;
+        stats->in_bytes = (uint64_t)st->st_size;
+        stats->out_bytes = size;
+        stats->ms = monotonic_ms() - started;
+        stats->cached = true;
+        snprintf(stats->where, sizeof stats->where, "%s", cache.path);
+        st->st_size = (off_t)size;
+        core_cache_close(&cache);
+        return 0;
+    }
+    struct decompress_keep keep = {.min_bytes = use_cache ? cache.min_bytes : 0,
+                                   .open = open_kept, .ctx = &cache};
+    int rc = decompress_core(c->fd, path, kind, opts ? opts->max_expanded : 0,
+                             use_cache ? &keep : NULL, &c->expanded, stats, err);
+    if (rc == 0 && c->expanded.kept && core_cache_publish(&cache, c->expanded.fd, st) == 0) {
+        stats->kept = true;
+        snprintf(stats->where, sizeof stats->where, "%s", cache.path);
+    }
+    if (use_cache)
+        core_cache_close(&cache);
+    if (rc != 0)
+        return -1;
+    close(c->fd);
+    c->fd = c->expanded.fd;
+    c->expanded.fd = -1;
+    c->image = c->expanded.image;
+    st->st_size = (off_t)c->expanded.size;
+    return 0;
+}
+
 struct target *core_open(const char *path, const struct core_options *opts,
                          struct pyscope_error *err)
 {
@@ -796,17 +865,11 @@ struct target *core_open(const char *path, const struct core_options *opts,
     ssize_t got = pread(c->fd, head, sizeof head, 0);
     enum compression kind = got > 0 ? compression_detect(head, (size_t)got) : COMPRESSION_NONE;
     if (kind != COMPRESSION_NONE) {
-        if (decompress_core(c->fd, path, kind, opts ? opts->max_expanded : 0, &c->expanded,
-                            &c->info.expanded, err) != 0) {
+        if (expand(c, path, kind, opts, &st, err) != 0) {
             core_close(&c->base);
             return NULL;
         }
-        close(c->fd);
-        c->fd = c->expanded.fd;
-        c->expanded.fd = -1;
-        c->image = c->expanded.image;
         c->info.compression = kind;
-        st.st_size = (off_t)c->expanded.size;
     }
     c->file_size = (uint64_t)st.st_size;
     if (opts) {

@@ -31,6 +31,7 @@ struct core_options {
     int n_lib_paths;
     FILE *warnings;                  /* where build-id mismatches are reported; NULL: nowhere */
     uint64_t max_expanded;           /* a compressed core expands to at most this (0: no limit) */
+    bool cache;                      /* look up and keep large expansions (target/core_cache.h) */
 };
 
 struct core_thread {
@@ -42,7 +43,8 @@ struct core_thread {
 struct core_info {
     pid_t pid;
     char fname[17];                  /* the process's comm */
-    char psargs[81];                 /* its command line, as truncated by the kernel */
+    char psargs[84];                 /* its command line, as truncated by the kernel
+                                        ("…" at the end when it was) */
     char exe[PATH_MAX];              /* the executable's path as recorded ("" unknown) */
     struct signal_facts signal;      /* signo 0 when the core records none */
     pid_t signal_tid;                /* the thread that received it, 0 if unknown */

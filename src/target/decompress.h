@@ -4,6 +4,7 @@
 #ifndef PYSCOPE_TARGET_DECOMPRESS_H
 #define PYSCOPE_TARGET_DECOMPRESS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,14 +26,29 @@ const char *compression_name(enum compression kind);
 struct decompress_stats {
     uint64_t in_bytes, out_bytes;   /* compressed read, core bytes kept */
     double ms;                      /* wall time of the whole expansion */
-    char where[256];                /* "memory", or the directory of the temporary file */
+    double read_ms, store_ms;       /* of it: reading the compressed file, and copying
+                                       out or writing the expansion (the rest: decoding) */
+    char where[4352];               /* "memory", the directory of the temporary file, or
+                                       the cache's file */
+    bool cached;                    /* an earlier look's expansion, read from the cache */
+    bool kept;                      /* this expansion was kept in the cache */
 };
 
 struct decompressed {
-    int fd;                         /* the temporary file, or -1 */
+    int fd;                         /* the temporary file (or keep's), or -1 */
+    bool kept;                      /* expanded into the file keep->open gave */
     unsigned char *image;           /* or the core in anonymous memory (NULL) */
     size_t map_size;                /* of image */
     uint64_t size;                  /* bytes of core */
+};
+
+/* Where to expand a core of min_bytes or more instead (the cache): open
+ * returns a new file for a core of size bytes, or -1 to go on as without.
+ * The file becomes core->fd (core->kept), or is closed on failure. */
+struct decompress_keep {
+    uint64_t min_bytes;
+    int (*open)(void *ctx, uint64_t size);
+    void *ctx;
 };
 
 /* Expands the compressed file open on fd (name: for messages): into
@@ -44,8 +60,8 @@ struct decompressed {
  * past the end of its last segment is kept; max_bytes (0: no limit) bounds
  * it in any case. */
 int decompress_core(int fd, const char *name, enum compression kind, uint64_t max_bytes,
-                    struct decompressed *core, struct decompress_stats *stats,
-                    struct pyscope_error *err);
+                    const struct decompress_keep *keep, struct decompressed *core,
+                    struct decompress_stats *stats, struct pyscope_error *err);
 void decompressed_free(struct decompressed *core);
 
 #endif

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, run_pyscope
+from conftest import PROGRAMS, pick_interp, run_pyscope
 from test_native import (callthrough_lib, check_crash_report, gcore,  # noqa: F401
                          kernel_core_pattern, run_crash, uses_own_glibc)
 from test_why import by_name, check_lock_wait, explain, finding_tids, tids
@@ -85,6 +85,59 @@ def test_compressed_cores(interp, callthrough_lib, tmp_path):
     text = run_pyscope(["dump", "--core", packed]).stdout
     assert text.startswith("Core file %s (gzip-compressed) of process %d  "
                            % (packed, plain["pid"])), text[:300]
+
+
+def test_expansion_kept_for_the_next_look(callthrough_lib, tmp_path):
+    """A large compressed core is expanded once: the expansion is kept in the
+    cache under the compressed file's identity, and the next look reads it
+    instead of expanding again, with the same report. The kept copy is the
+    kernel's core, byte for byte. A changed file is expanded anew; small
+    cores are not kept; a cache directory others may write to is not used.
+    (PYSCOPE_CORE_CACHE_MIN=0 makes this small core count as large.)"""
+    core = crash_core(pick_interp(), callthrough_lib, tmp_path)
+    plain = dump_json("--core", core, "--native", "--locals")
+    packed = compress("zstd", core, tmp_path / "crash.zst")
+    cache = tmp_path / "cache"
+    env = ("env", "PYSCOPE_CORE_CACHE=%s" % cache, "PYSCOPE_CORE_CACHE_MIN=0")
+
+    def look(prefix=env):
+        result = run_pyscope(["dump", "--json", "-v", "--core", packed, "--native", "--locals"],
+                             prefix=prefix, timeout=30)
+        assert result.returncode == 0, result
+        doc = json.loads(result.stdout, object_pairs_hook=strict_object)
+        assert doc["core"] == {"path": str(packed), "compression": "zstd"}
+        doc["core"] = plain["core"]
+        assert doc == plain
+        return result.stderr
+
+    first = look()
+    [kept] = list(cache.iterdir())
+    assert "expanded to %d bytes (in %s) in " % (core.stat().st_size, kept) in first, first
+    assert ", kept for the next look\n" in first, first
+    assert kept.read_bytes() == core.read_bytes()
+    assert oct(kept.stat().st_mode & 0o777) == oct(0o600)
+    assert oct(cache.stat().st_mode & 0o777) == oct(0o700)
+    second = look()
+    assert ("zstd, the expansion an earlier look kept (%s, %d bytes), opened in"
+            % (kept, core.stat().st_size)) in second, second
+    assert "expanded to" not in second
+    # Another file under the same name is another key.
+    packed.write_bytes(packed.read_bytes())
+    third = look()
+    assert ", kept for the next look\n" in third, third
+    assert len(list(cache.iterdir())) == 2
+    # Without the test's threshold this core is too small to keep.
+    small = tmp_path / "small-cache"
+    assert "(in memory)" in look(("env", "PYSCOPE_CORE_CACHE=%s" % small))
+    assert not small.exists()
+    # Off, or a directory anyone may write to: expanded, nothing kept.
+    assert "(in memory)" in look(("env", "PYSCOPE_CORE_CACHE=off", "PYSCOPE_CORE_CACHE_MIN=0"))
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert "(in memory)" in look(("env", "PYSCOPE_CORE_CACHE=%s" % shared,
+                                   "PYSCOPE_CORE_CACHE_MIN=0"))
+    assert list(shared.iterdir()) == []
 
 
 @pytest.fixture(scope="module")
@@ -417,12 +470,39 @@ def why_core(*args):
     return doc
 
 
+NOT_IN_A_CORE = ["progress", "wait_durations", "time_left", "peers", "kernel_thread_states"]
+
+
+def why_live(pid):
+    result = run_pyscope(["why", "--json", pid], timeout=30)
+    assert result.returncode == 0, result
+    return json.loads(result.stdout, object_pairs_hook=strict_object)
+
+
+def same_as_live(doc, live, core):
+    """The core's verdict is the live one; what it cannot know is null."""
+    assert doc["core"] == {"path": str(core), "compression": None,
+                           "not_in_a_core": NOT_IN_A_CORE}, doc["core"]
+    assert live["core"] is None
+    assert (doc["verdict"], doc["grade"]) == (live["verdict"], live["grade"])
+    findings = lambda d: [(f["kind"], finding_tids(f)) for f in d["findings"]]
+    assert findings(doc) == findings(live)
+    waits = [t["waiting_for"] for t in doc["threads"] if t["waiting_for"]]
+    assert waits and all(w["waiting_seconds"] is None for w in waits), waits
+    assert any(t["waiting_for"] and t["waiting_for"]["waiting_seconds"] is not None
+               for t in live["threads"])
+    assert doc["progress"]["checked"] is False
+
+
 def test_why_core_queue(interp, start_program, tmp_path):
     target = start_program(interp, "why_queue.py")
     extra = target.report["extra"]
     tid = tids(target)
+    target.wait_asleep()
+    live = why_live(target.pid)
     core = core_of(interp, target, tmp_path)
     doc = why_core(core)
+    same_as_live(doc, live, core)
     assert doc["pid"] == target.pid
     threads = by_name(doc, target)
     assert doc["verdict"] == "queue_starved", explain(doc)
@@ -436,15 +516,18 @@ def test_why_core_queue(interp, start_program, tmp_path):
     assert threads["consumer"]["stuck"] is True
     text = run_pyscope(["why", "--core", core]).stdout
     assert text.startswith("Core file %s of process %d  " % (core, target.pid)), text[:200]
-    assert "Progress  cannot be checked: a core holds one moment" in text, text
+    assert "Progress  cannot be checked: a core holds one moment\nNot in a core  whether " in text, text
 
 
 def test_why_core_lock_deadlock(interp, start_program, tmp_path):
     target = start_program(interp, "why_lock_deadlock.py")
     tid = tids(target)
     waits = target.report["extra"]["waits"]
+    target.wait_asleep()
+    live = why_live(target.pid)
     core = core_of(interp, target, tmp_path)
     doc = why_core(core)
+    same_as_live(doc, live, core)
     threads = by_name(doc, target)
     assert doc["verdict"] == "deadlock", explain(doc)
     deadlocks = {tuple(finding_tids(f)) for f in doc["findings"] if f["kind"] == "deadlock"}

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import PYSCOPE, pick_interp, proc_state, run_pyscope, target_env
+from conftest import PROGRAMS, PYSCOPE, pick_interp, proc_state, run_pyscope, target_env
 
 def strict_json(text):
     """One JSON document, with no key twice in an object."""
@@ -358,10 +358,58 @@ def test_record_of_a_process_that_execs(spawn, pyscope, tmp_path):
     result = pyscope("record", "-p", proc.pid, "-d", "8", "-i", "-f", "json", "-o", out)
     assert result.returncode == 0, result
     assert result.elapsed < 6, result
-    assert ("pyscope: process %d exec'd %s: its recording ends here"
-            % (proc.pid, os.path.realpath("/bin/sleep"))) in result.stderr, result
+    assert ("pyscope: process %d exec'd %s: its recording ends here (the new program is not "
+            "Python)\n" % (proc.pid, os.path.realpath("/bin/sleep"))) in result.stderr, result
     doc = strict_json(out.read_text())
     assert doc["meta"]["passes"] > 0 and doc["meta"]["duration_ns"] < 6e9
+
+
+def exec_partner(interp):
+    """Another supported interpreter of another minor version to exec into."""
+    from conftest import discovery
+    others = [i for i in discovery().supported
+              if i.version.split(".")[:2] != interp.version.split(".")[:2]]
+    preferred = [i for i in others if i.version.startswith("3.12.")] or \
+        [i for i in others if i.version.startswith("3.8.")] or others
+    if not preferred:
+        pytest.skip("no interpreter of another version to exec into")
+    discovery().used.add(preferred[0].id)
+    return preferred[0]
+
+
+def test_record_follows_an_exec_into_another_python(interp, spawn, pyscope, tmp_path):
+    """The recorded process os.execv's an interpreter of another version
+    (3.x to 3.12, 3.12 to 3.8): pyscope says so, opens the new image with its
+    own layout and records on. What the program reports about both of its
+    stages is the truth: both stages' functions are in the recording, and the
+    process is described by the new version."""
+    other = exec_partner(interp)
+    report = tmp_path / "stages.jsonl"
+    proc = spawn([interp.path, str(PROGRAMS / "exec_other.py"), str(report), other.path],
+                 ready_line="ready")
+    out = tmp_path / "rec.json"
+    result = pyscope("record", "-p", proc.pid, "-d", "10", "-r", "200", "-f", "json", "-o", out)
+    assert result.returncode == 0, result
+    stages = [json.loads(line) for line in report.read_text().splitlines()]
+    assert [s["stage"] for s in stages] == ["before", "exec", "after"], stages
+    assert {s["pid"] for s in stages} == {proc.pid}
+    before, after = stages[0], stages[2]
+    assert before["python_version"] == interp.version
+    assert after["python_version"] == other.version
+    assert ("pyscope: process %d exec'd %s (Python %s): following the new program\n"
+            % (proc.pid, after["executable"], after["python_version"])) in result.stderr, result
+    # The recording ended when the second stage exited, not at -d.
+    assert result.elapsed < 8, result
+    doc = strict_json(out.read_text())
+    assert doc["meta"]["python_version"] == before["python_version"]
+    [process] = doc["summary"]["processes"]
+    assert process["pid"] == proc.pid
+    assert process["python_version"] == after["python_version"]
+    functions = {doc["frames"][f]["function"] for sample in doc["samples"]
+                 for f in doc["stacks"][sample[1]]}
+    assert {"before_exec", "after_exec"} <= functions, functions
+    [thread] = {(t["pid"], t["tid"]) for t in doc["threads"]}
+    assert thread == (proc.pid, proc.pid)
 
 
 # ---- arguments -------------------------------------------------------------------

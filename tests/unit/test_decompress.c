@@ -47,7 +47,7 @@ static unsigned char *fake_core(size_t end, size_t total)
 static int expand(const void *data, size_t n, struct decompressed *out, struct pyscope_error *err)
 {
     int fd = memfd_with(data, n);
-    int rc = decompress_core(fd, "unit.core", compression_detect(data, n), 0, out, NULL, err);
+    int rc = decompress_core(fd, "unit.core", compression_detect(data, n), 0, NULL, out, NULL, err);
     close(fd);
     return rc;
 }
