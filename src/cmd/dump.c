@@ -109,6 +109,11 @@ static int dump_core(const char *core_path, const struct core_options *copts,
                 info->expanded.ms - info->expanded.read_ms - info->expanded.store_ms,
                 info->expanded.read_ms, info->expanded.store_ms,
                 info->expanded.kept ? ", kept for the next look" : "");
+    else if (info->compression && info->expanded.kept)
+        /* Gigabytes left in the user's cache must not be a surprise. */
+        fprintf(stderr, "pyscope: %s: kept its expansion (%llu bytes) in %s for the next look; "
+                "PYSCOPE_CORE_CACHE=off keeps nothing\n", core_path,
+                (unsigned long long)info->expanded.out_bytes, info->expanded.where);
     struct stack_report report = {0};
     struct py_runtime rt;
     int status = 0;
