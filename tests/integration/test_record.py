@@ -696,8 +696,12 @@ def test_format_file(fmt, start_program, pyscope, tmp_path):
     record(pyscope, out, "-p", target.pid, "--idle", duration=2, fmt=fmt)
     if fmt == "flamegraph":
         stacks = parse_collapsed(out.read_text(encoding="utf-8"))
-        leaves = {frame_function(s[-1]) for s in stacks}
+        # The innermost Python frame: snooze's leaf is "[C] time.sleep".
+        leaves = {frame_function([f for f in s if not f.startswith("[C] ")][-1])
+                  for s in stacks}
         assert {"crunch", "snooze"} <= leaves, leaves
+        assert any(len(s) >= 2 and frame_function(s[-2]) == "snooze" and s[-1] == "[C] time.sleep"
+                   for s in stacks), sorted(stacks)[:5]
     elif fmt == "speedscope":
         with open(out, encoding="utf-8") as f:
             names = check_speedscope(json.load(f))
@@ -1093,7 +1097,9 @@ def test_torn_stacks(interp, start_program, pyscope, tmp_path):
     known = program_code_lines(interp, files)
     for f in frames:
         if f["synthetic"]:
-            assert f["function"] in ("<GC>", "<unreadable code>"), f
+            # "[C] name": the C callable the innermost frame calls (issue 19).
+            assert f["function"] in ("<GC>", "<unreadable code>") or \
+                f["function"].startswith("[C] "), f
             continue
         functions = known.get(f["file"])
         assert isinstance(functions, dict), "frame in a file that is not there: %r (%s)" % (
@@ -1109,7 +1115,11 @@ def test_torn_stacks(interp, start_program, pyscope, tmp_path):
     # thread, and cannot tell. Those must stay rare.
     incomplete = spliced = 0
     for thread, stack, state, count in doc["samples"]:
-        functions = [f for f in stack_functions(doc, stack) if f != "<GC>"]
+        functions = [f for f in stack_functions(doc, stack)
+                     if f != "<GC>" and not f.startswith("[C] ")]
+        leaves = [f for f in stack_functions(doc, stack) if f.startswith("[C] ")]
+        assert leaves == [f for f in stack_functions(doc, stack)[-2:]
+                          if f.startswith("[C] ")], stack_functions(doc, stack)
         whole = bool(functions) and functions[0] in ENTRY_FUNCTIONS
         if not whole or "<unreadable code>" in functions:
             incomplete += count
