@@ -383,6 +383,15 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         if (count > 0 && py_frame_c_callable(&reader, vars_cache, &frames[0], th->c_callable,
                                              sizeof th->c_callable) != 0)
             th->c_callable[0] = '\0';
+        /* On a CPU without the GIL, yet its innermost frame runs bytecode
+         * that calls nothing: it is between the futex wake-up and taking the
+         * GIL (what take_gil does when CPUs are scarce). */
+        int oparg;
+        if (th->state == THREAD_RUNNING && th->complete && count > 0 &&
+            !py_frame_call_kind(&reader, &frames[0], &oparg)) {
+            th->state = THREAD_WAITING_GIL;
+            th->syscall = NULL;
+        }
         if (fill_frames(&walker, frames, count, names_of_code, &report->names, th) != 0 ||
             (opts->raw && keep_raw(opts->raw, report->n_threads - 1, pt, &activity, frames, count) != 0)) {
             error_set(err, PYSCOPE_ERR_OTHER, "out of memory");

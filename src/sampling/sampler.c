@@ -929,6 +929,11 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
             stack = th->last_stack;
         else
             stack = UINT32_MAX, torn = true; /* cannot be: parked means still waiting */
+        /* On a CPU without the GIL, yet running bytecode that calls
+         * nothing: no code can do that, so it is between the futex wake-up
+         * and taking the GIL (what take_gil does when CPUs are scarce). */
+        if (state == PROFILE_RUNNING && !th->parked && !torn && th->at_call_known && !th->at_call)
+            state = PROFILE_WAITING_GIL;
         th->last_stack = torn ? UINT32_MAX : stack;
         th->last_top_frame = s->pass[i].pt.top_frame;
         p->meta.stacks_sampled++;
