@@ -13,7 +13,7 @@ unsigned checksum_blocks(const unsigned char *buf, size_t n)
         for (size_t i = 0; i < n; i++)
             sum = sum * 31 + buf[i];
         struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+        nanosleep(&ts, NULL); /* sleep-here */
     }
     return sum;
 }

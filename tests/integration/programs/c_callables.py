@@ -11,7 +11,9 @@ sits in one call of a C callable, which the report names as Python would.
               thread waits for it (a GIL hog)
     MainThread time.sleep (in _target.park)
 
-usage: python c_callables.py REPORT.json LIBRARY
+usage: python c_callables.py REPORT.json LIBRARY [BACKTRACKING]
+  BACKTRACKING: length of the regex's input (default 22, each match some
+  tenths of a second; fewer for slow debug builds)
 """
 
 import ctypes
@@ -24,7 +26,7 @@ sys.dont_write_bytecode = True
 import _target  # noqa: E402
 
 PATTERN = re.compile(r"(a+)+$")
-TEXT = "a" * 22 + "b"
+TEXT = "a" * (int(sys.argv[3]) if len(sys.argv) > 3 else 22) + "b"
 BLOCK = threading.Lock()
 STARTED = []
 
