@@ -231,6 +231,9 @@ static const char *wait_label(const struct profile *p, uint32_t stack)
         return "?";
     const struct profile_stack *st = &p->stacks[stack];
     uint32_t k = st->depth - 1;
+    /* The "[C] time.sleep" leaf says what, not where: start at its caller. */
+    if (k > 0 && p->frames[st->frames[k]].synthetic)
+        k--;
     while (k > 0 && stdlib_file(p->frames[st->frames[k]].file) &&
            stdlib_file(p->frames[st->frames[k - 1]].file) &&
            !thread_entry_frame(&p->frames[st->frames[k - 1]]))

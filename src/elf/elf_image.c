@@ -6,6 +6,7 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -93,8 +94,10 @@ void elf_image_close(struct elf_image *img)
     free(img);
 }
 
-static int symbol_in_table(struct elf_image *img, Elf64_Word table_type, const char *name,
-                           uint64_t *value, uint64_t *size)
+/* Calls visit on every defined, named symbol of the tables of table_type
+ * until it returns nonzero; returns that, or 0. */
+static int each_symbol(struct elf_image *img, Elf64_Word table_type,
+                       int (*visit)(void *ctx, const GElf_Sym *sym, const char *name), void *ctx)
 {
     Elf_Scn *scn = NULL;
     while ((scn = elf_nextscn(img->elf, scn)) != NULL) {
@@ -111,15 +114,35 @@ static int symbol_in_table(struct elf_image *img, Elf64_Word table_type, const c
                 sym.st_name == 0)
                 continue;
             const char *sname = elf_strptr(img->elf, sh.sh_link, sym.st_name);
-            if (sname && strcmp(sname, name) == 0) {
-                *value = sym.st_value;
-                if (size)
-                    *size = sym.st_size;
-                return 0;
-            }
+            int rc = sname ? visit(ctx, &sym, sname) : 0;
+            if (rc)
+                return rc;
         }
     }
-    return -1;
+    return 0;
+}
+
+struct by_name {
+    const char *name;
+    uint64_t *value, *size;
+};
+
+static int match_name(void *ctx, const GElf_Sym *sym, const char *name)
+{
+    struct by_name *q = ctx;
+    if (strcmp(name, q->name) != 0)
+        return 0;
+    *q->value = sym->st_value;
+    if (q->size)
+        *q->size = sym->st_size;
+    return 1;
+}
+
+static int symbol_in_table(struct elf_image *img, Elf64_Word table_type, const char *name,
+                           uint64_t *value, uint64_t *size)
+{
+    struct by_name q = {name, value, size};
+    return each_symbol(img, table_type, match_name, &q) ? 0 : -1;
 }
 
 int elf_image_symbol(struct elf_image *img, const char *name, uint64_t *value, uint64_t *size)
@@ -127,6 +150,36 @@ int elf_image_symbol(struct elf_image *img, const char *name, uint64_t *value, u
     if (symbol_in_table(img, SHT_DYNSYM, name, value, size) == 0)
         return 0;
     return symbol_in_table(img, SHT_SYMTAB, name, value, size);
+}
+
+struct by_address {
+    uint64_t vaddr;
+    char *name;
+    size_t size;
+};
+
+static int match_function(void *ctx, const GElf_Sym *sym, const char *name)
+{
+    struct by_address *q = ctx;
+    if ((GELF_ST_TYPE(sym->st_info) != STT_FUNC && GELF_ST_TYPE(sym->st_info) != STT_GNU_IFUNC) ||
+        q->vaddr < sym->st_value || q->vaddr >= sym->st_value + (sym->st_size ? sym->st_size : 1))
+        return 0;
+    snprintf(q->name, q->size, "%s", name);
+    return 1;
+}
+
+static int function_covering(struct elf_image *img, Elf64_Word table_type, uint64_t vaddr,
+                             char *name, size_t size)
+{
+    struct by_address q = {vaddr, name, size};
+    return each_symbol(img, table_type, match_function, &q) ? 0 : -1;
+}
+
+int elf_image_function_at(struct elf_image *img, uint64_t vaddr, char *name, size_t size)
+{
+    if (function_covering(img, SHT_SYMTAB, vaddr, name, size) == 0)
+        return 0;
+    return function_covering(img, SHT_DYNSYM, vaddr, name, size);
 }
 
 int elf_image_dynamic_symbol(struct elf_image *img, const char *name, uint64_t *value,

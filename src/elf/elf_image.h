@@ -20,6 +20,9 @@ int elf_image_symbol(struct elf_image *img, const char *name, uint64_t *value, u
  * where scanning a large .symtab would only cost time. */
 int elf_image_dynamic_symbol(struct elf_image *img, const char *name, uint64_t *value,
                              uint64_t *size);
+/* The function symbol (.symtab, then .dynsym) whose range covers the
+ * unrelocated address vaddr: 0 and its name, or -1. */
+int elf_image_function_at(struct elf_image *img, uint64_t vaddr, char *name, size_t size);
 /* A section's unrelocated address and size. */
 int elf_image_section(struct elf_image *img, const char *name, uint64_t *addr, uint64_t *size);
 /* Copies up to len bytes of the file contents at unrelocated address addr

@@ -41,8 +41,7 @@ static bool in_executable_map_of(const struct target *t, const char *path, uint6
     return false;
 }
 
-static int search_file(struct target *t, const char *path, const char *name,
-                       struct native_symbol *out)
+static const struct target_map *lowest_map_of(const struct target *t, const char *path)
 {
     const struct target_map *lowest = NULL;
     for (size_t i = 0; i < t->nmaps; i++) {
@@ -50,6 +49,18 @@ static int search_file(struct target *t, const char *path, const char *name,
         if (m->path && strcmp(m->path, path) == 0 && (!lowest || m->offset < lowest->offset))
             lowest = m;
     }
+    return lowest;
+}
+
+static uint64_t load_bias(struct elf_image *img, const struct target_map *lowest)
+{
+    return elf_image_is_shared(img) ? lowest->start - lowest->offset - elf_image_base_vaddr(img) : 0;
+}
+
+static int search_file(struct target *t, const char *path, const char *name,
+                       struct native_symbol *out)
+{
+    const struct target_map *lowest = lowest_map_of(t, path);
     if (!lowest)
         return 0;
     int fd = target_open_file(t, path);
@@ -61,10 +72,7 @@ static int search_file(struct target *t, const char *path, const char *name,
     uint64_t value = 0, size = 0;
     int found = 0;
     if (elf_image_symbol(img, name, &value, &size) == 0 && value != 0) {
-        uint64_t bias = elf_image_is_shared(img)
-                            ? lowest->start - lowest->offset - elf_image_base_vaddr(img)
-                            : 0;
-        uint64_t addr = value + bias;
+        uint64_t addr = value + load_bias(img, lowest);
         if (in_executable_map_of(t, path, addr)) {
             out->addr = addr;
             out->size = size ? size : 1;
@@ -90,4 +98,24 @@ int native_find_symbol(struct target *t, const char *name, const char *const *sk
             n += search_file(t, files[i], name, &out[n]);
     }
     return n;
+}
+
+int native_function_at(struct target *t, uint64_t addr, char *name, size_t name_size,
+                       const char **module)
+{
+    const struct target_map *m = target_find_map(t, addr);
+    if (!m || !executable_map(m) || !(addr >= m->start && addr < m->end))
+        return -1;
+    const struct target_map *lowest = lowest_map_of(t, m->path);
+    int fd = lowest ? target_open_file(t, m->path) : -1;
+    struct elf_image *img = fd >= 0 ? elf_image_open_fd(fd) : NULL;
+    if (!img)
+        return -1;
+    int rc = elf_image_function_at(img, addr - load_bias(img, lowest), name, name_size);
+    elf_image_close(img);
+    if (module) {
+        const char *slash = strrchr(m->path, '/');
+        *module = slash ? slash + 1 : m->path;
+    }
+    return rc;
 }

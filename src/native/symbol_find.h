@@ -25,4 +25,10 @@ int native_find_symbol(struct target *t, const char *name, const char *const *sk
  * that remember which files were already searched. */
 int native_code_files(const struct target *t, const char **paths, int max);
 
+/* The function covering addr in the file t maps executable there (its
+ * .symtab, else .dynsym): 0 and its name, or -1. *module, when asked, is the
+ * file's base name (valid while t's maps are). */
+int native_function_at(struct target *t, uint64_t addr, char *name, size_t name_size,
+                       const char **module);
+
 #endif

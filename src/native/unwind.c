@@ -319,6 +319,36 @@ static bool is_c_runtime(const char *module)
     return false;
 }
 
+/* The interpreter's own plumbing: the eval loop, the call and vectorcall
+ * trampolines between a call site and the callee, and the start-up and
+ * thread-start frames below the first Python frame. The Python frames
+ * already say what these do; every other interpreter frame (the collector,
+ * take_gil, the regex matcher, lock and sleep implementations) explains a
+ * state and is shown. */
+static bool is_plumbing_symbol(const char *symbol)
+{
+    static const char *const prefixes[] = {
+        "_PyEval_EvalFrame", "_TAIL_CALL_", "_PyEval_Vector", "PyEval_EvalCode", "_PyEval_EvalCode",
+        "_PyFunction_Vectorcall", "_PyFunction_FastCall", "function_code_fastcall",
+        "_PyObject_Vectorcall", "PyObject_Vectorcall", "_PyObject_Call", "PyObject_Call",
+        "_PyObject_MakeTpCall", "_PyObject_FastCall", "object_vacall", "_PyVectorcall_Call",
+        "PyVectorcall_Call", "method_vectorcall", "cfunction_vectorcall", "cfunction_call",
+        "vectorcall_", "slot_tp_call", "call_function", "do_call_core", "_PyCFunction_",
+        "PyCFunction_Call", "wrapperdescr_call", "wrapper_call", "partial_vectorcall",
+        "partial_call", "run_mod", "run_eval_code_obj", "pyrun_", "_PyRun_", "PyRun_",
+        "Py_RunMain", "pymain_", "Py_BytesMain", "Py_Main", "t_bootstrap", "thread_run",
+        "pythread_wrapper", "builtin_exec", "_start",
+    };
+    if (!symbol)
+        return true; /* no name to say what it does */
+    if (strcmp(symbol, "main") == 0)
+        return true;
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(symbol, prefixes[i], strlen(prefixes[i])) == 0)
+            return true;
+    return false;
+}
+
 static bool is_interp_module(struct native_unwinder *u, const char *path)
 {
     for (int i = 0; path && i < u->n_interp_paths; i++)
@@ -358,6 +388,7 @@ static int describe_frame(struct native_unwinder *u, Dwarf_Addr pc, bool activat
         f->offset = pc - sym->start;
         f->is_eval = native_is_eval_symbol(sym->name);
     }
+    f->internal = f->internal && is_plumbing_symbol(f->symbol);
     /* Line tables are the expensive part: skip them for frames not shown,
      * and for glibc, whose separate, compressed debug info takes longer to
      * load than the rest of a dump (--native-all looks them up anyway). */

@@ -143,6 +143,7 @@ static void write_thread(struct json_writer *w, const struct stack_report *repor
     json_member_bool(w, "gc", th->gc);
     wait_write_stopped_json(w, report, th);
     wait_write_json(w, report, th);
+    json_member_string(w, "c_callable", th->c_callable[0] ? th->c_callable : NULL);
     json_key(w, "frames");
     json_begin_array(w);
     for (size_t k = 0; k < th->n_frames; k++) {

@@ -250,6 +250,11 @@ static void write_thread_frames(FILE *out, const struct stack_report *report,
                     p->reset);
         return;
     }
+    if (th->c_callable[0]) {
+        fprintf(out, "    %s\u2192 [C]%s ", p->dim, p->reset);
+        put_sanitized(out, th->c_callable);
+        fputc('\n', out);
+    }
     for (size_t k = 0; k < th->n_frames; k++)
         write_python_frame(out, report, &th->frames[k], p, reentry_mark_of(report, th, true, k));
     if (native) {

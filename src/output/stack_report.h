@@ -91,6 +91,7 @@ struct report_thread {
     bool gc;
     struct report_frame *frames; /* innermost first */
     size_t n_frames;
+    char c_callable[192];        /* the C callable the innermost frame calls, "" if none known */
     bool complete;
     char error[160];
     bool crashed;                /* received the fatal signal (core files, run) */

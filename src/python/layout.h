@@ -166,6 +166,18 @@ struct py_layout {
     long dictvalues_size;        /* uint8_t count of the order array; negative: before values */
     long dictvalues_valid;       /* uint8_t, 3.13+: inline values still in use */
 
+    /* C callables (PyCFunctionObject, PyMethodDescrObject, PyMethodDef) */
+    long cfunction_ml;
+    long cfunction_self;
+    long cfunction_module;
+    long methoddef_name;
+    long descr_type;
+    long descr_method;
+    long tpflags_heaptype;       /* Py_TPFLAGS_HEAPTYPE */
+    /* Per opcode, what kind of call it is ('0': none); gen_layout.c tells
+     * where each kind keeps the callable. */
+    const char *call_kinds;
+
     /* generators and coroutines */
     long gen_frame;              /* gi_frame (<=3.10, a PyFrameObject*) */
     long gen_iframe;             /* gi_iframe (3.11+, the frame is inline) */

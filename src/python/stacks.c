@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "python/callable.h"
 #include "python/frames.h"
 #include "python/thread_state.h"
 #include "python/threads.h"
@@ -262,6 +263,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
     struct py_reader reader;
     py_reader_init(&reader, rt);
     struct py_code_cache *codes = calloc(1, sizeof *codes);
+    struct py_vars_cache *vars_cache = calloc(1, sizeof *vars_cache);
     struct code_names *names_of_code = calloc(NAME_SLOTS, sizeof *names_of_code);
     struct py_frame *frames = malloc(sizeof *frames * PY_MAX_FRAMES);
     pid_t *tids = malloc(sizeof *tids * MAX_TIDS);
@@ -270,7 +272,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
     struct py_stack_copy stack_copy = {0};
     struct py_snapshot snap = {0};
     int rc = -1;
-    if (!codes || !names_of_code || !frames || !tids) {
+    if (!codes || !vars_cache || !names_of_code || !frames || !tids) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         goto out;
     }
@@ -378,6 +380,18 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         if (!th->complete)
             snprintf(th->error, sizeof th->error, "%s after %zu frames",
                      py_walk_status_text(status), count);
+        if (count > 0 && py_frame_c_callable(&reader, vars_cache, &frames[0], th->c_callable,
+                                             sizeof th->c_callable) != 0)
+            th->c_callable[0] = '\0';
+        /* On a CPU without the GIL, yet its innermost frame runs bytecode
+         * that calls nothing: it is between the futex wake-up and taking the
+         * GIL (what take_gil does when CPUs are scarce). */
+        int oparg;
+        if (th->state == THREAD_RUNNING && th->complete && count > 0 &&
+            !py_frame_call_kind(&reader, &frames[0], &oparg)) {
+            th->state = THREAD_WAITING_GIL;
+            th->syscall = NULL;
+        }
         if (fill_frames(&walker, frames, count, names_of_code, &report->names, th) != 0 ||
             (opts->raw && keep_raw(opts->raw, report->n_threads - 1, pt, &activity, frames, count) != 0)) {
             error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
@@ -393,6 +407,10 @@ out:
         free(codes);
     }
     py_stack_copy_free(&stack_copy);
+    if (vars_cache) {
+        py_vars_cache_clear(vars_cache);
+        free(vars_cache);
+    }
     free(names_of_code);
     free(frames);
     free(tids);

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "python/callable.h"
 #include "python/thread_state.h"
 #include "python/threads.h"
 #include "sampling/ring.h"
@@ -49,6 +50,11 @@ struct sampled_thread {
      * one sampled before counts. */
     bool parked;                     /* this pass did not read its stack */
     uint32_t last_stack;             /* UINT32_MAX: none, or it was torn */
+    /* The "[C] name" leaf of the last walk that read the innermost frame: a
+     * walk the memo stops at once has not changed frame or instruction. */
+    uint32_t last_leaf;
+    bool at_call;                    /* its innermost frame's instruction is a call */
+    bool at_call_known;
     uint64_t last_top_frame;
     uint32_t covered_run;            /* passes in a row the read ahead was enough */
     /* The switch count when this thread was last seen blocked in the GIL's
@@ -72,6 +78,30 @@ struct frame_key_cache {
     struct frame_key slots[FRAME_KEY_SLOTS];
 };
 
+/* The innermost frame's C callable costs a look at its instruction and,
+ * at a call, a read of its value stack: both answers are kept, by
+ * (code, offset) and by callable object, until the code caches are flushed. */
+#define CALL_SITE_SLOTS 4096u
+#define CALLABLE_SLOTS 1024u
+
+struct call_site {
+    uint64_t code;
+    long offset;
+    char kind;               /* 0: not a call */
+    uint8_t oparg;
+    bool known;
+};
+
+struct callable_id {
+    uint64_t obj;
+    uint32_t frame;
+};
+
+struct callable_cache {
+    struct call_site sites[CALL_SITE_SLOTS];
+    struct callable_id ids[CALLABLE_SLOTS];
+};
+
 uint64_t monotonic_ns(void)
 {
     struct timespec ts;
@@ -83,6 +113,8 @@ static void flush_code_caches(struct sampler *s)
 {
     py_code_cache_clear(s->codes);
     memset(s->frame_keys, 0, sizeof *s->frame_keys);
+    memset(s->callables, 0, sizeof *s->callables);
+    py_vars_cache_clear(s->vars);
 }
 
 /* Descriptors left for everything but the threads' syscall files. */
@@ -115,6 +147,8 @@ int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t
     py_reader_init(&s->reader, &s->rt);
     s->codes = calloc(1, sizeof *s->codes);
     s->frame_keys = calloc(1, sizeof *s->frame_keys);
+    s->callables = calloc(1, sizeof *s->callables);
+    s->vars = calloc(1, sizeof *s->vars);
     s->frames = malloc(sizeof *s->frames * PY_MAX_FRAMES);
     s->stack_ids = malloc(sizeof *s->stack_ids * (MAX_STACK_DEPTH + 2));
     s->walk_ids = malloc(sizeof *s->walk_ids * MAX_STACK_DEPTH);
@@ -123,7 +157,7 @@ int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t
     if (s->profile_process != UINT32_MAX)
         snprintf(profile->processes[s->profile_process].python_version,
                  sizeof profile->processes[s->profile_process].python_version, "%s", s->rt.version);
-    if (!s->codes || !s->frame_keys || !s->frames || !s->stack_ids || !s->walk_ids || s->gc_frame == UINT32_MAX) {
+    if (!s->codes || !s->frame_keys || !s->callables || !s->vars || !s->frames || !s->stack_ids || !s->walk_ids || s->gc_frame == UINT32_MAX) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         sampler_close(s, start_ns);
         return -1;
@@ -171,6 +205,11 @@ void sampler_close(struct sampler *s, uint64_t now_ns)
         free(s->codes);
     }
     free(s->frame_keys);
+    free(s->callables);
+    if (s->vars) {
+        py_vars_cache_clear(s->vars);
+        free(s->vars);
+    }
     free(s->frames);
     free(s->stack_ids);
     free(s->walk_ids);
@@ -268,6 +307,7 @@ static struct sampled_thread *add_thread(struct sampler *s, const struct py_thre
     th->profile_thread = id;
     th->waiting_since_switch = UINT64_MAX;
     th->last_stack = UINT32_MAX;
+    th->last_leaf = UINT32_MAX;
     th->held_at_switch = UINT64_MAX;
     s->last_names_ns = 0; /* name it at the end of this pass */
     return th;
@@ -305,6 +345,43 @@ static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, uint64_t fun
         slot->offset = offset;
         slot->frame = id;
         slot->serial = code->serial;
+    }
+    return id;
+}
+
+/* The "[C] name" pseudo-frame of the C callable the innermost frame f is
+ * calling, or UINT32_MAX when it calls none that can be told. */
+static uint32_t callable_frame_for(struct sampler *s, const struct py_frame *f, bool *at_call)
+{
+    uint64_t h = (f->code_addr >> 4) * 0x9e3779b97f4a7c15ull ^ (uint64_t)f->instr_offset * 0xff51afd7ed558ccdull;
+    struct call_site *site = &s->callables->sites[(h >> 20) % CALL_SITE_SLOTS];
+    if (!site->known || site->code != f->code_addr || site->offset != f->instr_offset) {
+        int oparg = 0;
+        site->kind = py_frame_call_kind(&s->reader, f, &oparg);
+        site->oparg = (uint8_t)oparg;
+        site->code = f->code_addr;
+        site->offset = f->instr_offset;
+        site->known = true;
+    }
+    *at_call = site->kind != 0;
+    if (!site->kind)
+        return UINT32_MAX;
+    uint64_t obj = py_frame_c_callable_find(&s->reader, s->vars, f, site->kind, site->oparg);
+    if (!obj)
+        return UINT32_MAX;
+    struct callable_id *slot = &s->callables->ids[((obj >> 4) * 0x9e3779b97f4a7c15ull >> 20) % CALLABLE_SLOTS];
+    if (slot->obj == obj)
+        return slot->frame;
+    char name[PY_C_CALLABLE_MAX + 8] = "[C] ";
+    int named = py_c_callable_name(&s->reader, obj, name + 4, sizeof name - 4);
+    if (named == 1 && process_read_maps(s->target) == 0)
+        named = py_c_callable_name(&s->reader, obj, name + 4, sizeof name - 4);
+    if (named < 0)
+        return UINT32_MAX;
+    uint32_t id = profile_frame_id(s->profile, name, "", -1, true);
+    if (id != UINT32_MAX) {
+        slot->obj = obj;
+        slot->frame = id;
     }
     return id;
 }
@@ -454,6 +531,16 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
     uint32_t depth = 0;
     for (size_t i = n; i-- > 0;)
         s->stack_ids[depth++] = ids[i];
+    if (count > 0) {
+        th->at_call_known = !*torn;
+        th->at_call = true;
+        th->last_leaf = *torn ? UINT32_MAX : callable_frame_for(s, &s->frames[0], &th->at_call);
+    } else if (!stopped) {
+        th->last_leaf = UINT32_MAX;
+        th->at_call_known = false;
+    }
+    if (th->last_leaf != UINT32_MAX && !*torn && depth > 0)
+        s->stack_ids[depth++] = th->last_leaf;
     if (in_gc) {
         /* Remember what the collection runs on top of: the code that
          * allocated and so triggered it. */
@@ -842,6 +929,11 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
             stack = th->last_stack;
         else
             stack = UINT32_MAX, torn = true; /* cannot be: parked means still waiting */
+        /* On a CPU without the GIL, yet running bytecode that calls
+         * nothing: no code can do that, so it is between the futex wake-up
+         * and taking the GIL (what take_gil does when CPUs are scarce). */
+        if (state == PROFILE_RUNNING && !th->parked && !torn && th->at_call_known && !th->at_call)
+            state = PROFILE_WAITING_GIL;
         th->last_stack = torn ? UINT32_MAX : stack;
         th->last_top_frame = s->pass[i].pt.top_frame;
         p->meta.stacks_sampled++;

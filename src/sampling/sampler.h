@@ -17,6 +17,8 @@
 
 struct sampled_thread;
 struct frame_key_cache;
+struct callable_cache;
+struct py_vars_cache;
 struct pass_thread;
 struct sample_ring;
 
@@ -36,6 +38,8 @@ struct sampler {
     struct py_reader reader;
     struct py_code_cache *codes;
     struct frame_key_cache *frame_keys;
+    struct callable_cache *callables;  /* call sites and C callables, as frame ids */
+    struct py_vars_cache *vars;
     struct py_frame *frames;          /* scratch for one walk */
     uint32_t *stack_ids;              /* scratch: frame ids of one stack */
     uint32_t *walk_ids;               /* scratch: ids of the frames one walk read */

@@ -379,6 +379,9 @@ TRUTH_WORKLOADS = {
     "c": ("c_native_holds_gil.py", {"GILWL_CALLS": "400", "GILWL_SCALE": "400"},
           ("py-loop-1", "py-loop-2", "native-holder")),
 }
+# Run beside a CPU hog by test_gil_states_under_cpu_contention only.
+CONTENTION_WORKLOAD = (PROGRAMS / "gil_four.py", {},
+                       ("py-loop-1", "py-loop-2", "py-loop-3", "py-loop-4"))
 
 
 def truth_skip_reason(interp):
@@ -457,11 +460,14 @@ def remove_stale_probes():
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
 
 
-def truth_attempt(interp, workload, launch, pyscope, workdir):
+def truth_attempt(interp, workload, launch, pyscope, workdir, tolerance=None, rate="200"):
     """One run of a workload under gil_truth.sh and pyscope at once.
     Returns (problems, table, preempted): problems empty when everything
-    agrees; preempted lists the threads that other work kept off the CPUs."""
-    script, knobs, roles = TRUTH_WORKLOADS[workload]
+    agrees (within tolerance(share, samples) points, by default
+    truth_tolerance); preempted lists the threads that other work kept off
+    the CPUs."""
+    tolerance = tolerance or truth_tolerance
+    script, knobs, roles = TRUTH_WORKLOADS.get(workload) or CONTENTION_WORKLOAD
     remove_stale_probes()
     workdir.mkdir()
     labels = workdir / "labels.txt"
@@ -494,7 +500,7 @@ def truth_attempt(interp, workload, launch, pyscope, workdir):
     rec = workdir / "pyscope.json"
     before = {tid: schedstat(target.pid, tid) for tid in tid_roles}
     started = time.monotonic()
-    record(pyscope, rec, "-p", target.pid, "-r", "200", duration=TRUTH_RECORD_SECONDS)
+    record(pyscope, rec, "-p", target.pid, "-r", rate, duration=TRUTH_RECORD_SECONDS)
     wall_ns = (time.monotonic() - started) * 1e9
     preempted = []
     for tid, role in tid_roles.items():
@@ -534,10 +540,10 @@ def truth_attempt(interp, workload, launch, pyscope, workdir):
         table.append("%-14s %7d %-13s %-13s %-13s" % (
             role, t["tid"], *("%5.1f/%5.1f" % pairs[k] for k in ("holding", "waiting", "running"))))
         for name, (a, b) in pairs.items():
-            tolerance = truth_tolerance(a, t["samples"])
-            if abs(a - b) > tolerance:
+            allowed = tolerance(a, t["samples"])
+            if abs(a - b) > allowed:
                 problems.append("%s (tid %d): %s %.1f%% vs ground truth %.1f%% (allowed %.1f "
-                                "points for %d samples)" % (role, t["tid"], name, a, b, tolerance,
+                                "points for %d samples)" % (role, t["tid"], name, a, b, allowed,
                                                             t["samples"]))
         if role in roles:
             problems.extend(expectations(workload, role, ours))
@@ -566,6 +572,28 @@ def test_gil_states_vs_truth(interp, workload, launch, pyscope, tmp_path):
         pytest.skip("other work kept the workload off the CPUs, so waiting and running cannot "
                     "be told apart: %s\n%s\n%s" % ("; ".join(preempted), table, "\n".join(
                         "  PROBLEM " + p for p in problems)))
+    assert not problems, "%s\n%s" % (table, "\n".join("  PROBLEM " + p for p in problems))
+
+
+@pytest.mark.serial
+def test_gil_states_under_cpu_contention(interp, launch, pyscope, tmp_path):
+    """Issue 19 item 7: four pure-Python threads contending for the GIL
+    beside a CPU hog, on a machine with fewer cores than runnable threads.
+    A waiter is often runnable or on a CPU between the futex wake-up and
+    taking the GIL; its innermost frame is then in no call, so pyscope
+    counts it waiting. Its holding/waiting/running agree with
+    gil_truth.sh's, measured at the same time, within 5 points. At 2000 Hz,
+    above the rates at which the sampler also looks twice at a thread on a
+    CPU without the GIL (which hid most of the error), so the frame alone
+    must tell."""
+    reason = truth_skip_reason(interp)
+    if reason:
+        pytest.skip(reason)
+    hog = launch(["/usr/bin/python3", "-c", "while True: pass"], stdout=subprocess.DEVNULL)
+    problems, table, _ = truth_attempt(interp, "contention", launch, pyscope, tmp_path / "run",
+                                       tolerance=lambda share, samples: 5.0, rate="2000")
+    assert hog.poll() is None, "the CPU hog exited"
+    print(table)
     assert not problems, "%s\n%s" % (table, "\n".join("  PROBLEM " + p for p in problems))
 
 
@@ -719,8 +747,12 @@ def test_format_file(fmt, start_program, pyscope, tmp_path):
     record(pyscope, out, "-p", target.pid, "--idle", duration=2, fmt=fmt)
     if fmt == "flamegraph":
         stacks = parse_collapsed(out.read_text(encoding="utf-8"))
-        leaves = {frame_function(s[-1]) for s in stacks}
+        # The innermost Python frame: snooze's leaf is "[C] time.sleep".
+        leaves = {frame_function([f for f in s if not f.startswith("[C] ")][-1])
+                  for s in stacks}
         assert {"crunch", "snooze"} <= leaves, leaves
+        assert any(len(s) >= 2 and frame_function(s[-2]) == "snooze" and s[-1] == "[C] time.sleep"
+                   for s in stacks), sorted(stacks)[:5]
     elif fmt == "speedscope":
         with open(out, encoding="utf-8") as f:
             names = check_speedscope(json.load(f))
@@ -1116,7 +1148,9 @@ def test_torn_stacks(interp, start_program, pyscope, tmp_path):
     known = program_code_lines(interp, files)
     for f in frames:
         if f["synthetic"]:
-            assert f["function"] in ("<GC>", "<unreadable code>"), f
+            # "[C] name": the C callable the innermost frame calls (issue 19).
+            assert f["function"] in ("<GC>", "<unreadable code>") or \
+                f["function"].startswith("[C] "), f
             continue
         functions = known.get(f["file"])
         assert isinstance(functions, dict), "frame in a file that is not there: %r (%s)" % (
@@ -1132,7 +1166,11 @@ def test_torn_stacks(interp, start_program, pyscope, tmp_path):
     # thread, and cannot tell. Those must stay rare.
     incomplete = spliced = 0
     for thread, stack, state, count in doc["samples"]:
-        functions = [f for f in stack_functions(doc, stack) if f != "<GC>"]
+        functions = [f for f in stack_functions(doc, stack)
+                     if f != "<GC>" and not f.startswith("[C] ")]
+        leaves = [f for f in stack_functions(doc, stack) if f.startswith("[C] ")]
+        assert leaves == [f for f in stack_functions(doc, stack)[-2:]
+                          if f.startswith("[C] ")], stack_functions(doc, stack)
         whole = bool(functions) and functions[0] in ENTRY_FUNCTIONS
         if not whole or "<unreadable code>" in functions:
             incomplete += count

@@ -42,6 +42,18 @@
 #include "pycore_object.h"
 #pragma GCC diagnostic pop
 #endif
+#if MINOR <= 10
+#include "opcode.h"
+#elif MINOR == 11 || MINOR == 12
+#define NEED_OPCODE_TABLES
+#include "pycore_opcode.h"
+#elif MINOR >= 13
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#define NEED_OPCODE_METADATA
+#include "pycore_opcode_metadata.h"
+#pragma GCC diagnostic pop
+#endif
 #if MINOR >= 14
 #include "pycore_interpframe_structs.h"
 #include "pycore_runtime_structs.h"
@@ -370,6 +382,57 @@ static void emit_objects(void)
 #endif
 }
 
+/* C callables as a frame stopped at a call keeps them on its value stack:
+ * PyCFunctionObject, PyMethodDescrObject and PyMethodDef, and which
+ * opcodes call. The call kinds (one letter per opcode, after undoing the
+ * specialisation 3.11+ applies in place) say where the callable lies below
+ * the top of the stack for oparg n, from each version's ceval stack effects:
+ *   F  callable, n args                          (CALL_FUNCTION <=3.10)
+ *   K  callable, n args, kwnames                 (CALL_FUNCTION_KW <=3.10)
+ *   M  method or NULL, callable or self, n args  (CALL_METHOD <=3.10, CALL/PRECALL 3.11-3.12)
+ *   C  callable, self or NULL, n args            (CALL 3.13+)
+ *   W  callable, self or NULL, n args, kwnames   (CALL_KW 3.13+)
+ *   x  callable, args tuple, [kwargs if n & 1]   (CALL_FUNCTION_EX <=3.12)
+ *   y  callable, NULL, args tuple, [kwargs if n & 1] (CALL_FUNCTION_EX 3.13)
+ *   z  callable, NULL, args tuple, kwargs or NULL    (CALL_FUNCTION_EX 3.14+) */
+static void emit_callables(void)
+{
+    emit("cfunction_ml", OFF(PyCFunctionObject, m_ml));
+    emit("cfunction_self", OFF(PyCFunctionObject, m_self));
+    emit("cfunction_module", OFF(PyCFunctionObject, m_module));
+    emit("methoddef_name", OFF(PyMethodDef, ml_name));
+    emit("descr_type", OFF(PyMethodDescrObject, d_common.d_type));
+    emit("descr_method", OFF(PyMethodDescrObject, d_method));
+    emit("tpflags_heaptype", Py_TPFLAGS_HEAPTYPE);
+    char kinds[257];
+    for (int op = 0; op < 256; op++) {
+        int base = op;
+#if MINOR >= 11
+        base = _PyOpcode_Deopt[op];
+#endif
+        char k = '0';
+#if MINOR <= 10
+        if (base == CALL_FUNCTION) k = 'F';
+        else if (base == CALL_FUNCTION_KW) k = 'K';
+        else if (base == CALL_METHOD) k = 'M';
+        else if (base == CALL_FUNCTION_EX) k = 'x';
+#elif MINOR == 11
+        if (base == CALL || base == PRECALL) k = 'M';
+        else if (base == CALL_FUNCTION_EX) k = 'x';
+#elif MINOR == 12
+        if (base == CALL || op == INSTRUMENTED_CALL) k = 'M';
+        else if (base == CALL_FUNCTION_EX || op == INSTRUMENTED_CALL_FUNCTION_EX) k = 'x';
+#else
+        if (base == CALL || op == INSTRUMENTED_CALL) k = 'C';
+        else if (base == CALL_KW || op == INSTRUMENTED_CALL_KW) k = 'W';
+        else if (base == CALL_FUNCTION_EX || op == INSTRUMENTED_CALL_FUNCTION_EX) k = MINOR == 13 ? 'y' : 'z';
+#endif
+        kinds[op] = k;
+    }
+    kinds[256] = 0;
+    printf("        .call_kinds = \"%s\",\n", kinds);
+}
+
 /* Where an instance keeps its attributes when its class does not give it a
  * plain __dict__ slot (tp_dictoffset): 3.11's values pointer and dict
  * pointer before the object, 3.12's single tagged word, 3.13+'s values
@@ -453,6 +516,7 @@ int main(int argc, char **argv)
     emit_eval_signature();
     emit_objects();
     emit_instance_dicts();
+    emit_callables();
     printf("    } },\n");
     return 0;
 }

@@ -1,0 +1,189 @@
+"""Issue #19 item 4: the C callable a Python frame is calling, named from
+its value stack without --native: a builtin method (re.Pattern.match), a
+method descriptor (_thread.lock.acquire), a builtin function (time.sleep),
+a C type (list) and a ctypes function pointer named by the ELF symbol of
+its library (checksum_blocks). The program names each callable itself, as
+Python does; pyscope must show the same in dump's text and JSON."""
+
+import gzip
+import json
+import re
+import subprocess
+import types
+from pathlib import Path
+
+import pytest
+
+from conftest import HERE, run_pyscope
+from test_record import pick_interp
+
+NATIVE_SRC = HERE / "native"
+
+
+@pytest.fixture(scope="session")
+def hog_lib(tmp_path_factory):
+    out = tmp_path_factory.mktemp("hog") / "libhog.so"
+    proc = subprocess.run(["gcc", "-O1", "-g", "-shared", "-fPIC", "-o", str(out),
+                           str(NATIVE_SRC / "hog.c")], stderr=subprocess.PIPE)
+    assert proc.returncode == 0, proc.stderr.decode()
+    return out
+
+
+def start_callables(start_program, interp, hog_lib, *args):
+    return start_program(interp, "c_callables.py", hog_lib, *args)
+
+
+def wait_main_asleep(target):
+    """Past writing its report (os.replace must take the GIL back from the
+    regex thread, which holds it for whole matches): in time.sleep, i.e.
+    clock_nanosleep (3.11+) or select/pselect6 before."""
+    main = next(t for t in target.report["threads"] if t["name"] == "MainThread")
+    target.wait_in_syscall(main["native_id"], (230, 23, 270))
+
+
+def test_dump_names_the_c_callable(interp, start_program, hog_lib):
+    target = start_callables(start_program, interp, hog_lib)
+    wait_main_asleep(target)
+    expected = target.report["extra"]["callables"]
+    result = run_pyscope(["dump", "--json", str(target.pid)])
+    assert result.returncode == 0, result
+    doc = json.loads(result.stdout)
+    got = {t["name"]: t["c_callable"] for t in doc["threads"] if t["name"] in expected}
+    # Between two matches, or waiting to take the GIL back from the spinner,
+    # the regex thread is in no call: only the holder is inside match.
+    regex = next(t for t in doc["threads"] if t["name"] == "regex")
+    if regex["state"] != "holding_gil":
+        del got["regex"], expected["regex"]
+    assert got == expected
+
+    text = run_pyscope(["dump", str(target.pid)])
+    assert text.returncode == 0, text
+    for name, callable_name in expected.items():
+        if name == "regex":
+            continue
+        block = re.search(r'^Thread \d+ "%s".*?\n((?:    .*\n)+)' % name, text.stdout, re.M)
+        assert block, text.stdout
+        lines = [line for line in block.group(1).splitlines()
+                 if not line.startswith("    waiting for:")]
+        assert lines[0] == "    \u2192 [C] " + callable_name, block.group(1)
+
+
+def leaf_shares(doc, thread_name):
+    """{leaf function: share of the thread's samples}."""
+    tid = [i for i, t in enumerate(doc["threads"]) if t["name"] == thread_name]
+    assert tid, [t["name"] for t in doc["threads"]]
+    counts = {}
+    for thread, stack, _state, n in doc["samples"]:
+        if thread == tid[0]:
+            leaf = doc["frames"][doc["stacks"][stack][-1]]["function"]
+            counts[leaf] = counts.get(leaf, 0) + n
+    total = sum(counts.values())
+    return {leaf: n / total for leaf, n in counts.items()}
+
+
+def test_record_names_the_c_callable(interp, start_program, hog_lib, tmp_path):
+    """record: each thread's samples end in the "[C] name" pseudo-frame of
+    the call it sits in, and the GIL-hog report names the regex matcher."""
+    target = start_callables(start_program, interp, hog_lib)
+    wait_main_asleep(target)
+    expected = target.report["extra"]["callables"]
+    out = tmp_path / "rec.json"
+    result = run_pyscope(["record", "-p", str(target.pid), "-d", "2", "--idle", "-f", "json",
+                          "-o", str(out)])
+    assert result.returncode == 0, result
+    with open(out, encoding="utf-8") as f:
+        doc = json.load(f)
+    for name, callable_name in expected.items():
+        shares = leaf_shares(doc, name)
+        # The regex thread also waits for the GIL now and then, at its
+        # call: the rest is the time between two matches.
+        assert shares.get("[C] " + callable_name, 0) >= 0.8, (name, shares)
+    hogs = result.stderr.split("GIL hogs", 1)
+    assert len(hogs) == 2, result.stderr
+    first = re.search(r"^\s+1\. .*\n\s+(.*)\n\s+(\S+)", hogs[1], re.M)
+    assert first and first.group(1) == "[C] " + expected["regex"], hogs[1]
+    assert first.group(2) == "regex_loop", hogs[1]
+
+
+@pytest.mark.parametrize("fmt", ["flamegraph", "speedscope", "chrome", "pprof"])
+def test_every_format_carries_the_c_callable(fmt, start_program, hog_lib, tmp_path):
+    interp = pick_interp("3.12", "3.11")
+    target = start_callables(start_program, interp, hog_lib)
+    out = tmp_path / ("rec." + fmt)
+    result = run_pyscope(["record", "-p", str(target.pid), "-d", "1", "--idle", "-f", fmt,
+                          "-o", str(out)])
+    assert result.returncode == 0, result
+    data = out.read_bytes()
+    if fmt == "pprof":
+        data = gzip.decompress(data)
+    for name in ("[C] re.Pattern.match", "[C] checksum_blocks (libhog.so)", "[C] list"):
+        assert name.encode() in data, (fmt, name)
+
+
+# --------------------------------------------------------------------------
+# Item 6: dump --native keeps the interpreter frames that explain a state
+
+HOG_SLEEP_LINE = next(n for n, text in enumerate(
+    (NATIVE_SRC / "hog.c").read_text().splitlines(), 1) if "sleep-here" in text)
+DEBUG_BUILDS = [Path("/root/.cache/debian-python/%s-dbg/root/usr/bin/python%sd" % (v, v))
+                for v in ("3.14", "3.15")]
+
+
+def native_frames(doc, name):
+    thread = next(t for t in doc["threads"] if t["name"] == name)
+    assert thread["native"], thread
+    return thread, thread["native"]["frames"]
+
+
+def check_state_frames(doc, named):
+    """The frames of the interpreter that explain each thread's state are
+    shown; only the eval loop's plumbing is hidden."""
+    for t in doc["threads"]:
+        if t["native"]:
+            shown = [f["symbol"] for f in t["native"]["frames"] if not f["internal"]]
+            assert not any(s and s.startswith("_PyEval_EvalFrameDefault") for s in shown), shown
+    _, frames = native_frames(doc, "ctypes")
+    hog = [f for f in frames if f["symbol"] == "checksum_blocks"]
+    assert hog and hog[0]["file"].endswith("hog.c") and hog[0]["line"] == HOG_SLEEP_LINE, frames
+    if not named:
+        return
+    shown = {f["symbol"] for f in frames if not f["internal"]}
+    assert "_ctypes_callproc" in shown, frames
+    regex, frames = native_frames(doc, "regex")
+    if regex["state"] == "holding_gil":
+        shown = [f["symbol"] or "" for f in frames if not f["internal"]]
+        assert any(s.startswith("sre_ucs1_match") for s in shown), shown
+    spinner, frames = native_frames(doc, "spinner")
+    if spinner["state"] == "waiting_gil":
+        assert "take_gil" in {f["symbol"] for f in frames if not f["internal"]}, frames
+
+
+def test_dump_native_keeps_state_frames(interp, start_program, hog_lib):
+    target = start_callables(start_program, interp, hog_lib)
+    result = run_pyscope(["dump", "--native", "--json", str(target.pid)])
+    assert result.returncode == 0, result
+    # Named: pyenv's builds (symbols for static functions); Debian's are stripped.
+    check_state_frames(json.loads(result.stdout), not interp.id.startswith("debian-"))
+    every = run_pyscope(["dump", "--native-all", str(target.pid)])
+    assert every.returncode == 0, every
+    text = run_pyscope(["dump", "--native", str(target.pid)])
+    if not interp.id.startswith("debian-"):
+        assert "_PyEval_EvalFrameDefault" in every.stdout
+        assert "_PyEval_EvalFrameDefault" not in text.stdout
+
+
+@pytest.mark.parametrize("path", DEBUG_BUILDS, ids=["3.14-dbg", "3.15-dbg"])
+def test_dump_native_debug_builds(path, start_program, hog_lib):
+    """Debian's 3.14/3.15 debug builds have full symbols: their merge rules
+    interleave the stacks, and the state frames are named."""
+    if not path.exists():
+        pytest.skip("%s not installed (shared/tools/debian-python.sh %s-dbg)"
+                    % (path, path.name[6:10]))
+    interp = types.SimpleNamespace(path=str(path), id=path.name)
+    target = start_callables(start_program, interp, hog_lib, 18)
+    result = run_pyscope(["dump", "--native", "--json", str(target.pid)])
+    assert result.returncode == 0, result
+    doc = json.loads(result.stdout)
+    for t in doc["threads"]:
+        assert t["native"]["merged"], (t["name"], t["native"].get("error"))
+    check_state_frames(doc, True)
