@@ -12,18 +12,12 @@
 
 #include "python/strings.h"
 
-/* PyCodeObject <=3.10: co_freevars and co_cellvars follow co_varnames. */
-#define FREEVARS_AFTER_VARNAMES 8
-#define CELLVARS_AFTER_VARNAMES 16
-/* co_kwonlyargcount sits two ints after co_argcount on 3.8-3.15. */
-#define KWONLY_AFTER_ARGCOUNT 8
 #define CO_VARARGS 0x4
 #define CO_VARKEYWORDS 0x8
 #define CO_FAST_HIDDEN 0x10
 #define CO_FAST_LOCAL 0x20
 #define CO_FAST_CELL 0x40
 #define CO_FAST_FREE 0x80
-#define CELL_REF 16               /* PyCellObject.ob_ref */
 #define STACKREF_INT_TAG 3        /* 3.14+: (bits & 3) == 3 is a tagged int */
 
 const char *frame_locals_kind_name(enum frame_local_kind kind)
@@ -64,9 +58,9 @@ static int argument_slots(struct py_reader *r, uint64_t code)
     const struct py_layout *L = r->L;
     int32_t argcount, kwonly, flags;
     if (L->code_argcount == PY_OFF_NONE || L->code_flags == PY_OFF_NONE ||
+        L->code_kwonlyargcount == PY_OFF_NONE ||
         target_read_i32(r->t, code + (uint64_t)L->code_argcount, &argcount) != 0 ||
-        target_read_i32(r->t, code + (uint64_t)L->code_argcount + KWONLY_AFTER_ARGCOUNT,
-                        &kwonly) != 0 ||
+        target_read_i32(r->t, code + (uint64_t)L->code_kwonlyargcount, &kwonly) != 0 ||
         target_read_i32(r->t, code + (uint64_t)L->code_flags, &flags) != 0 || argcount < 0 ||
         kwonly < 0 || argcount > 65535 || kwonly > 65535)
         return -1;
@@ -88,7 +82,7 @@ static void load_slot(struct py_reader *r, uint64_t bits, bool maybe_cell, struc
     }
     if (bits && maybe_cell && py_is_type(r, bits, "cell")) {
         uint64_t inner = 0;
-        if (target_read_u64(r->t, bits + CELL_REF, &inner) != 0)
+        if (target_read_u64(r->t, bits + (uint64_t)r->L->cell_ref, &inner) != 0)
             inner = 0;
         bits = inner;
     }
@@ -111,12 +105,12 @@ static int read_old_model(struct py_reader *r, uint64_t frame, uint64_t code,
         target_read_u64(r->t, code + (uint64_t)L->code_varnames, &varnames) != 0 ||
         tuple_view(r, varnames, &nvars, &var_items) != 0)
         return -1;
-    if (target_read_u64(r->t, code + (uint64_t)L->code_varnames + FREEVARS_AFTER_VARNAMES,
-                        &freevars) != 0 ||
+    if (L->code_freevars == PY_OFF_NONE ||
+        target_read_u64(r->t, code + (uint64_t)L->code_freevars, &freevars) != 0 ||
         tuple_view(r, freevars, &nfree, &free_items) != 0)
         nfree = 0;
-    if (target_read_u64(r->t, code + (uint64_t)L->code_varnames + CELLVARS_AFTER_VARNAMES,
-                        &cellvars) != 0 ||
+    if (L->code_cellvars == PY_OFF_NONE ||
+        target_read_u64(r->t, code + (uint64_t)L->code_cellvars, &cellvars) != 0 ||
         tuple_view(r, cellvars, &ncell, &cell_items) != 0)
         ncell = 0;
     int nargs = argument_slots(r, code);

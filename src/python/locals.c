@@ -1,10 +1,7 @@
 /* Frame variables for 3.8-3.15. Before 3.11 a PyFrameObject holds
  * f_localsplus = co_varnames + co_cellvars + co_freevars, then the value
  * stack; from 3.11 a _PyInterpreterFrame holds localsplus named by
- * co_localsplusnames with kinds in co_localspluskinds, then the stack. The
- * few offsets py_layout lacks were taken with offsetof() from each version's
- * installed headers (pyenv 3.8.18-3.13.0, Debian 3.11.2/3.13.18/3.14.10/
- * 3.15.2) and are identical within each group below. */
+ * co_localsplusnames with kinds in co_localspluskinds, then the stack. */
 #include "python/locals.h"
 
 #include <stdio.h>
@@ -14,37 +11,6 @@
 #define CO_FAST_CELL 0x40
 #define CO_FAST_FREE 0x80
 #define MAX_NAMES 4096
-
-struct vars_offsets {
-    long code_stacksize;      /* int */
-    long code_nlocalsplus;    /* int, 3.11+ */
-    long code_cellvars;       /* tuple, <=3.10 */
-    long code_freevars;       /* tuple, <=3.10 */
-    long frame_valuestack;    /* PyObject **, <=3.10 */
-    long frame_globals;       /* PyObject *: PyFrameObject (<=3.10) or _PyInterpreterFrame */
-    bool stack_pointer;       /* 3.14+: stackpointer is a pointer, not an int index */
-};
-
-static unsigned minor_of(const struct py_reader *r)
-{
-    return (r->L->version_hex >> 16) & 0xff;
-}
-
-static const struct vars_offsets *offsets_for(const struct py_reader *r)
-{
-    static const struct vars_offsets up_to_310 = {32, -1, 88, 80, 64, 48, false};
-    static const struct vars_offsets v311 = {68, 76, -1, -1, -1, 8, false};
-    static const struct vars_offsets v312_313 = {64, 72, -1, -1, -1, 24, false};
-    static const struct vars_offsets v314_up = {64, 72, -1, -1, -1, 24, true};
-    unsigned minor = minor_of(r);
-    if (minor <= 10)
-        return &up_to_310;
-    if (minor == 11)
-        return &v311;
-    if (minor <= 13)
-        return &v312_313;
-    return &v314_up;
-}
 
 static void code_vars_free(struct py_code_vars *c)
 {
@@ -85,7 +51,6 @@ static int append_names(struct py_reader *r, uint64_t tuple, struct py_code_vars
 
 static struct py_code_vars *code_vars_read(struct py_reader *r, uint64_t code)
 {
-    const struct vars_offsets *o = offsets_for(r);
     const struct py_layout *L = r->L;
     if (!py_is_type(r, code, "code"))
         return NULL;
@@ -94,16 +59,16 @@ static struct py_code_vars *code_vars_read(struct py_reader *r, uint64_t code)
         return NULL;
     c->addr = code;
     int32_t stacksize;
-    if (target_read_i32(r->t, code + (uint64_t)o->code_stacksize, &stacksize) != 0 || stacksize < 0 ||
+    if (target_read_i32(r->t, code + (uint64_t)L->code_stacksize, &stacksize) != 0 || stacksize < 0 ||
         stacksize > MAX_NAMES)
         goto fail;
     c->stacksize = stacksize;
-    if (minor_of(r) <= 10) {
+    if (L->frames == PY_FRAMES_OBJECTS) {
         uint64_t varnames, cellvars, freevars;
         int64_t counts[3];
         if (target_read_u64(r->t, code + (uint64_t)L->code_varnames, &varnames) != 0 ||
-            target_read_u64(r->t, code + (uint64_t)o->code_cellvars, &cellvars) != 0 ||
-            target_read_u64(r->t, code + (uint64_t)o->code_freevars, &freevars) != 0)
+            target_read_u64(r->t, code + (uint64_t)L->code_cellvars, &cellvars) != 0 ||
+            target_read_u64(r->t, code + (uint64_t)L->code_freevars, &freevars) != 0)
             goto fail;
         uint64_t tuples[3] = {varnames, cellvars, freevars};
         int64_t total = 0;
@@ -138,7 +103,7 @@ static struct py_code_vars *code_vars_read(struct py_reader *r, uint64_t code)
     int32_t nlocalsplus;
     if (target_read_u64(r->t, code + (uint64_t)L->code_localsplusnames, &names) != 0 ||
         target_read_u64(r->t, code + (uint64_t)L->code_localspluskinds, &kinds) != 0 ||
-        target_read_i32(r->t, code + (uint64_t)o->code_nlocalsplus, &nlocalsplus) != 0 ||
+        target_read_i32(r->t, code + (uint64_t)L->code_nlocalsplus, &nlocalsplus) != 0 ||
         nlocalsplus < 0 || nlocalsplus > MAX_NAMES)
         goto fail;
     c->names = calloc((size_t)(nlocalsplus ? nlocalsplus : 1), sizeof *c->names);
@@ -191,7 +156,6 @@ static uint64_t untag(const struct py_reader *r, uint64_t bits)
 int py_frame_vars_read(struct py_vars_cache *cache, struct py_reader *r, uint64_t frame_addr,
                        uint64_t code_addr, struct py_frame_vars *out)
 {
-    const struct vars_offsets *o = offsets_for(r);
     const struct py_layout *L = r->L;
     out->code = NULL;
     out->n_named = out->n_stack = 0;
@@ -214,12 +178,12 @@ int py_frame_vars_read(struct py_vars_cache *cache, struct py_reader *r, uint64_
         /* The stack starts right after the named slots; a frame whose
          * f_valuestack says otherwise is not what we think it is. */
         uint64_t valuestack;
-        if (target_read_u64(r->t, frame_addr + (uint64_t)o->frame_valuestack, &valuestack) != 0 ||
+        if (target_read_u64(r->t, frame_addr + (uint64_t)L->frame_valuestack, &valuestack) != 0 ||
             valuestack != base + (uint64_t)c->n_named * 8)
             depth = 0;
     } else if (L->iframe_stackpointer != PY_OFF_NONE) {
         int64_t top = -1;
-        if (o->stack_pointer) {
+        if (L->stackpointer_is_pointer) {
             uint64_t sp;
             if (target_read_u64(r->t, frame_addr + (uint64_t)L->iframe_stackpointer, &sp) == 0 &&
                 sp >= base && (sp - base) % 8 == 0)
@@ -243,8 +207,7 @@ int py_frame_vars_read(struct py_vars_cache *cache, struct py_reader *r, uint64_
         uint64_t v = out->values[i];
         if (c->is_cell[i] && v && py_is_type(r, v, "cell")) {
             uint64_t inner = 0;
-            /* PyCellObject.ob_ref follows the object header in every version. */
-            if (target_read_u64(r->t, v + 16, &inner) != 0)
+            if (target_read_u64(r->t, v + (uint64_t)L->cell_ref, &inner) != 0)
                 inner = 0;
             out->values[i] = inner;
         }
@@ -252,7 +215,9 @@ int py_frame_vars_read(struct py_vars_cache *cache, struct py_reader *r, uint64_
     out->n_stack = depth;
     out->stack_exact = exact;
     uint64_t globals;
-    if (target_read_u64(r->t, frame_addr + (uint64_t)o->frame_globals, &globals) == 0 &&
+    long globals_off = old_frames ? L->frame_globals : L->iframe_globals;
+    if (globals_off != PY_OFF_NONE &&
+        target_read_u64(r->t, frame_addr + (uint64_t)globals_off, &globals) == 0 &&
         py_is_type(r, globals, "dict"))
         out->globals = globals;
     return 0;
