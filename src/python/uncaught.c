@@ -12,7 +12,6 @@
 #include "python/threads.h"
 #include "target/process.h"
 
-#define MAX_TIDS 8192
 /* Py_TPFLAGS_BASE_EXC_SUBCLASS: set on BaseException and every subclass. */
 #define TPFLAGS_BASE_EXC_SUBCLASS (1ul << 30)
 
@@ -27,10 +26,10 @@ static bool is_exception_type(struct py_reader *r, uint64_t type)
 /* The thread state of kernel thread tid, or 0. */
 static uint64_t tstate_of(struct py_reader *r, pid_t pid, pid_t tid, char *name, size_t namesize)
 {
-    pid_t *tids = malloc(MAX_TIDS * sizeof *tids);
+    pid_t *tids = malloc(PROCESS_MAX_THREADS * sizeof *tids);
     if (!tids)
         return 0;
-    int n = process_list_tids(pid, tids, MAX_TIDS);
+    int n = process_list_tids(pid, tids, PROCESS_MAX_THREADS);
     struct py_snapshot snap;
     uint64_t tstate = 0;
     if (n > 0 && py_snapshot_read(r, tids, n, &snap) == 0) {

@@ -50,7 +50,6 @@
 #define NR_SENDMSG 46
 #define NR_RECVMSG 47
 #define NR_WAIT4 61
-#define NR_FUTEX 202
 #define NR_CLOCK_NANOSLEEP 230
 #define NR_EPOLL_WAIT 232
 #define NR_WAITID 247
@@ -873,7 +872,7 @@ static void analyze_thread(struct waits_ctx *c, const struct report_thread *th,
     }
     w->uninterruptible = a->run_state == 'D';
     switch (a->syscall_nr) {
-    case NR_FUTEX:
+    case SYSCALL_NR_FUTEX:
         analyze_futex(c, raw, w);
         break;
     case NR_NANOSLEEP:
