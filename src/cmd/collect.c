@@ -13,7 +13,7 @@
 
 #include "native/merge.h"
 #include "native/unwind.h"
-#include "python/locals_report.h"
+#include "python/variables_report.h"
 #include "python/stacks.h"
 #include "target/signals.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "python/code.h"
-#include "python/frame_locals.h"
+#include "python/frame_vars.h"
 #include "python/objects.h"
 #include "python/threads.h"
 #include "target/process.h"
@@ -64,7 +64,7 @@ static void exception_message(struct py_reader *r, uint64_t value, bool is_insta
     if (!is_instance) {
         /* 3.8-3.11 may keep an unnormalized value: the constructor's argument. */
         if (py_str(r, value, out, outsize) != 0)
-            locals_repr(r, value, &(struct repr_limits)REPR_DEFAULT_LIMITS, out, outsize);
+            py_object_repr(r, value, &(struct repr_limits)REPR_DEFAULT_LIMITS, out, outsize);
         return;
     }
     uint64_t args = 0;
@@ -82,10 +82,10 @@ static void exception_message(struct py_reader *r, uint64_t value, bool is_insta
             return;
         if (!key_error && py_str(r, first, out, outsize) == 0)
             return;
-        locals_repr(r, first, &limits, out, outsize);
+        py_object_repr(r, first, &limits, out, outsize);
         return;
     }
-    locals_repr(r, args, &limits, out, outsize);
+    py_object_repr(r, args, &limits, out, outsize);
 }
 
 /* Fills f from one traceback entry's frame; returns -1 when it is not one. */
@@ -236,7 +236,7 @@ static void print_locals(FILE *out, struct py_reader *r, const struct py_tb_fram
         if (scratch[i].tagged_int)
             snprintf(text, REPR_MAX_BYTES + 1, "%lld", (long long)scratch[i].int_value);
         else
-            locals_repr(r, scratch[i].obj, limits, text, REPR_MAX_BYTES + 1);
+            py_object_repr(r, scratch[i].obj, limits, text, REPR_MAX_BYTES + 1);
         fprintf(out, "      %s = %s\n", scratch[i].name, text);
     }
 }

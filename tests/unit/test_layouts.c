@@ -331,7 +331,7 @@ static void test_tables(void)
         EXPECT_EQ(v312->cframe_current_frame, 0, "3.12");
         EXPECT_EQ(v312->unicode_ascii_size, 40, "3.12");
         EXPECT_EQ(v312->long_tag, 16, "3.12");
-        /* the values uncaught.c, locals.c, func_lookup.c and primitives.c
+        /* the values uncaught.c, locals.c (now frame_vars.c), func_lookup.c and primitives.c
          * kept by hand before they were generated */
         EXPECT_EQ(v38->tstate_curexc_type, 88, "3.8");
         EXPECT_EQ(v38->exc_traceback, 32, "3.8");

@@ -2,7 +2,7 @@
  * limit from struct repr_limits, and containers on the current path are
  * remembered so that a cycle prints as "[...]" the way repr() does, instead of
  * recursing. Nothing here trusts a length or pointer read from the target. */
-#include "python/locals_repr.h"
+#include "python/object_repr.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -603,7 +603,7 @@ static void repr_object(struct repr_ctx *c, struct sb *s, uint64_t obj)
         opaque(s, name, obj);
 }
 
-int locals_repr(struct py_reader *r, uint64_t obj, const struct repr_limits *limits, char *out,
+int py_object_repr(struct py_reader *r, uint64_t obj, const struct repr_limits *limits, char *out,
                 size_t outsize)
 {
     static const struct repr_limits defaults = REPR_DEFAULT_LIMITS;
