@@ -5,7 +5,7 @@ For every interpreter found it starts bench/targets/sleep_deep.py, checks that
 one dump shows every frame, then times repeated dumps and prints the median.
 A benchmark, not a test: it prints numbers and never fails on them.
 
-usage: bench/bench_dump.py [--pyscope PATH] [--runs N] [--threads T] [--depth D] [--json]
+usage: bench/bench_dump.py [--pyscope PATH] [--compare PATH] [--runs N] [--threads T] [--depth D] [--json]
 """
 import argparse
 import json
@@ -37,11 +37,17 @@ def main():
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--threads", type=int, default=50)
     ap.add_argument("--depth", type=int, default=100)
+    ap.add_argument("--compare", help="another pyscope binary (e.g. before a change): dumps "
+                    "alternate between the two and both medians are printed")
     args = ap.parse_args()
     target = os.path.join(HERE, "targets", "sleep_deep.py")
     print("pyscope dump, %d threads x %d frames, median of %d runs (ms)"
           % (args.threads, args.depth, args.runs))
-    print("%-14s %8s %8s %8s %8s  %s" % ("python", "median", "min", "max", "paused", "frames seen"))
+    if args.compare:
+        print("%-14s %8s %8s  %7s  %s" % ("python", "pyscope", "compare", "change", "frames seen"))
+    else:
+        print("%-14s %8s %8s %8s %8s  %s" % ("python", "median", "min", "max", "paused",
+                                             "frames seen"))
     for interp in discovery().supported:
         proc = subprocess.Popen([interp.path, target, str(args.threads), str(args.depth)],
                                 stdout=subprocess.PIPE, text=True)
@@ -53,6 +59,17 @@ def main():
                                  capture_output=True, text=True)
             frames = sum(1 for t in json.loads(out.stdout)["threads"]
                          for f in t["frames"] if f["function"] == "descend")
+            if args.compare:
+                # one dump of each binary in turn, so both see the same load
+                mine, other = [], []
+                for _ in range(args.runs):
+                    mine += time_dumps(args.pyscope, proc.pid, 1, [])
+                    other += time_dumps(args.compare, proc.pid, 1, [])
+                print("%-14s %8.2f %8.2f  %+6.1f%%  %d/%d descend frames" % (
+                    interp.id, statistics.median(mine), statistics.median(other),
+                    100 * (statistics.median(mine) / statistics.median(other) - 1),
+                    frames, args.threads * args.depth))
+                continue
             live = time_dumps(args.pyscope, proc.pid, args.runs, [])
             paused = time_dumps(args.pyscope, proc.pid, args.runs, ["--pause"])
             print("%-14s %8.2f %8.2f %8.2f %8.2f  %d/%d descend frames" % (

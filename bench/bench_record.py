@@ -20,7 +20,7 @@ Targets: ../shared/reference/bench/cpu_deep.py (recursion to --depth frames,
 then a pure-Python loop at the leaf), run with the interpreters the
 integration tests find (tests/integration/conftest.py).
 
-usage: bench/bench_record.py [--pyscope PATH] [--austin PATH] [--rounds N]
+usage: bench/bench_record.py [--pyscope PATH] [--compare PATH] [--austin PATH] [--rounds N]
                              [--seconds S] [--only SECTIONS] [--memory-seconds S]
 """
 import argparse
@@ -108,10 +108,10 @@ def run_with_rusage(argv, timeout, merge_stdout=False):
             err.read().decode(errors="replace"))
 
 
-def pyscope_record(args, pid, options, seconds, out):
+def pyscope_record(args, pid, options, seconds, out, binary=None):
     """pyscope record -p PID -d seconds -f json -q -o out OPTIONS; returns
-    (meta, cpu seconds, wall seconds, max RSS KiB)."""
-    argv = [args.pyscope, "record", "-p", str(pid), "-d", str(seconds), "-f", "json", "-q",
+    (meta, cpu seconds, wall seconds, max RSS KiB). binary: another pyscope."""
+    argv = [binary or args.pyscope, "record", "-p", str(pid), "-d", str(seconds), "-f", "json", "-q",
             "-o", out] + options
     code, wall, cpu, rss, err = run_with_rusage(argv, seconds + 60)
     if code != 0:
@@ -165,9 +165,14 @@ def bench_throughput(args):
     tools = []
     if p312:
         tools.append(("pyscope, pyenv 3.12.1", "pyscope", p312))
+        if args.compare:
+            tools.append(("--compare, pyenv 3.12.1", "compare", p312))
     if p315:
         tools.append(("pyscope, Debian 3.15", "pyscope", p315))
-        tools.append(("profiling.sampling, 3.15", "tachyon", p315))
+        if args.compare:
+            tools.append(("--compare, Debian 3.15", "compare", p315))
+        if not args.compare:
+            tools.append(("profiling.sampling, 3.15", "tachyon", p315))
     if args.austin and p312:
         tools.append(("austin %s, pyenv 3.12.1" % austin_version(args.austin), "austin", p312))
     rates = {label: [] for label, _, _ in tools}
@@ -185,8 +190,9 @@ def bench_throughput(args):
                     stacks, duration = austin_run(args.austin, target.pid, args.seconds)
                     rates[label].append(stacks / duration)
                 else:
+                    binary = args.compare if kind == "compare" else None
                     meta, _, _, _ = pyscope_record(args, target.pid, ["-r", "max"],
-                                                   args.seconds, out)
+                                                   args.seconds, out, binary)
                     rates[label].append(meta["stacks_sampled"] / (meta["duration_ns"] / 1e9))
             finally:
                 target.stop()
@@ -406,6 +412,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pyscope", default=os.path.join(REPO, "pyscope"))
     ap.add_argument("--austin", help="an Austin binary to compare with (built elsewhere)")
+    ap.add_argument("--compare", help="another pyscope binary (e.g. before a change), run "
+                    "interleaved with --pyscope in the throughput rounds")
     ap.add_argument("--rounds", type=int, default=5, help="runs per measurement (median)")
     ap.add_argument("--seconds", type=float, default=5.0, help="recording length")
     ap.add_argument("--work", type=int, default=2500,

@@ -13,11 +13,10 @@
 
 #include "native/merge.h"
 #include "native/unwind.h"
-#include "python/locals_report.h"
+#include "python/variables_report.h"
 #include "python/stacks.h"
 #include "target/signals.h"
 
-#define MAX_OS_THREADS 8192
 
 static bool is_python_tid(const struct stack_report *report, pid_t tid)
 {
@@ -30,10 +29,10 @@ static bool is_python_tid(const struct stack_report *report, pid_t tid)
 /* OS threads with no Python thread state: their name and what they block in. */
 static int collect_os_threads(struct target *t, struct stack_report *report)
 {
-    pid_t *tids = malloc(sizeof *tids * MAX_OS_THREADS);
+    pid_t *tids = malloc(sizeof *tids * PROCESS_MAX_THREADS);
     if (!tids)
         return -1;
-    int n = target_list_threads(t, tids, MAX_OS_THREADS);
+    int n = target_list_threads(t, tids, PROCESS_MAX_THREADS);
     int rc = 0;
     for (int i = 0; i < n; i++) {
         if (is_python_tid(report, tids[i]))

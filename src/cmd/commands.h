@@ -2,7 +2,7 @@
 #ifndef PYSCOPE_CMD_COMMANDS_H
 #define PYSCOPE_CMD_COMMANDS_H
 
-#define PYSCOPE_VERSION "0.1.0"
+#include "util/version.h"
 
 int cmd_dump(int argc, char **argv);
 int cmd_record(int argc, char **argv);

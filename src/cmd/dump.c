@@ -15,7 +15,7 @@
 #include "cmd/commands.h"
 #include "cmd/tree.h"
 #include "output/stack_report.h"
-#include "python/locals_report.h"
+#include "python/variables_report.h"
 #include "python/runtime.h"
 #include "target/core.h"
 #include "target/pause.h"

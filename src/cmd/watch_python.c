@@ -34,11 +34,6 @@
 /* How long a function may stay unfound before the closest names are listed. */
 #define HINT_AFTER_MS 2000
 
-static bool python_minor_at_least(const struct watch_session *s, unsigned minor)
-{
-    return ((s->rt.version_hex >> 16) & 0xff) >= minor;
-}
-
 static int raw_u64(struct watch_session *s, uint64_t addr, uint64_t *out);
 
 static uint32_t read_refcnt(struct watch_session *s, uint64_t code)
@@ -763,7 +758,7 @@ int watch_python_resolve(struct watch_session *s, pid_t except)
         }
         s->have_rt = true;
         py_reader_init(&s->reader, &s->rt);
-        s->lazy = !s->exact && python_minor_at_least(s, 11);
+        s->lazy = !s->exact && s->rt.layout.frames == PY_FRAMES_INTERPRETER;
     }
     /* While every code object entered is searched, walking sys.modules
      * again finds nothing new, and would hold up the threads that trap

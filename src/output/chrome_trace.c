@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/commands.h"
+#include "util/version.h"
 #include "output/json_writer.h"
 #include "output/profile_common.h"
 #include "output/profile_summary.h"

@@ -2,7 +2,7 @@
  * integration tests read it field by field. */
 #include "output/json_writer.h"
 #include "output/stack_report.h"
-#include "cmd/commands.h"
+#include "util/version.h"
 
 static void member_tid(struct json_writer *w, const char *key, const struct report_thread *th)
 {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/commands.h"
+#include "util/version.h"
 #include "output/profile_common.h"
 
 static double pct(uint64_t part, uint64_t whole)

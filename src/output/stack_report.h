@@ -15,7 +15,7 @@ struct report_local {
     char *name;
     const char *kind;            /* "arg", "local", "cell", "free" */
     char *type;                  /* the value's type name */
-    char *repr;                  /* bounded repr (python/locals_repr.h) */
+    char *repr;                  /* bounded repr (python/object_repr.h) */
     uint64_t addr;               /* the object's address, 0 for tagged ints */
 };
 

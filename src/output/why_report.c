@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "cmd/commands.h"
+#include "util/version.h"
 #include "output/json_writer.h"
 #include "output/wait_report.h"
 #include "target/signals.h"

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 #include "python/frames.h"
-#include "python/locals.h"
+#include "python/frame_vars.h"
 #include "python/objects.h"
 
 #define PY_C_CALLABLE_MAX 192

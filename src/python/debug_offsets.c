@@ -423,7 +423,16 @@ static void decode_fields(struct decoder *d, const struct py_layout *facts, stru
         x->gen_size = slot(d, "gen_object.size");
         out->gen_iframe = slot(d, "gen_object.gi_iframe");
     }
-    /* module_dict, the chunk fields, gil_size and the owner values are
+    /* The pending exception and sets, where the block carries them. */
+    if (has_slot(d, "thread_state.current_exception"))
+        out->tstate_current_exception = slot(d, "thread_state.current_exception");
+    if (has_slot(d, "set_object.used")) {
+        out->set_used = slot(d, "set_object.used");
+        out->set_mask = slot(d, "set_object.mask");
+        out->set_table = slot(d, "set_object.table");
+    }
+    /* module_dict, the chunk fields, gil_size, the owner values and the rest
+     * of the exception, frame-variable, callable and dict-keys fields are
      * header facts for every 3.13+ minor (see the generated tables). */
 }
 
@@ -514,6 +523,7 @@ static void validate(struct decoder *d, const struct py_layout *l, const struct 
         { "thread_state.datastack_chunk", l->tstate_datastack_chunk, 8, l->tstate_size, tstate },
         { "datastack_top", l->tstate_datastack_top, 8, l->tstate_size, tstate },
         { "datastack_limit", l->tstate_datastack_limit, 8, l->tstate_size, tstate },
+        { "thread_state.current_exception", l->tstate_current_exception, 8, l->tstate_size, tstate },
         { "interpreter_frame.previous", l->iframe_previous, 8, l->iframe_size, frame },
         { "interpreter_frame.executable", l->iframe_executable, 8, l->iframe_size, frame },
         { "interpreter_frame.instr_ptr", l->iframe_instr_ptr, 8, l->iframe_size, frame },

@@ -319,7 +319,7 @@ static enum py_walk_status walk_interpreter_frames(struct py_walker *w, uint64_t
         const struct py_code *code = py_code_get(w->codes, r, code_addr);
         if (!code) {
             /* 3.13+ frames may run non-code executables; anything else is torn. */
-            if (L->version_hex >= 0x030d0000 && py_type_of(r, code_addr, NULL, NULL) == 0) {
+            if (L->executable_any && py_type_of(r, code_addr, NULL, NULL) == 0) {
                 frame = previous;
                 continue;
             }

@@ -29,7 +29,6 @@ struct lookup {
     int max, n;
     long visits;
     int depth;
-    long func_code_off, func_qualname_off;
     uint64_t *seen;            /* classes and code objects already walked (0 = empty) */
     struct py_code_tree tree;
     /* "did you mean": the closest names instead of the matches */
@@ -214,9 +213,9 @@ static void check_function(struct lookup *lk, uint64_t func)
 {
     uint64_t qualname_obj, code_addr;
     char qualname[256];
-    if (target_read_u64(lk->r.t, func + (uint64_t)lk->func_qualname_off, &qualname_obj) != 0 ||
+    if (target_read_u64(lk->r.t, func + (uint64_t)lk->r.L->func_qualname, &qualname_obj) != 0 ||
         py_str(&lk->r, qualname_obj, qualname, sizeof qualname) != 0 ||
-        target_read_u64(lk->r.t, func + (uint64_t)lk->func_code_off, &code_addr) != 0)
+        target_read_u64(lk->r.t, func + (uint64_t)lk->r.L->func_code, &code_addr) != 0)
         return;
     py_code_tree_walk(&lk->tree, code_addr, qualname, tree_visit, lk);
 }
@@ -355,13 +354,13 @@ static int visit_value(void *ctx, uint64_t key, uint64_t value)
         check_function(lk, value);
     } else if (strcmp(name, "staticmethod") == 0 || strcmp(name, "classmethod") == 0) {
         uint64_t callable;
-        if (target_read_u64(lk->r.t, value + 16, &callable) == 0 &&
+        if (target_read_u64(lk->r.t, value + (uint64_t)lk->r.L->staticmethod_callable, &callable) == 0 &&
             py_is_type(&lk->r, callable, "function"))
             check_function(lk, callable);
     } else if (strcmp(name, "property") == 0) {
         for (int k = 0; k < 3; k++) {
             uint64_t accessor;
-            if (target_read_u64(lk->r.t, value + 16 + 8 * (uint64_t)k, &accessor) == 0 &&
+            if (target_read_u64(lk->r.t, value + (uint64_t)lk->r.L->property_get + 8 * (uint64_t)k, &accessor) == 0 &&
                 accessor && py_is_type(&lk->r, accessor, "function"))
                 check_function(lk, accessor);
         }
@@ -402,11 +401,6 @@ static int find(struct py_runtime *rt, struct py_code_cache *codes,
     lk.spec = spec;
     lk.out = out;
     lk.max = max;
-    /* PyFunctionObject: 3.8/3.9 start with func_code and keep the qualified
-     * name far down; 3.10 put globals, builtins, name, qualname, code first. */
-    unsigned minor = (rt->version_hex >> 16) & 0xff;
-    lk.func_code_off = minor < 10 ? 16 : 48;
-    lk.func_qualname_off = minor < 10 ? 104 : 40;
     uint64_t interp = py_runtime_first_interpreter(rt), modules = 0;
     if (!interp ||
         target_read_u64(rt->target, interp + (uint64_t)L->interp_modules, &modules) != 0 ||

@@ -16,6 +16,11 @@ enum py_linetable_kind {
     PY_LINETABLE_LOCATIONS = 3, /* 3.11+ location table */
 };
 
+enum py_dict_keys_kind {
+    PY_DICT_KEYS_SIZED = 1,    /* <=3.10: dk_size entries, index width from the size */
+    PY_DICT_KEYS_LOG2 = 2,     /* 3.11+: dk_log2_size, dk_log2_index_bytes, dk_kind */
+};
+
 enum py_frame_model {
     PY_FRAMES_OBJECTS = 1,     /* <=3.10: heap PyFrameObject chain via f_back */
     PY_FRAMES_INTERPRETER = 2, /* 3.11+: _PyInterpreterFrame chain via previous */
@@ -181,6 +186,66 @@ struct py_layout {
     /* generators and coroutines */
     long gen_frame;              /* gi_frame (<=3.10, a PyFrameObject*) */
     long gen_iframe;             /* gi_iframe (3.11+, the frame is inline) */
+
+    /* Exceptions and tracebacks (uncaught) */
+    long tstate_curexc_type;     /* <=3.11: the pending exception as a triple */
+    long tstate_curexc_value;
+    long tstate_curexc_traceback;
+    long tstate_current_exception; /* 3.12+: one normalized exception */
+    long exc_args;               /* PyBaseExceptionObject.args */
+    long exc_traceback;          /* PyBaseExceptionObject.traceback */
+    long frameobj_iframe;        /* PyFrameObject.f_frame, 3.11+ */
+    long tb_next;                /* PyTracebackObject */
+    long tb_frame;
+    long tb_lasti;               /* int */
+    long tb_lineno;              /* int */
+
+    /* A frame's variables and value stack */
+    long code_stacksize;         /* int */
+    long code_kwonlyargcount;    /* int */
+    long code_nlocalsplus;       /* int, 3.11+ */
+    long code_cellvars;          /* tuple, <=3.10 */
+    long code_freevars;          /* tuple, <=3.10 */
+    long frame_valuestack;       /* PyObject **, <=3.10 */
+    long frame_globals;          /* PyFrameObject.f_globals, <=3.10 */
+    long iframe_globals;         /* _PyInterpreterFrame.f_globals, 3.11+ */
+    int stackpointer_is_pointer; /* 3.14+: iframe_stackpointer is a pointer, not an index */
+    int executable_any;          /* 3.13+: f_executable may hold a non-code object */
+    long cell_ref;               /* PyCellObject.ob_ref */
+
+    /* Callables and descriptors */
+    long type_base;              /* tp_base */
+    /* cfunction_ml, cfunction_self and methoddef_name: with the callables above */
+    long method_func;            /* PyMethodObject.im_func */
+    long method_self;
+    long descr_name;             /* PyMethodDescrObject.d_common.d_name */
+    long staticmethod_callable;  /* staticmethod/classmethod's callable */
+    long property_get;           /* fget; fset and fdel follow */
+
+    /* PyDictKeysObject and its entries */
+    enum py_dict_keys_kind dict_keys_kind;
+    long dictkeys_size;          /* Py_ssize_t dk_size, SIZED */
+    long dictkeys_log2_size;     /* uint8_t, LOG2 */
+    long dictkeys_log2_index_bytes; /* uint8_t, LOG2 */
+    long dictkeys_kind;          /* uint8_t dk_kind (0: general entries), LOG2 */
+    long dictkeys_nentries;
+    long dictkeys_indices;       /* the index table; the entries follow it */
+    long dictentry_size;         /* PyDictKeyEntry: hash, key, value */
+    long dictentry_key;
+    long dictentry_value;
+    long dictunicode_size;       /* PyDictUnicodeEntry (3.11+): key, value */
+    long dictunicode_key;
+    long dictunicode_value;
+
+    /* set */
+    long set_used;
+    long set_mask;
+    long set_table;
+
+    /* Behaviour that changed between versions */
+    int parking_lot;             /* 3.13+: a PyMutex waiter parks on a wait entry whose
+                                  * word before the futex names the lock */
+    int with_exit_unbound;       /* 3.14+: `with` keeps __exit__ unbound with self after it */
 };
 
 /* The generated tables for versions whose layout comes from headers. */

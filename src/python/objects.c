@@ -13,11 +13,6 @@
 #define TPFLAGS_INLINE_VALUES (1ul << 2)  /* 3.13+ */
 #define TPFLAGS_MANAGED_DICT (1ul << 4)   /* 3.11+ */
 
-static unsigned minor_of(const struct py_reader *r)
-{
-    return (r->L->version_hex >> 16) & 0xff;
-}
-
 void py_reader_init(struct py_reader *r, struct py_runtime *rt)
 {
     memset(r, 0, sizeof *r);
@@ -119,43 +114,50 @@ struct dict_keys_view {
     unsigned key_offset, value_offset;  /* within an entry */
 };
 
+/* One read of the header up to dk_indices, then each field from the copy. */
 static int read_keys_view(struct py_reader *r, uint64_t keys, struct dict_keys_view *v)
 {
+    const struct py_layout *L = r->L;
     memset(v, 0, sizeof *v);
-    if (minor_of(r) <= 10) {
-        int64_t hdr[5]; /* refcnt, size, lookup, usable, nentries */
-        if (target_read(r->t, keys, hdr, sizeof hdr) != 0)
-            return -1;
-        int64_t size = hdr[1], nentries = hdr[4];
-        if (size <= 0 || size > (int64_t)MAX_DICT_ENTRIES * 2 || nentries < 0 || nentries > size)
+    unsigned char hdr[64];
+    long hdr_size = L->dictkeys_indices;
+    if (hdr_size <= 0 || hdr_size > (long)sizeof hdr || L->dictkeys_nentries == PY_OFF_NONE ||
+        L->dictkeys_nentries + 8 > hdr_size || target_read(r->t, keys, hdr, (size_t)hdr_size) != 0)
+        return -1;
+    int64_t nentries;
+    memcpy(&nentries, hdr + L->dictkeys_nentries, sizeof nentries);
+    if (nentries < 0)
+        return -1;
+    v->entry_size = (unsigned)L->dictentry_size;
+    v->key_offset = (unsigned)L->dictentry_key;
+    v->value_offset = (unsigned)L->dictentry_value;
+    v->nentries = (uint64_t)nentries;
+    if (L->dict_keys_kind == PY_DICT_KEYS_SIZED && L->dictkeys_size != PY_OFF_NONE &&
+        L->dictkeys_size + 8 <= hdr_size) {
+        int64_t size;
+        memcpy(&size, hdr + L->dictkeys_size, sizeof size);
+        if (size <= 0 || size > (int64_t)MAX_DICT_ENTRIES * 2 || nentries > size)
             return -1;
         unsigned width = size <= 0xff ? 1 : size <= 0xffff ? 2 : 4;
-        v->entries = keys + 40 + (uint64_t)size * width;
-        v->nentries = (uint64_t)nentries;
-        v->entry_size = 24;
-        v->key_offset = 8;
-        v->value_offset = 16;
+        v->entries = keys + (uint64_t)hdr_size + (uint64_t)size * width;
         return 0;
     }
-    unsigned char hdr[32];
-    if (target_read(r->t, keys, hdr, sizeof hdr) != 0)
+    if (L->dict_keys_kind != PY_DICT_KEYS_LOG2 || L->dictkeys_log2_size == PY_OFF_NONE ||
+        L->dictkeys_log2_index_bytes == PY_OFF_NONE || L->dictkeys_kind == PY_OFF_NONE ||
+        L->dictkeys_log2_size >= hdr_size || L->dictkeys_log2_index_bytes >= hdr_size ||
+        L->dictkeys_kind >= hdr_size)
         return -1;
-    uint8_t log2_size = hdr[8], log2_index_bytes = hdr[9], kind = hdr[10];
-    int64_t nentries;
-    memcpy(&nentries, hdr + 24, sizeof nentries);
-    if (log2_size > 24 || log2_index_bytes > 27 || kind > 2 || nentries < 0 ||
+    uint8_t log2_size = hdr[L->dictkeys_log2_size];
+    uint8_t log2_index_bytes = hdr[L->dictkeys_log2_index_bytes];
+    uint8_t kind = hdr[L->dictkeys_kind];
+    if (log2_size > 24 || log2_index_bytes > 27 || kind > 2 ||
         (uint64_t)nentries > (1ull << log2_size))
         return -1;
-    v->entries = keys + 32 + (1ull << log2_index_bytes);
-    v->nentries = (uint64_t)nentries;
-    if (kind == 0) { /* DICT_KEYS_GENERAL: hash, key, value */
-        v->entry_size = 24;
-        v->key_offset = 8;
-        v->value_offset = 16;
-    } else {         /* unicode keys: key, value */
-        v->entry_size = 16;
-        v->key_offset = 0;
-        v->value_offset = 8;
+    v->entries = keys + (uint64_t)hdr_size + (1ull << log2_index_bytes);
+    if (kind != 0) { /* not DICT_KEYS_GENERAL: entries without the hash */
+        v->entry_size = (unsigned)L->dictunicode_size;
+        v->key_offset = (unsigned)L->dictunicode_key;
+        v->value_offset = (unsigned)L->dictunicode_value;
     }
     return 0;
 }

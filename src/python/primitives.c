@@ -39,17 +39,6 @@
 #define SOCKET_PROTO 28
 #define SOCKET_TIMEOUT 40
 
-#define TYPE_BASE 256              /* PyTypeObject.tp_base, 3.8-3.15 */
-#define CFUNCTION_ML 16            /* PyCFunctionObject.m_ml */
-#define CFUNCTION_SELF 24          /* PyCFunctionObject.m_self */
-#define METHOD_FUNC 16             /* PyMethodObject.im_func */
-#define METHOD_SELF 24             /* PyMethodObject.im_self */
-#define DESCR_NAME 24              /* PyMethodDescrObject.d_common.d_name */
-
-static unsigned minor_of(const struct py_reader *r)
-{
-    return (r->L->version_hex >> 16) & 0xff;
-}
 
 static int type_basicsize(struct py_reader *r, uint64_t obj, int64_t *size)
 {
@@ -124,7 +113,7 @@ void py_futex_wait_read(struct py_reader *r, uint64_t uaddr, struct py_futex_wai
     out->parked_on = 0;
     /* Only parking-lot interpreters (3.13+) have wait entries; elsewhere the
      * word before a sem_t is unrelated memory and matches no lock byte. */
-    if (minor_of(r) >= 13 && uaddr >= 8 && target_read_u64(r->t, uaddr - 8, &out->parked_on) != 0)
+    if (r->L->parking_lot && uaddr >= 8 && target_read_u64(r->t, uaddr - 8, &out->parked_on) != 0)
         out->parked_on = 0;
 }
 
@@ -187,7 +176,7 @@ bool py_type_is_or_inherits(struct py_reader *r, uint64_t obj, const char *name)
         buf[i] = '\0';
         if (strcmp(buf, name) == 0)
             return true;
-        if (target_read_u64(r->t, type + TYPE_BASE, &type) != 0)
+        if (target_read_u64(r->t, type + (uint64_t)r->L->type_base, &type) != 0)
             return false;
     }
     return false;
@@ -268,11 +257,9 @@ static bool alive(struct py_reader *r, uint64_t obj)
 
 static bool function_named(struct py_reader *r, uint64_t func, const char *want)
 {
-    /* PyFunctionObject.func_name: 64 on 3.8/3.9, 32 from 3.10. */
-    long name_offset = minor_of(r) <= 9 ? 64 : 32;
     uint64_t name;
     return py_is_type(r, func, "function") &&
-           target_read_u64(r->t, func + (uint64_t)name_offset, &name) == 0 &&
+           target_read_u64(r->t, func + (uint64_t)r->L->func_name, &name) == 0 &&
            str_object_is(r, name, want);
 }
 
@@ -285,15 +272,15 @@ static uint64_t bound_exit_self(struct py_reader *r, uint64_t value)
     uint64_t self = 0;
     if (strcmp(type, "builtin_function_or_method") == 0) {
         uint64_t def, name;
-        if (target_read_u64(r->t, value + CFUNCTION_ML, &def) != 0 || !def ||
-            target_read_u64(r->t, def, &name) != 0 || !c_string_is(r, name, "__exit__") ||
-            target_read_u64(r->t, value + CFUNCTION_SELF, &self) != 0)
+        if (target_read_u64(r->t, value + (uint64_t)r->L->cfunction_ml, &def) != 0 || !def ||
+            target_read_u64(r->t, def + (uint64_t)r->L->methoddef_name, &name) != 0 || !c_string_is(r, name, "__exit__") ||
+            target_read_u64(r->t, value + (uint64_t)r->L->cfunction_self, &self) != 0)
             return 0;
     } else if (strcmp(type, "method") == 0) {
         uint64_t func;
-        if (target_read_u64(r->t, value + METHOD_FUNC, &func) != 0 ||
+        if (target_read_u64(r->t, value + (uint64_t)r->L->method_func, &func) != 0 ||
             !function_named(r, func, "__exit__") ||
-            target_read_u64(r->t, value + METHOD_SELF, &self) != 0)
+            target_read_u64(r->t, value + (uint64_t)r->L->method_self, &self) != 0)
             return 0;
     }
     return alive(r, self) ? self : 0;
@@ -307,7 +294,7 @@ static bool is_unbound_exit(struct py_reader *r, uint64_t value)
         return false;
     if (strcmp(type, "method_descriptor") == 0) {
         uint64_t name;
-        return target_read_u64(r->t, value + DESCR_NAME, &name) == 0 &&
+        return target_read_u64(r->t, value + (uint64_t)r->L->descr_name, &name) == 0 &&
                str_object_is(r, name, "__exit__");
     }
     return function_named(r, value, "__exit__");
@@ -317,7 +304,7 @@ int py_frame_with_targets(struct py_reader *r, const struct py_frame_vars *vars,
 {
     int n = 0;
     const uint64_t *stack = vars->values + vars->n_named;
-    if (minor_of(r) >= 14) {
+    if (r->L->with_exit_unbound) {
         /* Stale pairs outlive their block here, so only an exact depth will do. */
         if (!vars->stack_exact)
             return 0;

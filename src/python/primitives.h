@@ -6,7 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "python/locals.h"
+#include "python/frame_vars.h"
 #include "python/objects.h"
 
 enum py_lock_impl {

@@ -15,7 +15,6 @@
 #include "target/process.h"
 #include "target/syscalls.h"
 
-#define MAX_TIDS 8192
 
 /* Each code object's names, copied into the report's pool once per dump. */
 #define NAME_SLOTS 512
@@ -133,7 +132,7 @@ static void recheck_running_threads(struct py_reader *r, const struct py_snapsho
                 if (waiting || took_it) {
                     /* Record it as the GIL wait it was. */
                     activities[i] = again;
-                    activities[i].syscall_nr = 202;
+                    activities[i].syscall_nr = SYSCALL_NR_FUTEX;
                     activities[i].syscall_args[0] = now.gil;
                     activities[i].on_cpu = false;
                 }
@@ -266,7 +265,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
     struct py_vars_cache *vars_cache = calloc(1, sizeof *vars_cache);
     struct code_names *names_of_code = calloc(NAME_SLOTS, sizeof *names_of_code);
     struct py_frame *frames = malloc(sizeof *frames * PY_MAX_FRAMES);
-    pid_t *tids = malloc(sizeof *tids * MAX_TIDS);
+    pid_t *tids = malloc(sizeof *tids * PROCESS_MAX_THREADS);
     char (*names)[64] = NULL;
     struct thread_activity *activities = NULL;
     struct py_stack_copy stack_copy = {0};
@@ -278,7 +277,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
     }
     struct py_walker walker = {.reader = &reader, .codes = codes, .stack = &stack_copy};
 
-    int n_tids = target_list_threads(t, tids, MAX_TIDS);
+    int n_tids = target_list_threads(t, tids, PROCESS_MAX_THREADS);
     if (n_tids < 0)
         n_tids = 0;
     /* An interpreter that is starting up or shutting down has no thread

@@ -1,5 +1,6 @@
 /* Building a stack report of every Python thread of a target: the walk that
- * dump (and later why, run and core analysis) share. */
+ * dump, why and run share (through cmd/collect.c and why.c), on a live
+ * process or a core. */
 #ifndef PYSCOPE_PYTHON_STACKS_H
 #define PYSCOPE_PYTHON_STACKS_H
 

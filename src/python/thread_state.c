@@ -3,8 +3,6 @@
  * so the futex address alone tells a GIL wait from any other lock wait. */
 #include "python/thread_state.h"
 
-#define SYSCALL_FUTEX_X86_64 202
-
 enum thread_run_state thread_classify(const struct thread_activity *activity, bool holds_gil,
                                       uint64_t gil, uint64_t gil_size)
 {
@@ -16,7 +14,7 @@ enum thread_run_state thread_classify(const struct thread_activity *activity, bo
      * its thread state behind runs nothing. */
     if (activity->run_state == 'Z' || activity->run_state == 'X')
         return THREAD_UNKNOWN;
-    if (activity->syscall_nr == SYSCALL_FUTEX_X86_64 && gil && gil_size &&
+    if (activity->syscall_nr == SYSCALL_NR_FUTEX && gil && gil_size &&
         activity->syscall_args[0] >= gil && activity->syscall_args[0] < gil + gil_size)
         return THREAD_WAITING_GIL;
     if (activity->syscall_nr >= 0)

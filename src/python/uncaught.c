@@ -7,66 +7,13 @@
 #include <string.h>
 
 #include "python/code.h"
-#include "python/frame_locals.h"
+#include "python/frame_vars.h"
 #include "python/objects.h"
 #include "python/threads.h"
 #include "target/process.h"
 
-#define MAX_TIDS 8192
 /* Py_TPFLAGS_BASE_EXC_SUBCLASS: set on BaseException and every subclass. */
 #define TPFLAGS_BASE_EXC_SUBCLASS (1ul << 30)
-
-/* These offsets are not in struct py_layout. They were measured with
- * offsetof() against every supported header set (tools/gen_layouts/
- * exc_offsets.c), and every object read through them is checked by its type. */
-struct exc_offsets {
-    long curexc_type, curexc_value, curexc_traceback;   /* PyThreadState, <= 3.11 */
-    long current_exception;                             /* PyThreadState, 3.12+ */
-    long exc_args, exc_traceback;                       /* PyBaseExceptionObject */
-    long frame_f_frame;                                 /* PyFrameObject -> iframe, 3.11+ */
-};
-
-/* PyTracebackObject, the same in 3.8-3.15. */
-#define TB_NEXT 16
-#define TB_FRAME 24
-#define TB_LASTI 32
-#define TB_LINENO 36
-
-static bool offsets_for(unsigned version_hex, struct exc_offsets *o)
-{
-    unsigned minor = (version_hex >> 16) & 0xff;
-    if ((version_hex >> 24) != 3)
-        return false;
-    *o = (struct exc_offsets){PY_OFF_NONE, PY_OFF_NONE, PY_OFF_NONE, PY_OFF_NONE, 24, 40, 24};
-    switch (minor) {
-    case 8:
-    case 9:
-    case 10:
-        o->curexc_type = 88;
-        o->curexc_value = 96;
-        o->curexc_traceback = 104;
-        o->exc_traceback = 32;
-        o->frame_f_frame = PY_OFF_NONE;
-        return true;
-    case 11:
-        o->curexc_type = 96;
-        o->curexc_value = 104;
-        o->curexc_traceback = 112;
-        return true;
-    case 12:
-        o->current_exception = 96;
-        return true;
-    case 13:
-    case 14:
-        o->current_exception = 112;
-        return true;
-    case 15:
-        o->current_exception = 136;
-        return true;
-    default:
-        return false;
-    }
-}
 
 static bool is_exception_type(struct py_reader *r, uint64_t type)
 {
@@ -79,10 +26,10 @@ static bool is_exception_type(struct py_reader *r, uint64_t type)
 /* The thread state of kernel thread tid, or 0. */
 static uint64_t tstate_of(struct py_reader *r, pid_t pid, pid_t tid, char *name, size_t namesize)
 {
-    pid_t *tids = malloc(MAX_TIDS * sizeof *tids);
+    pid_t *tids = malloc(PROCESS_MAX_THREADS * sizeof *tids);
     if (!tids)
         return 0;
-    int n = process_list_tids(pid, tids, MAX_TIDS);
+    int n = process_list_tids(pid, tids, PROCESS_MAX_THREADS);
     struct py_snapshot snap;
     uint64_t tstate = 0;
     if (n > 0 && py_snapshot_read(r, tids, n, &snap) == 0) {
@@ -108,7 +55,7 @@ static uint64_t tstate_of(struct py_reader *r, pid_t pid, pid_t tid, char *name,
 /* What str(exc) shows: the one str argument as it is (KeyError: its repr),
  * any other single argument or several as their repr. */
 static void exception_message(struct py_reader *r, uint64_t value, bool is_instance,
-                              bool key_error, const struct exc_offsets *o, char *out,
+                              bool key_error, char *out,
                               size_t outsize)
 {
     out[0] = '\0';
@@ -117,12 +64,12 @@ static void exception_message(struct py_reader *r, uint64_t value, bool is_insta
     if (!is_instance) {
         /* 3.8-3.11 may keep an unnormalized value: the constructor's argument. */
         if (py_str(r, value, out, outsize) != 0)
-            locals_repr(r, value, &(struct repr_limits)REPR_DEFAULT_LIMITS, out, outsize);
+            py_object_repr(r, value, &(struct repr_limits)REPR_DEFAULT_LIMITS, out, outsize);
         return;
     }
     uint64_t args = 0;
     int64_t n = -1;
-    if (target_read_u64(r->t, value + (uint64_t)o->exc_args, &args) != 0 ||
+    if (target_read_u64(r->t, value + (uint64_t)r->L->exc_args, &args) != 0 ||
         !py_is_type(r, args, "tuple") ||
         target_read(r->t, args + (uint64_t)r->L->ob_size, &n, sizeof n) != 0 || n < 0)
         return;
@@ -135,16 +82,15 @@ static void exception_message(struct py_reader *r, uint64_t value, bool is_insta
             return;
         if (!key_error && py_str(r, first, out, outsize) == 0)
             return;
-        locals_repr(r, first, &limits, out, outsize);
+        py_object_repr(r, first, &limits, out, outsize);
         return;
     }
-    locals_repr(r, args, &limits, out, outsize);
+    py_object_repr(r, args, &limits, out, outsize);
 }
 
 /* Fills f from one traceback entry's frame; returns -1 when it is not one. */
 static int read_tb_frame(struct py_reader *r, struct py_code_cache *codes, uint64_t frame,
-                         int32_t lasti, int32_t lineno, const struct exc_offsets *o,
-                         struct py_tb_frame *f)
+                         int32_t lasti, int32_t lineno, struct py_tb_frame *f)
 {
     const struct py_layout *L = r->L;
     memset(f, 0, sizeof *f);
@@ -158,8 +104,8 @@ static int read_tb_frame(struct py_reader *r, struct py_code_cache *codes, uint6
             return -1;
     } else {
         uint64_t iframe = 0;
-        if (o->frame_f_frame == PY_OFF_NONE ||
-            target_read_u64(r->t, frame + (uint64_t)o->frame_f_frame, &iframe) != 0 || !iframe ||
+        if (L->frameobj_iframe == PY_OFF_NONE ||
+            target_read_u64(r->t, frame + (uint64_t)L->frameobj_iframe, &iframe) != 0 || !iframe ||
             target_read_u64(r->t, iframe + (uint64_t)L->iframe_executable, &code) != 0)
             return -1;
         if (L->stackref_tagged > 0)
@@ -186,8 +132,9 @@ int py_uncaught_read(struct py_runtime *rt, pid_t pid, pid_t tid, struct py_unca
 {
     memset(out, 0, sizeof *out);
     out->tid = tid;
-    struct exc_offsets o;
-    if (!offsets_for(rt->version_hex, &o)) {
+    const struct py_layout *L = &rt->layout;
+    if ((L->tstate_current_exception == PY_OFF_NONE && L->tstate_curexc_type == PY_OFF_NONE) ||
+        L->exc_args == PY_OFF_NONE || L->exc_traceback == PY_OFF_NONE || L->tb_next == PY_OFF_NONE) {
         snprintf(why, whysize, "exceptions of CPython %s are not known to pyscope", rt->version);
         return -1;
     }
@@ -202,17 +149,17 @@ int py_uncaught_read(struct py_runtime *rt, pid_t pid, pid_t tid, struct py_unca
     }
     uint64_t type = 0, value = 0, tb = 0;
     bool is_instance = false;
-    if (o.current_exception != PY_OFF_NONE) {
-        if (target_read_u64(r->t, tstate + (uint64_t)o.current_exception, &value) != 0 || !value ||
+    if (L->tstate_current_exception != PY_OFF_NONE) {
+        if (target_read_u64(r->t, tstate + (uint64_t)L->tstate_current_exception, &value) != 0 || !value ||
             py_type_of(r, value, &type, NULL) != 0) {
             snprintf(why, whysize, "no exception is set in thread %d", (int)tid);
             return -1;
         }
         is_instance = true;
     } else {
-        if (target_read_u64(r->t, tstate + (uint64_t)o.curexc_type, &type) != 0 || !type ||
-            target_read_u64(r->t, tstate + (uint64_t)o.curexc_value, &value) != 0 ||
-            target_read_u64(r->t, tstate + (uint64_t)o.curexc_traceback, &tb) != 0) {
+        if (target_read_u64(r->t, tstate + (uint64_t)L->tstate_curexc_type, &type) != 0 || !type ||
+            target_read_u64(r->t, tstate + (uint64_t)L->tstate_curexc_value, &value) != 0 ||
+            target_read_u64(r->t, tstate + (uint64_t)L->tstate_curexc_traceback, &tb) != 0) {
             snprintf(why, whysize, "no exception is set in thread %d", (int)tid);
             return -1;
         }
@@ -229,10 +176,10 @@ int py_uncaught_read(struct py_runtime *rt, pid_t pid, pid_t tid, struct py_unca
     }
     snprintf(out->type_name, sizeof out->type_name, "%s", name);
     out->system_exit = strcmp(name, "SystemExit") == 0;
-    exception_message(r, value, is_instance, strcmp(name, "KeyError") == 0, &o, out->message,
+    exception_message(r, value, is_instance, strcmp(name, "KeyError") == 0, out->message,
                       sizeof out->message);
     if (is_instance && !tb &&
-        target_read_u64(r->t, value + (uint64_t)o.exc_traceback, &tb) != 0)
+        target_read_u64(r->t, value + (uint64_t)L->exc_traceback, &tb) != 0)
         tb = 0;
 
     struct py_code_cache *codes = calloc(1, sizeof *codes);
@@ -248,10 +195,10 @@ int py_uncaught_read(struct py_runtime *rt, pid_t pid, pid_t tid, struct py_unca
         }
         uint64_t frame = 0, next = 0;
         int32_t lasti = -1, lineno = -1;
-        if (target_read_u64(r->t, tb + TB_FRAME, &frame) != 0 ||
-            target_read_u64(r->t, tb + TB_NEXT, &next) != 0 ||
-            target_read_i32(r->t, tb + TB_LASTI, &lasti) != 0 ||
-            target_read_i32(r->t, tb + TB_LINENO, &lineno) != 0) {
+        if (target_read_u64(r->t, tb + (uint64_t)L->tb_frame, &frame) != 0 ||
+            target_read_u64(r->t, tb + (uint64_t)L->tb_next, &next) != 0 ||
+            target_read_i32(r->t, tb + (uint64_t)L->tb_lasti, &lasti) != 0 ||
+            target_read_i32(r->t, tb + (uint64_t)L->tb_lineno, &lineno) != 0) {
             out->truncated = true;
             break;
         }
@@ -265,7 +212,7 @@ int py_uncaught_read(struct py_runtime *rt, pid_t pid, pid_t tid, struct py_unca
             out->frames = grown;
             cap = ncap;
         }
-        if (read_tb_frame(r, codes, frame, lasti, lineno, &o, &out->frames[out->n_frames]) != 0) {
+        if (read_tb_frame(r, codes, frame, lasti, lineno, &out->frames[out->n_frames]) != 0) {
             out->truncated = true;
             break;
         }
@@ -289,7 +236,7 @@ static void print_locals(FILE *out, struct py_reader *r, const struct py_tb_fram
         if (scratch[i].tagged_int)
             snprintf(text, REPR_MAX_BYTES + 1, "%lld", (long long)scratch[i].int_value);
         else
-            locals_repr(r, scratch[i].obj, limits, text, REPR_MAX_BYTES + 1);
+            py_object_repr(r, scratch[i].obj, limits, text, REPR_MAX_BYTES + 1);
         fprintf(out, "      %s = %s\n", scratch[i].name, text);
     }
 }

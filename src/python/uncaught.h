@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "python/locals_repr.h"
+#include "python/object_repr.h"
 #include "python/runtime.h"
 
 #define PY_TRACEBACK_MAX 4096

@@ -5,7 +5,7 @@
  * syscalls are explained from their arguments and /proc. Every read can
  * fail: a wait that cannot be tied to an object is reported as such. */
 #include "python/waits.h"
-#include "python/locals_repr.h"
+#include "python/object_repr.h"
 #include "target/sched_clock.h"
 
 #include <stdio.h>
@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "python/code.h"
-#include "python/locals.h"
+#include "python/frame_vars.h"
 #include "python/primitives.h"
 #include "target/process.h"
 #include "target/procnet.h"
@@ -50,7 +50,6 @@
 #define NR_SENDMSG 46
 #define NR_RECVMSG 47
 #define NR_WAIT4 61
-#define NR_FUTEX 202
 #define NR_CLOCK_NANOSLEEP 230
 #define NR_EPOLL_WAIT 232
 #define NR_WAITID 247
@@ -410,7 +409,7 @@ static int owner_attr_visit(void *vctx, uint64_t key, uint64_t value)
         return 0;
     const struct repr_limits limits = {1, 1, 24};
     char repr[sizeof w->owner_attr_reprs[0]];
-    if (locals_repr(r, value, &limits, repr, sizeof repr) != 0)
+    if (py_object_repr(r, value, &limits, repr, sizeof repr) != 0)
         return 0;
     text_copy(w->owner_attr_names[w->n_owner_attrs], sizeof w->owner_attr_names[0], name);
     text_copy(w->owner_attr_reprs[w->n_owner_attrs], sizeof w->owner_attr_reprs[0], repr);
@@ -873,7 +872,7 @@ static void analyze_thread(struct waits_ctx *c, const struct report_thread *th,
     }
     w->uninterruptible = a->run_state == 'D';
     switch (a->syscall_nr) {
-    case NR_FUTEX:
+    case SYSCALL_NR_FUTEX:
         analyze_futex(c, raw, w);
         break;
     case NR_NANOSLEEP:

@@ -19,7 +19,6 @@
 #include "sampling/stack_memo.h"
 #include "target/process.h"
 
-#define MAX_TIDS 8192
 #define FRAME_KEY_SLOTS 8192u
 #define MAX_STACK_DEPTH 4096u
 /* Code objects can be freed and their address reused: everything cached by
@@ -256,8 +255,8 @@ static struct sampled_thread *find_thread(struct sampler *s, uint64_t tstate, ui
  * works it out from glibc's struct pthread. Only done for new threads. */
 static pid_t tid_from_snapshot(struct sampler *s, uint64_t tstate)
 {
-    pid_t tids[MAX_TIDS];
-    int n = process_list_tids(s->pid, tids, MAX_TIDS);
+    pid_t tids[PROCESS_MAX_THREADS];
+    int n = process_list_tids(s->pid, tids, PROCESS_MAX_THREADS);
     struct py_snapshot snap;
     pid_t tid = 0;
     if (n > 0 && py_snapshot_read(&s->reader, tids, n, &snap) == 0) {

@@ -16,12 +16,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "target/process.h"
+
 #ifndef TRAP_PERF
 #define TRAP_PERF 6            /* a perf event's sigtrap (Linux 5.13), e.g. hwbreak_open's */
 #endif
 
 #define MAX_CODE 512
-#define MAX_THREADS 8192
 /* How long the undo waits for one thread to stop, and for all of them. */
 #define THREAD_STOP_NS 200000000L
 #define TOTAL_STOP_NS 3000000000L
@@ -39,7 +40,7 @@ struct held_thread {
 
 static struct code_change code[MAX_CODE];
 static volatile sig_atomic_t n_code;
-static struct held_thread held[MAX_THREADS];
+static struct held_thread held[PROCESS_MAX_THREADS];
 static volatile sig_atomic_t n_held;
 static volatile sig_atomic_t undoing;
 /* Open perf events by descriptor number (numbers past the table are rare:
@@ -127,7 +128,7 @@ static struct held_thread *find_held(pid_t tid)
 
 void cleanup_thread_traced(pid_t tid)
 {
-    if (find_held(tid) || n_held >= MAX_THREADS)
+    if (find_held(tid) || n_held >= PROCESS_MAX_THREADS)
         return;
     held[n_held].tid = tid;
     held[n_held].debugregs = 0;

@@ -16,9 +16,8 @@
 #include "target/cleanup.h"
 #include "target/process.h"
 
-#define MAX_PAUSED 8192
 
-static pid_t paused[MAX_PAUSED];
+static pid_t paused[PROCESS_MAX_THREADS];
 static volatile sig_atomic_t n_paused;
 
 void process_resume(void)
@@ -60,16 +59,16 @@ int process_pause(pid_t pid, struct pyscope_error *err)
     cleanup_install();
     atexit(process_resume);
 
-    pid_t tids[MAX_PAUSED];
+    pid_t tids[PROCESS_MAX_THREADS];
     /* Threads may start while we seize: repeat until a pass finds none new. */
     for (int round = 0; round < 8; round++) {
-        int n = process_list_tids(pid, tids, MAX_PAUSED);
+        int n = process_list_tids(pid, tids, PROCESS_MAX_THREADS);
         if (n < 0) {
             error_set(err, PYSCOPE_ERR_EXITED, "process %d exited during the dump", (int)pid);
             return -1;
         }
         int added = 0;
-        for (int i = 0; i < n && n_paused < MAX_PAUSED; i++) {
+        for (int i = 0; i < n && n_paused < PROCESS_MAX_THREADS; i++) {
             if (already_paused(tids[i]))
                 continue;
             if (ptrace(PTRACE_SEIZE, tids[i], NULL, NULL) != 0) {

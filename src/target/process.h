@@ -34,6 +34,9 @@ bool process_gone(pid_t pid);
  * exiting for a moment, while its leader already refuses ptrace. */
 bool process_gone_soon(pid_t pid);
 
+/* The most threads of one process that pyscope lists, pauses or samples. */
+#define PROCESS_MAX_THREADS 8192
+
 /* The kernel thread ids of the process, at most max; returns the count or -1. */
 int process_list_tids(pid_t pid, pid_t *tids, int max);
 
@@ -46,6 +49,9 @@ struct thread_activity {
     long syscall_nr;         /* -1 when not blocked in a syscall */
     uint64_t syscall_args[6];
 };
+/* x86-64's futex(2), the syscall every lock and GIL wait of CPython sleeps in
+ * (the numbers are the target's; cores and live targets are x86-64). */
+#define SYSCALL_NR_FUTEX 202
 int process_thread_activity(pid_t pid, pid_t tid, struct thread_activity *out);
 
 /* Raises the soft limit of open files to the hard one: samplers keep one

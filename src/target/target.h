@@ -1,6 +1,6 @@
 /* The one interface through which pyscope sees a target: memory, threads and
- * mappings of a live process or (later) a core file. Nothing here writes to
- * the target. */
+ * mappings of a live process or of a core file (target/core.c). Nothing here
+ * writes to the target. */
 #ifndef PYSCOPE_TARGET_TARGET_H
 #define PYSCOPE_TARGET_TARGET_H
 

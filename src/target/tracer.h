@@ -1,15 +1,17 @@
 /* Tracing every thread of one process with ptrace: starting a program under
  * it or seizing a running process, following new threads, stopping all
- * threads for a consistent look and letting them go again. Shared by
- * `pyscope run` and `pyscope watch`. */
+ * threads for a consistent look and letting them go again. Used by
+ * `pyscope watch` (and its breakpoints); `run` and `dump --pause` still keep
+ * their own thread control (cmd/run.c, target/pause.c). */
 #ifndef PYSCOPE_TARGET_TRACER_H
 #define PYSCOPE_TARGET_TRACER_H
 
 #include <stdbool.h>
 #include <sys/types.h>
+#include "target/process.h"
 #include "util/error.h"
 
-#define TRACER_MAX_THREADS 8192
+#define TRACER_MAX_THREADS PROCESS_MAX_THREADS
 #define TRACER_MAX_FOREIGN 64
 
 struct tracer_thread {

@@ -185,13 +185,21 @@ def check_top_level(trace, checker, pyscope):
     return trace["traceEvents"]
 
 
+def unique_keys(pairs):
+    """A JSON object as a dict; a key written twice is an error of the writer."""
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise ValueError("duplicate keys in a JSON object: %r" % keys)
+    return dict(pairs)
+
+
 def main(argv):
     paths = [a for a in argv[1:] if not a.startswith("--")]
     if len(paths) != 1:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     with open(paths[0], encoding="utf-8") as f:
-        trace = json.load(f)
+        trace = json.load(f, object_pairs_hook=unique_keys)
     checker = Checker()
     events = check_top_level(trace, checker, "--pyscope" in argv)
     for index, event in enumerate(events):

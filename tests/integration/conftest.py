@@ -50,6 +50,34 @@ DEBIAN_VERSIONS = ("3.13", "3.14", "3.15")
 
 
 # --------------------------------------------------------------------------
+# Strict JSON: json keeps the last of two equal keys without a word, which
+# would hide a writer that emits a key twice. Every test reads JSON through
+# json.loads/json.load, so those refuse duplicates for the whole suite, also
+# in tests that never heard of this helper.
+
+def strict_pairs(items):
+    """An object's pairs as a dict; a key written twice is an error."""
+    keys = [k for k, _ in items]
+    if len(keys) != len(set(keys)):
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        raise ValueError("duplicate keys in a JSON object: %r" % twice)
+    return dict(items)
+
+
+_plain_json_loads = json.loads
+
+
+def strict_json(text, **kwargs):
+    """json.loads that refuses duplicate keys (the default in the tests)."""
+    if kwargs.get("object_pairs_hook") is None and kwargs.get("object_hook") is None:
+        kwargs["object_pairs_hook"] = strict_pairs
+    return _plain_json_loads(text, **kwargs)
+
+
+json.loads = strict_json   # json.load reads through json.loads
+
+
+# --------------------------------------------------------------------------
 # Interpreter discovery
 
 class Interp:

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import run_pyscope
+from conftest import run_pyscope, strict_json
 
 
 def handler_frame(doc):
@@ -86,12 +86,6 @@ def test_print_usage_errors(pyscope):
         assert "--print" in result.stderr
 
 
-def strict_json(text):
-    def pairs(items):
-        keys = [k for k, _ in items]
-        assert len(keys) == len(set(keys)), "duplicate keys in %s" % keys
-        return dict(items)
-    return json.loads(text, object_pairs_hook=pairs)
 
 
 def holder_frame(doc):

@@ -60,6 +60,67 @@ static void expect_present(const char *who, const char *field, long value, bool 
 
 #define PRESENT(field, wanted) expect_present(who, #field, L->field, wanted)
 
+/* The exception, frame-variable, callable, dict-keys and behaviour fields:
+ * each present exactly where its version has it, inside its struct. */
+static void check_version_facts(const struct py_layout *L, const char *who, unsigned minor)
+{
+    bool objects = L->frames == PY_FRAMES_OBJECTS;
+    PRESENT(tstate_curexc_type, minor <= 11);
+    PRESENT(tstate_curexc_value, minor <= 11);
+    PRESENT(tstate_curexc_traceback, minor <= 11);
+    PRESENT(tstate_current_exception, minor >= 12);
+    WITHIN(tstate_curexc_type, 8, tstate_size);
+    WITHIN(tstate_curexc_value, 8, tstate_size);
+    WITHIN(tstate_curexc_traceback, 8, tstate_size);
+    WITHIN(tstate_current_exception, 8, tstate_size);
+    PRESENT(frameobj_iframe, !objects);
+    expect(L->exc_args >= 16 && L->exc_traceback > L->exc_args,
+           "%s: exception args %ld, traceback %ld", who, L->exc_args, L->exc_traceback);
+    expect(L->tb_next == 16 && L->tb_frame > L->tb_next && L->tb_lasti > L->tb_frame &&
+           L->tb_lineno == L->tb_lasti + 4, "%s: traceback fields", who);
+    WITHIN(code_stacksize, 4, code_size);
+    WITHIN(code_kwonlyargcount, 4, code_size);
+    WITHIN(code_nlocalsplus, 4, code_size);
+    WITHIN(code_cellvars, 8, code_size);
+    WITHIN(code_freevars, 8, code_size);
+    WITHIN(frame_valuestack, 8, frame_size);
+    WITHIN(frame_globals, 8, frame_size);
+    WITHIN(iframe_globals, 8, iframe_size);
+    PRESENT(code_nlocalsplus, !objects);
+    PRESENT(code_cellvars, objects);
+    PRESENT(code_freevars, objects);
+    PRESENT(frame_valuestack, objects);
+    PRESENT(frame_globals, objects);
+    PRESENT(iframe_globals, !objects);
+    EXPECT_EQ(L->stackpointer_is_pointer, minor >= 14, who);
+    EXPECT_EQ(L->executable_any, minor >= 13, who);
+    EXPECT_EQ(L->cell_ref, 16, who);
+    expect(L->type_base > L->type_flags && L->cfunction_self > L->cfunction_ml &&
+           L->method_self > L->method_func && L->descr_name >= 16 && L->methoddef_name == 0 &&
+           L->staticmethod_callable == 16 && L->property_get == 16,
+           "%s: callable fields", who);
+    expect(L->func_code >= 16 && L->func_name >= 16 && L->func_qualname >= 16 &&
+           L->func_code != L->func_name && L->func_name != L->func_qualname,
+           "%s: function fields", who);
+    EXPECT_EQ(L->dict_keys_kind, objects ? PY_DICT_KEYS_SIZED : PY_DICT_KEYS_LOG2, who);
+    PRESENT(dictkeys_size, objects);
+    PRESENT(dictkeys_log2_size, !objects);
+    PRESENT(dictkeys_log2_index_bytes, !objects);
+    PRESENT(dictkeys_kind, !objects);
+    PRESENT(dictunicode_size, !objects);
+    expect(L->dictkeys_nentries + 8 <= L->dictkeys_indices && L->dictkeys_indices <= 64,
+           "%s: dict keys header (nentries %ld, indices %ld)", who, L->dictkeys_nentries,
+           L->dictkeys_indices);
+    expect(L->dictentry_size == 24 && L->dictentry_value + 8 <= L->dictentry_size &&
+           L->dictentry_key + 8 <= L->dictentry_value, "%s: dict entry", who);
+    if (!objects)
+        expect(L->dictunicode_size == 16 && L->dictunicode_key + 8 <= L->dictunicode_value,
+               "%s: unicode dict entry", who);
+    expect(L->set_used < L->set_mask && L->set_mask < L->set_table, "%s: set fields", who);
+    EXPECT_EQ(L->parking_lot, minor >= 13, who);
+    EXPECT_EQ(L->with_exit_unbound, minor >= 14, who);
+}
+
 static void check_table_consistency(const struct py_layout_entry *entry)
 {
     const struct py_layout *L = &entry->layout;
@@ -207,6 +268,7 @@ static void check_table_consistency(const struct py_layout_entry *entry)
                L->owner_frame_object, L->owner_cstack, L->owner_interpreter);
     }
     EXPECT_EQ(L->stackref_tagged, minor >= 14, who);
+    check_version_facts(L, who, minor);
 }
 
 static void test_tables(void)
@@ -269,6 +331,29 @@ static void test_tables(void)
         EXPECT_EQ(v312->cframe_current_frame, 0, "3.12");
         EXPECT_EQ(v312->unicode_ascii_size, 40, "3.12");
         EXPECT_EQ(v312->long_tag, 16, "3.12");
+        /* the values uncaught.c, locals.c (now frame_vars.c), func_lookup.c and primitives.c
+         * kept by hand before they were generated */
+        EXPECT_EQ(v38->tstate_curexc_type, 88, "3.8");
+        EXPECT_EQ(v38->exc_traceback, 32, "3.8");
+        EXPECT_EQ(v311->tstate_curexc_traceback, 112, "3.11");
+        EXPECT_EQ(v311->exc_traceback, 40, "3.11");
+        EXPECT_EQ(v312->tstate_current_exception, 96, "3.12");
+        EXPECT_EQ(v38->code_cellvars, 88, "3.8");
+        EXPECT_EQ(v38->code_freevars, 80, "3.8");
+        EXPECT_EQ(v38->frame_valuestack, 64, "3.8");
+        EXPECT_EQ(v38->frame_globals, 48, "3.8");
+        EXPECT_EQ(v311->code_stacksize, 68, "3.11");
+        EXPECT_EQ(v311->code_nlocalsplus, 76, "3.11");
+        EXPECT_EQ(v311->iframe_globals, 8, "3.11");
+        EXPECT_EQ(v312->iframe_globals, 24, "3.12");
+        EXPECT_EQ(v38->func_code, 16, "3.8");
+        EXPECT_EQ(v38->func_name, 64, "3.8");
+        EXPECT_EQ(v38->func_qualname, 104, "3.8");
+        EXPECT_EQ(v310->func_code, 48, "3.10");
+        EXPECT_EQ(v310->func_name, 32, "3.10");
+        EXPECT_EQ(v310->func_qualname, 40, "3.10");
+        EXPECT_EQ(v38->type_base, 256, "3.8");
+        EXPECT_EQ(v38->set_table, 40, "3.8");
     } else {
         expect(false, "tables for 3.8, 3.10, 3.11, 3.12");
     }
@@ -328,6 +413,8 @@ static void expect_same_offsets(const struct py_layout *d, const struct py_layou
         F(unicode_compact_size), F(unicode_data_any), F(bytes_sval), F(tuple_items),
         F(list_items), F(dict_used), F(dict_keys), F(dict_values), F(long_digits), F(long_tag),
         F(float_value), F(module_dict), F(gen_iframe), F(iframe_size), F(code_size), F(gc_size),
+        F(tstate_current_exception), F(set_used), F(set_mask), F(set_table), F(exc_args),
+        F(tb_frame), F(code_stacksize), F(iframe_globals), F(dictkeys_indices), F(func_name),
 #undef F
     };
     for (size_t i = 0; i < sizeof offset_fields / sizeof offset_fields[0]; i++) {

@@ -22,7 +22,7 @@ struct fact {
     int count;
 };
 
-static struct fact facts[64];
+static struct fact facts[128];
 static int fact_count;
 static int mem_fd = -1;
 static int passed, failed;
@@ -325,6 +325,19 @@ static void check_threads(const struct py_layout *L, uint64_t runtime, uint64_t 
             if (L->stackref_tagged)
                 marker &= ~(uint64_t)3;
             check(has_type(L, marker, "int"), "localsplus[2] (local_marker) is not an int");
+            long globals = L->frames == PY_FRAMES_OBJECTS ? L->frame_globals : L->iframe_globals;
+            check(read_u64(level_two_frame + (uint64_t)globals) == fact_value("main_globals"),
+                  "level_two frame's f_globals");
+            if (L->frames == PY_FRAMES_OBJECTS) {
+                /* the value stack starts right after the named slots */
+                uint64_t valuestack = read_u64(level_two_frame + (uint64_t)L->frame_valuestack);
+                check(valuestack == locals + fact_value("level_two_nlocals") * 8, "f_valuestack");
+            } else if (L->stackpointer_is_pointer) {
+                uint64_t sp = read_u64(level_two_frame + (uint64_t)L->iframe_stackpointer);
+                check(sp >= locals + fact_value("level_two_nlocals") * 8 &&
+                      sp <= locals + (fact_value("level_two_nlocals") + fact_value("level_two_stacksize")) * 8,
+                      "stackpointer outside the value stack");
+            }
         }
     }
     check(saw_worker, "no thread shows worker_sleep");
@@ -453,6 +466,105 @@ static void check_objects(const struct py_layout *L)
         check(has_type(L, read_u64(level_two + (uint64_t)L->code_code), "bytes"), "co_code");
 }
 
+/* The fields behind uncaught exceptions, frame variables, callables and
+ * dict keys, against the objects the target built for them. */
+static void check_version_facts(const struct py_layout *L)
+{
+    char text[128];
+    uint64_t exc = fact_value("exception");
+    check(read_u64(exc + (uint64_t)L->exc_args) == fact_value("exception_args"), "exception args");
+    uint64_t tb = read_u64(exc + (uint64_t)L->exc_traceback);
+    check(tb == fact_value("exception_tb"), "exception traceback");
+    uint64_t tb_next = read_u64(tb + (uint64_t)L->tb_next);
+    check(tb_next == fact_value("tb_next"), "tb_next");
+    /* 3.11+ may keep -1 there and compute the line from tb_lasti when asked */
+    int32_t lineno = (int32_t)read_u32(tb + (uint64_t)L->tb_lineno);
+    check(lineno == (int32_t)fact_value("tb_lineno") || (L->frameobj_iframe != PY_OFF_NONE && lineno == -1),
+          "tb_lineno %d", lineno);
+    check(read_u32(tb + (uint64_t)L->tb_lasti) == (uint32_t)fact_value("tb_lasti"), "tb_lasti");
+    uint64_t frame = read_u64(tb + (uint64_t)L->tb_frame);
+    check(frame == fact_value("tb_frame"), "tb_frame");
+    if (L->frameobj_iframe != PY_OFF_NONE) {
+        uint64_t iframe = read_u64(frame + (uint64_t)L->frameobj_iframe);
+        uint64_t code = read_u64(iframe + (uint64_t)L->iframe_executable) & ~(uint64_t)3;
+        check(code == fact_value("tb_frame_code"), "frame object's f_frame executable");
+    }
+
+    uint64_t level_two = fact_value("level_two_code");
+    check(read_u32(level_two + (uint64_t)L->code_stacksize) == fact_value("level_two_stacksize"),
+          "co_stacksize");
+    uint64_t inner = fact_value("inner_code");
+    check(read_u32(inner + (uint64_t)L->code_kwonlyargcount) == fact_value("inner_kwonly"),
+          "co_kwonlyargcount");
+    if (L->code_nlocalsplus != PY_OFF_NONE)
+        check(read_u32(inner + (uint64_t)L->code_nlocalsplus) == fact_value("inner_nlocalsplus"),
+              "co_nlocalsplus");
+    if (L->code_freevars != PY_OFF_NONE) {
+        check(read_u64(inner + (uint64_t)L->code_freevars) == fact_value("inner_freevars"), "co_freevars");
+        check(read_u64(fact_value("maker_code") + (uint64_t)L->code_cellvars) ==
+              fact_value("maker_cellvars"), "co_cellvars");
+    }
+    check(read_u64(fact_value("a_cell") + (uint64_t)L->cell_ref) == fact_value("a_cell_contents"),
+          "cell ob_ref");
+
+    uint64_t func = fact_value("level_two_func");
+    check(read_u64(func + (uint64_t)L->func_code) == level_two, "func_code");
+    check(read_u64(func + (uint64_t)L->func_name) == fact_value("level_two_name"), "func_name");
+    read_ascii_str(L, read_u64(func + (uint64_t)L->func_qualname), text, sizeof text);
+    check(strcmp(text, "Outer.level_two") == 0, "func_qualname '%s'", text);
+
+    check(read_u64(fact_value("widget_type") + (uint64_t)L->type_base) == fact_value("object_type"),
+          "tp_base");
+    uint64_t builtin = fact_value("bound_builtin");
+    read_cstring(read_u64(read_u64(builtin + (uint64_t)L->cfunction_ml) + (uint64_t)L->methoddef_name),
+                 text, sizeof text);
+    check(strcmp(text, "append") == 0, "m_ml->ml_name '%s'", text);
+    check(read_u64(builtin + (uint64_t)L->cfunction_self) == fact_value("a_list"), "m_self");
+    uint64_t method = fact_value("bound_method");
+    check(read_u64(method + (uint64_t)L->method_func) == fact_value("bound_method_func"), "im_func");
+    check(read_u64(method + (uint64_t)L->method_self) == fact_value("bound_method_self"), "im_self");
+    read_ascii_str(L, read_u64(fact_value("method_descr") + (uint64_t)L->descr_name), text, sizeof text);
+    check(strcmp(text, "append") == 0, "method descriptor d_name '%s'", text);
+    check(read_u64(fact_value("staticmethod") + (uint64_t)L->staticmethod_callable) ==
+          fact_value("closure"), "staticmethod callable");
+    check(read_u64(fact_value("property") + (uint64_t)L->property_get) == fact_value("closure"),
+          "property fget");
+
+    /* dict keys: a str-keyed dict and an int-keyed (general) one */
+    uint64_t dicts[2] = { fact_value("a_dict"), fact_value("int_dict") };
+    for (int i = 0; i < 2; i++) {
+        uint64_t keys = read_u64(dicts[i] + (uint64_t)L->dict_keys);
+        check(read_i64(keys + (uint64_t)L->dictkeys_nentries) == (i == 0 ? 3 : 1), "dk_nentries");
+        uint64_t entries;
+        long key = L->dictentry_key, value = L->dictentry_value;
+        if (L->dict_keys_kind == PY_DICT_KEYS_SIZED) {
+            int64_t size = read_i64(keys + (uint64_t)L->dictkeys_size);
+            entries = keys + (uint64_t)L->dictkeys_indices + (uint64_t)size * (size <= 0xff ? 1 : 2);
+        } else {
+            entries = keys + (uint64_t)L->dictkeys_indices +
+                      (1ull << read_u8(keys + (uint64_t)L->dictkeys_log2_index_bytes));
+            bool general = read_u8(keys + (uint64_t)L->dictkeys_kind) == 0;
+            check(general == (i == 1), "dk_kind of the %s dict", i == 0 ? "str-keyed" : "int-keyed");
+            if (!general) {
+                check(L->dictunicode_size == 16, "unicode entry size");
+                key = L->dictunicode_key;
+                value = L->dictunicode_value;
+            }
+        }
+        if (i == 0) {
+            read_ascii_str(L, read_u64(entries + (uint64_t)key), text, sizeof text);
+            check(strcmp(text, "k1") == 0, "first key of a_dict '%s'", text);
+            check(has_type(L, read_u64(entries + (uint64_t)value), "int"), "first value of a_dict");
+        } else {
+            check(read_u64(entries + (uint64_t)key) == fact_value("big_int") &&
+                  read_u64(entries + (uint64_t)value) == fact_value("a_float"), "int_dict entry");
+        }
+    }
+    uint64_t set = fact_value("a_set");
+    check(read_i64(set + (uint64_t)L->set_used) == 1 && read_i64(set + (uint64_t)L->set_mask) == 7 &&
+          read_u64(set + (uint64_t)L->set_table) != 0, "set used/mask/table");
+}
+
 static void check_layout(const struct py_layout *L, uint64_t runtime)
 {
     uint64_t interp = read_u64(runtime + (uint64_t)L->runtime_interpreters_head);
@@ -467,6 +579,7 @@ static void check_layout(const struct py_layout *L, uint64_t runtime)
     check(read_u32(gc + (uint64_t)L->gc_collecting) == 0, "gc.collecting while idle");
     check_threads(L, runtime, interp);
     check_objects(L);
+    check_version_facts(L);
 }
 
 /* Field-by-field comparison of two layouts, for the 3.13+ cross-check. */
@@ -495,6 +608,7 @@ static void compare_layouts(const struct py_layout *a, const struct py_layout *b
         FIELD(bytes_sval), FIELD(tuple_items), FIELD(list_items), FIELD(dict_used),
         FIELD(dict_keys), FIELD(dict_values), FIELD(long_digits), FIELD(long_tag),
         FIELD(float_value), FIELD(module_dict), FIELD(gen_iframe),
+        FIELD(tstate_current_exception), FIELD(set_used), FIELD(set_mask), FIELD(set_table),
 #undef FIELD
     };
     int differences = 0;

@@ -54,6 +54,7 @@
 #include "pycore_opcode_metadata.h"
 #pragma GCC diagnostic pop
 #endif
+#include "opcode.h"               /* LOAD_SPECIAL (3.14+) tells how `with` stacks __exit__ */
 #if MINOR >= 14
 #include "pycore_interpframe_structs.h"
 #include "pycore_runtime_structs.h"
@@ -484,6 +485,141 @@ static void emit_instance_dicts(void)
 #endif
 }
 
+/* The pending exception of a thread and the traceback it carries, for
+ * uncaught: 3.12 replaced the (type, value, traceback) triple by one object. */
+static void emit_exceptions(void)
+{
+#if MINOR <= 11
+    emit("tstate_curexc_type", OFF(PyThreadState, curexc_type));
+    emit("tstate_curexc_value", OFF(PyThreadState, curexc_value));
+    emit("tstate_curexc_traceback", OFF(PyThreadState, curexc_traceback));
+    emit_none("tstate_current_exception");
+#else
+    emit_none("tstate_curexc_type");
+    emit_none("tstate_curexc_value");
+    emit_none("tstate_curexc_traceback");
+    emit("tstate_current_exception", OFF(PyThreadState, current_exception));
+#endif
+    emit("exc_args", OFF(PyBaseExceptionObject, args));
+    emit("exc_traceback", OFF(PyBaseExceptionObject, traceback));
+#if MINOR >= 11
+    emit("frameobj_iframe", OFF(PyFrameObject, f_frame));
+#else
+    emit_none("frameobj_iframe");
+#endif
+    emit("tb_next", OFF(PyTracebackObject, tb_next));
+    emit("tb_frame", OFF(PyTracebackObject, tb_frame));
+    emit("tb_lasti", OFF(PyTracebackObject, tb_lasti));
+    emit("tb_lineno", OFF(PyTracebackObject, tb_lineno));
+}
+
+/* What naming and reading a frame's variables and value stack needs beyond
+ * the frame walk. */
+static void emit_frame_vars(void)
+{
+    emit("code_stacksize", OFF(PyCodeObject, co_stacksize));
+    emit("code_kwonlyargcount", OFF(PyCodeObject, co_kwonlyargcount));
+#if MINOR <= 10
+    emit_none("code_nlocalsplus");
+    emit("code_cellvars", OFF(PyCodeObject, co_cellvars));
+    emit("code_freevars", OFF(PyCodeObject, co_freevars));
+    emit("frame_valuestack", OFF(PyFrameObject, f_valuestack));
+    emit("frame_globals", OFF(PyFrameObject, f_globals));
+    emit_none("iframe_globals");
+    emit_int("stackpointer_is_pointer", 0);
+#else
+    emit("code_nlocalsplus", OFF(PyCodeObject, co_nlocalsplus));
+    emit_none("code_cellvars");
+    emit_none("code_freevars");
+    emit_none("frame_valuestack");
+    emit_none("frame_globals");
+    emit("iframe_globals", OFF(_PyInterpreterFrame, f_globals));
+#if MINOR <= 13
+    emit_int("stackpointer_is_pointer", _Generic(((_PyInterpreterFrame *)0)->stacktop,
+                                                 int: 0, default: 1));
+#else
+    emit_int("stackpointer_is_pointer", _Generic(((_PyInterpreterFrame *)0)->stackpointer,
+                                                 int: 0, default: 1));
+#endif
+#endif
+    /* f_code held only code objects; f_executable (3.13+) may hold others. */
+#if MINOR <= 12
+    emit_int("executable_any", 0);
+#else
+    emit_int("executable_any", 1);
+#endif
+    emit("cell_ref", OFF(PyCellObject, ob_ref));
+}
+
+/* What primitives.c and func_lookup.c follow to a callable's name; the C
+ * function object's own fields are emitted by emit_callables(). */
+static void emit_methods_and_descriptors(void)
+{
+    emit("type_base", OFF(PyTypeObject, tp_base));
+    emit("method_func", OFF(PyMethodObject, im_func));
+    emit("method_self", OFF(PyMethodObject, im_self));
+    emit("descr_name", OFF(PyMethodDescrObject, d_common.d_name));
+    /* staticmethod, classmethod and property are private to Objects/
+     * funcobject.c and descrobject.c in every version: each keeps its first
+     * callable right after PyObject_HEAD (property: fget, fset, fdel). */
+    emit("staticmethod_callable", SIZE(PyObject));
+    emit("property_get", SIZE(PyObject));
+}
+
+static void emit_dict_keys(void)
+{
+#if MINOR <= 10
+    /* 3.8-3.10 keep PyDictKeysObject and PyDictKeyEntry private in
+     * Objects/dict-common.h: dk_refcnt, dk_size, dk_lookup, dk_usable,
+     * dk_nentries, then dk_indices; entries are {hash, key, value}. */
+    printf("        .dict_keys_kind = PY_DICT_KEYS_SIZED,\n");
+    emit("dictkeys_size", 8);
+    emit_none("dictkeys_log2_size");
+    emit_none("dictkeys_log2_index_bytes");
+    emit_none("dictkeys_kind");
+    emit("dictkeys_nentries", 32);
+    emit("dictkeys_indices", 40);
+    emit("dictentry_size", 24);
+    emit("dictentry_key", 8);
+    emit("dictentry_value", 16);
+    emit_none("dictunicode_size");
+    emit_none("dictunicode_key");
+    emit_none("dictunicode_value");
+#else
+    printf("        .dict_keys_kind = PY_DICT_KEYS_LOG2,\n");
+    emit_none("dictkeys_size");
+    emit("dictkeys_log2_size", OFF(PyDictKeysObject, dk_log2_size));
+    emit("dictkeys_log2_index_bytes", OFF(PyDictKeysObject, dk_log2_index_bytes));
+    emit("dictkeys_kind", OFF(PyDictKeysObject, dk_kind));
+    emit("dictkeys_nentries", OFF(PyDictKeysObject, dk_nentries));
+    emit("dictkeys_indices", OFF(PyDictKeysObject, dk_indices));
+    emit("dictentry_size", SIZE(PyDictKeyEntry));
+    emit("dictentry_key", OFF(PyDictKeyEntry, me_key));
+    emit("dictentry_value", OFF(PyDictKeyEntry, me_value));
+    emit("dictunicode_size", SIZE(PyDictUnicodeEntry));
+    emit("dictunicode_key", OFF(PyDictUnicodeEntry, me_key));
+    emit("dictunicode_value", OFF(PyDictUnicodeEntry, me_value));
+#endif
+    emit("set_used", OFF(PySetObject, used));
+    emit("set_mask", OFF(PySetObject, mask));
+    emit("set_table", OFF(PySetObject, table));
+}
+
+/* Behaviour that a reader must know, decided by what the headers contain. */
+static void emit_behaviour(void)
+{
+#if __has_include("pycore_parking_lot.h")
+    emit_int("parking_lot", 1);
+#else
+    emit_int("parking_lot", 0);
+#endif
+#ifdef LOAD_SPECIAL
+    emit_int("with_exit_unbound", 1);
+#else
+    emit_int("with_exit_unbound", 0);
+#endif
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2 && argc != 4) {
@@ -517,6 +653,11 @@ int main(int argc, char **argv)
     emit_objects();
     emit_instance_dicts();
     emit_callables();
+    emit_exceptions();
+    emit_frame_vars();
+    emit_methods_and_descriptors();
+    emit_dict_keys();
+    emit_behaviour();
     printf("    } },\n");
     return 0;
 }

@@ -54,6 +54,36 @@ a_bytes = b"pyscope-bytes"
 a_tuple = (ascii_text, a_float, None)
 a_list = [a_bytes, big_int]
 a_dict = {"k1": 1, "k2": 2, "k3": 3}
+int_dict = {big_int: a_float}
+a_set = {ascii_text}
+
+
+def closure_maker():
+    captured = [ascii_text]
+
+    def inner(a, *, kw_only=None):
+        return captured, a, kw_only
+    return inner
+
+
+def raiser():
+    raise KeyError(ascii_text)
+
+
+def caught_exception():
+    try:
+        raiser()
+    except KeyError as e:
+        return e
+
+
+closure = closure_maker()
+a_cell = closure.__closure__[0]
+an_exception = caught_exception()
+bound_builtin = a_list.append
+bound_method = Widget(9).__init__
+a_staticmethod = staticmethod(closure)
+a_property = property(closure)
 
 
 def publish():
@@ -89,6 +119,39 @@ def publish():
     fact("level_two_flags", code.co_flags)
     fact("level_two_firstlineno", code.co_firstlineno)
     fact("level_two_code_len", len(code.co_code))
+    fact("level_two_stacksize", code.co_stacksize)
+    fact("level_two_func", id(Outer.level_two))
+    fact("level_two_name", id(Outer.level_two.__name__))
+    fact("main_globals", id(globals()))
+    fact("int_dict", id(int_dict))
+    fact("a_set", id(a_set))
+    fact("inner_code", id(closure.__code__))
+    fact("inner_kwonly", closure.__code__.co_kwonlyargcount)
+    fact("inner_nlocalsplus", len(closure.__code__.co_varnames) + len(closure.__code__.co_cellvars)
+         + len(closure.__code__.co_freevars))
+    fact("inner_freevars", id(closure.__code__.co_freevars))
+    fact("maker_cellvars", id(closure_maker.__code__.co_cellvars))
+    fact("maker_code", id(closure_maker.__code__))
+    fact("a_cell", id(a_cell))
+    fact("a_cell_contents", id(a_cell.cell_contents))
+    fact("exception", id(an_exception))
+    fact("exception_args", id(an_exception.args))
+    tb = an_exception.__traceback__
+    fact("exception_tb", id(tb))
+    fact("tb_lineno", tb.tb_lineno)
+    fact("tb_lasti", tb.tb_lasti)
+    fact("tb_next", id(tb.tb_next))
+    fact("tb_frame", id(tb.tb_frame))
+    fact("tb_frame_code", id(tb.tb_frame.f_code))
+    fact("bound_builtin", id(bound_builtin))
+    fact("bound_method", id(bound_method))
+    fact("bound_method_func", id(bound_method.__func__))
+    fact("bound_method_self", id(bound_method.__self__))
+    fact("object_type", id(object))
+    fact("staticmethod", id(a_staticmethod))
+    fact("property", id(a_property))
+    fact("closure", id(closure))
+    fact("method_descr", id(list.append))
     fact("main_ident", threading.main_thread().ident)
     for thread in threading.enumerate():
         fact("thread_ident", thread.ident)

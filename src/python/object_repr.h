@@ -1,8 +1,8 @@
 /* Safe, bounded reprs of Python objects read out of a target, for --locals and
  * --print: a few builtin types are rendered like repr(), containers show their
  * first items and length, and everything else is "<Class object at 0x...>". */
-#ifndef PYSCOPE_PYTHON_LOCALS_REPR_H
-#define PYSCOPE_PYTHON_LOCALS_REPR_H
+#ifndef PYSCOPE_PYTHON_OBJECT_REPR_H
+#define PYSCOPE_PYTHON_OBJECT_REPR_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,7 +22,7 @@ struct repr_limits {
 /* Writes a repr of the object at obj into out (always NUL-terminated and
  * bounded by outsize). Unreadable memory is shown as "<unreadable 0x...>".
  * Returns 0, or -1 when the object itself could not be read. */
-int locals_repr(struct py_reader *r, uint64_t obj, const struct repr_limits *limits, char *out,
+int py_object_repr(struct py_reader *r, uint64_t obj, const struct repr_limits *limits, char *out,
                 size_t outsize);
 
 /* The type name of obj ("?" when unreadable), copied into out. */

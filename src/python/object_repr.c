@@ -2,7 +2,7 @@
  * limit from struct repr_limits, and containers on the current path are
  * remembered so that a cycle prints as "[...]" the way repr() does, instead of
  * recursing. Nothing here trusts a length or pointer read from the target. */
-#include "python/locals_repr.h"
+#include "python/object_repr.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -15,9 +15,6 @@
 
 #define MAX_INT_DIGITS 120          /* 30-bit digits converted: ~1080 decimal digits */
 #define MAX_CONTAINER_ITEMS (1 << 28)
-#define SET_TABLE_FIELD 40          /* PySetObject: fill 16, used 24, mask 32, table 40 (3.8-3.15) */
-#define SET_USED_FIELD 24
-#define SET_MASK_FIELD 32
 #define MAX_PATH_DEPTH 16
 #define TPFLAGS_HEAPTYPE (1ul << 9)       /* classes made by a class statement (3.8-3.15) */
 
@@ -448,9 +445,9 @@ static void repr_set(struct repr_ctx *c, struct sb *s, uint64_t obj, bool frozen
     struct target *t = c->r->t;
     int64_t used, mask;
     uint64_t table;
-    if (target_read(t, obj + SET_USED_FIELD, &used, 8) != 0 ||
-        target_read(t, obj + SET_MASK_FIELD, &mask, 8) != 0 ||
-        target_read_u64(t, obj + SET_TABLE_FIELD, &table) != 0 || used < 0 || mask < 0 ||
+    if (target_read(t, obj + (uint64_t)c->r->L->set_used, &used, 8) != 0 ||
+        target_read(t, obj + (uint64_t)c->r->L->set_mask, &mask, 8) != 0 ||
+        target_read_u64(t, obj + (uint64_t)c->r->L->set_table, &table) != 0 || used < 0 || mask < 0 ||
         mask > MAX_CONTAINER_ITEMS || used > mask + 1 || table == 0)
         { unreadable(s, obj); return; }
     const char *prefix = frozen ? "frozenset(" : "";
@@ -606,7 +603,7 @@ static void repr_object(struct repr_ctx *c, struct sb *s, uint64_t obj)
         opaque(s, name, obj);
 }
 
-int locals_repr(struct py_reader *r, uint64_t obj, const struct repr_limits *limits, char *out,
+int py_object_repr(struct py_reader *r, uint64_t obj, const struct repr_limits *limits, char *out,
                 size_t outsize)
 {
     static const struct repr_limits defaults = REPR_DEFAULT_LIMITS;

@@ -2,7 +2,7 @@
  * frame addresses the walk recorded; --print follows instance attributes,
  * module globals and tuple/list/dict items, nothing that would need running
  * code (properties, __getattr__, __getitem__ of other types). */
-#include "python/locals_report.h"
+#include "python/variables_report.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "python/frame_locals.h"
+#include "python/frame_vars.h"
 
 #define MAX_STEPS 16
 
@@ -140,7 +140,7 @@ static int fill_frame(struct py_reader *r, const struct repr_limits *limits, str
             tagged_int_text(scratch[i].int_value, text, REPR_MAX_BYTES + 1);
             snprintf(type, sizeof type, "int");
         } else {
-            locals_repr(r, scratch[i].obj, limits, text, REPR_MAX_BYTES + 1);
+            py_object_repr(r, scratch[i].obj, limits, text, REPR_MAX_BYTES + 1);
             locals_type_name(r, scratch[i].obj, type, sizeof type);
         }
         out->name = strdup(scratch[i].name);
@@ -295,7 +295,7 @@ int frame_locals_eval_print(struct py_runtime *rt, struct stack_report *report,
             for (int s = 0; s < path.n_steps && ok; s++)
                 ok = follow(&reader, obj, &path.steps[s], &obj, why, sizeof why) == 0;
             if (ok) {
-                locals_repr(&reader, obj, limits, text, REPR_MAX_BYTES + 1);
+                py_object_repr(&reader, obj, limits, text, REPR_MAX_BYTES + 1);
                 rc = add_print(report, i, k, text, NULL);
             } else {
                 rc = add_print(report, i, k, NULL, why);

@@ -1,10 +1,10 @@
-/* Checks the pure parts of python/locals_repr.c: int digit conversion (small,
+/* Checks the pure parts of python/object_repr.c: int digit conversion (small,
  * multi-digit, huge and truncated) and Python-style float text. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "python/locals_repr.h"
+#include "python/object_repr.h"
 #include "unit.h"
 
 static const char *int_text(const uint32_t *digits, size_t n, int negative, int max)
@@ -55,5 +55,5 @@ int main(void)
     CHECK_EQ_STR(float_text(-INFINITY), "-inf");
     CHECK_EQ_STR(float_text(NAN), "nan");
     CHECK_EQ_STR(float_text(123456789.0), "123456789.0");
-    return unit_report("test_locals_repr");
+    return unit_report("test_object_repr");
 }

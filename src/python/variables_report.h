@@ -1,10 +1,10 @@
 /* Adding frame locals (--locals) and --print EXPR results to a stack report
  * that stacks_collect has built. */
-#ifndef PYSCOPE_PYTHON_LOCALS_REPORT_H
-#define PYSCOPE_PYTHON_LOCALS_REPORT_H
+#ifndef PYSCOPE_PYTHON_VARIABLES_REPORT_H
+#define PYSCOPE_PYTHON_VARIABLES_REPORT_H
 
 #include "output/stack_report.h"
-#include "python/locals_repr.h"
+#include "python/object_repr.h"
 #include "python/runtime.h"
 
 /* Reads the locals of every frame (only_thread: of that thread only; 0 for
