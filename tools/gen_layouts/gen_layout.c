@@ -68,6 +68,8 @@ static void emit_int(const char *field, int value)
 #define OFF(type, member) ((long)offsetof(type, member))
 #define SIZE(type) ((long)sizeof(type))
 
+#include "asyncio_layout.h"
+
 static unsigned parse_hex(const char *text)
 {
     return (unsigned)strtoul(text, NULL, 16);
@@ -453,6 +455,7 @@ int main(int argc, char **argv)
     emit_eval_signature();
     emit_objects();
     emit_instance_dicts();
+    emit_asyncio();
     printf("    } },\n");
     return 0;
 }
