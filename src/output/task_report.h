@@ -16,6 +16,7 @@ struct task_link {               /* one coroutine of a task's await chain */
     char *file;
     int line;                    /* -1: unknown */
     const char *kind;            /* "coroutine", "generator", "async_generator" */
+    uint64_t frame_addr, code_addr;   /* as struct py_frame holds them */
 };
 
 struct report_task {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "python/code.h"
+#include "python/frame_locals.h"
 #include "python/objects.h"
 #include "python/primitives.h"
 #include "python/threads.h"
@@ -227,9 +228,10 @@ static int read_gen(struct tctx *c, uint64_t gen, const char *kind, struct task_
     link->file = dup_text(code->filename);
     link->line = py_code_line(code, L, offset);
     link->kind = kind;
+    link->frame_addr = frame;
+    link->code_addr = code_addr;
     if (suspended_in_await)
         *awaited = u64_at(c, stack_slot) & (L->stackref_tagged ? ~(uint64_t)3 : ~(uint64_t)0);
-    (void)frame;
     return 0;
 }
 
@@ -244,10 +246,26 @@ static const char *gen_kind(struct tctx *c, uint64_t obj)
     return NULL;
 }
 
-/* Follows the chain from the task's coroutine; returns the object the
+static uint64_t follow_chain(struct tctx *c, uint64_t coro, struct report_task *out,
+                             uint64_t *innermost_frame_code);
+
+/* The chain innermost first, as stacks are shown; returns the object the
  * innermost coroutine waits on (a future, usually), 0 when none. */
 static uint64_t read_chain(struct tctx *c, uint64_t coro, struct report_task *out,
-                           uint64_t *innermost_frame_code)
+                           uint64_t *innermost)
+{
+    uint64_t waited = follow_chain(c, coro, out, innermost);
+    for (size_t i = 0; i < out->n_chain / 2; i++) {
+        struct task_link tmp = out->chain[i];
+        out->chain[i] = out->chain[out->n_chain - 1 - i];
+        out->chain[out->n_chain - 1 - i] = tmp;
+    }
+    return waited;
+}
+
+/* From the task's coroutine down to what the innermost one awaits. */
+static uint64_t follow_chain(struct tctx *c, uint64_t coro, struct report_task *out,
+                             uint64_t *innermost_frame_code)
 {
     out->chain = calloc(ASYNCIO_MAX_CHAIN, sizeof *out->chain);
     out->chain_complete = true;
@@ -288,37 +306,53 @@ static uint64_t read_chain(struct tctx *c, uint64_t coro, struct report_task *ou
 
 /* ---- what a task waits on ------------------------------------------------ */
 
-static bool ends_with(const char *s, const char *tail)
+/* The asyncio primitive behind the innermost await: the method of a
+ * queue, event, lock... that the chain entered, named after the class of
+ * its `self` (3.8-3.10 code objects carry no qualified name). */
+static bool primitive_of(struct tctx *c, const struct report_task *t, char *out, size_t size,
+                         uint64_t *self_out)
 {
-    size_t a = strlen(s), b = strlen(tail);
-    return a >= b && !strcmp(s + a - b, tail);
-}
-
-/* The asyncio primitive behind the innermost await, from its function. */
-static const char *primitive_of(const struct report_task *t)
-{
-    static const char *const known[] = {
-        "Queue.get", "Queue.put", "Queue.join", "Event.wait", "Lock.acquire",
-        "Condition.wait", "Semaphore.acquire", "BoundedSemaphore.acquire", "Barrier.wait",
-        "StreamReader._wait_for_data", "wait_for", "_wait", "TaskGroup.__aexit__",
-        "TaskGroup._aexit", "sleep", "shield", "Future.__await__",
+    static const char *const classes[] = {
+        "Queue", "LifoQueue", "PriorityQueue", "Event", "Lock", "Condition", "Semaphore",
+        "BoundedSemaphore", "Barrier", "StreamReader", "TaskGroup", "Timeout",
     };
-    for (size_t k = t->n_chain; k-- > 0;) {
+    for (size_t k = 0; k < t->n_chain; k++) {
         const struct task_link *l = &t->chain[k];
         if (!strstr(l->file, "asyncio"))
             continue;
-        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-            if (!strcmp(l->function, known[i]) || ends_with(l->function, known[i]))
-                return known[i];
+        struct frame_local self;
+        const char *type;
+        if (frame_locals_find(&c->r, l->frame_addr, l->code_addr, "self", &self) != 0 ||
+            py_type_of(&c->r, self.obj, NULL, &type) != 0)
+            continue;
+        for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
+            if (strcmp(type, classes[i]))
+                continue;
+            const char *dot = strrchr(l->function, '.');
+            snprintf(out, size, "%s.%s", type, dot ? dot + 1 : l->function);
+            *self_out = self.obj;
+            return true;
+        }
     }
-    return NULL;
+    return false;
+}
+
+/* The innermost asyncio function of the chain named fn, if any. */
+static bool chain_has(const struct report_task *t, const char *fn)
+{
+    for (size_t k = 0; k < t->n_chain; k++)
+        if (strstr(t->chain[k].file, "asyncio") && !strcmp(t->chain[k].function, fn))
+            return true;
+    return false;
 }
 
 static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited)
 {
     t->awaits_addr = waited;
-    const char *type = "?";
-    py_type_of(&c->r, waited, NULL, &type);
+    const char *tp_name = "?";
+    char type[64];
+    py_type_of(&c->r, waited, NULL, &tp_name);
+    snprintf(type, sizeof type, "%s", tp_name);     /* the type cache may reuse its slot */
     if (is_task(c, waited)) {
         char name[128] = "";
         uint64_t nm = u64_at(c, waited + (uint64_t)c->A->task_name);
@@ -336,17 +370,26 @@ static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited
         snprintf(t->awaits, sizeof t->awaits, "gather of %lld", (long long)n);
         return;
     }
-    const char *prim = primitive_of(t);
-    if (prim && !strcmp(prim, "sleep"))
+    char prim[160];
+    uint64_t self = 0;
+    if (primitive_of(c, t, prim, sizeof prim, &self)) {
+        uint64_t items;
+        int64_t n;
+        if (strstr(prim, "Queue.get") && py_attr_get(&c->r, self, "_queue", &items) == 0 &&
+            py_sequence_length(&c->r, items, &n) == 0)
+            snprintf(t->awaits, sizeof t->awaits, "%s (%s), %lld items queued", prim, type,
+                     (long long)n);
+        else
+            snprintf(t->awaits, sizeof t->awaits, "%s (%s)", prim, type);
+    } else if (chain_has(t, "sleep")) {
         snprintf(t->awaits, sizeof t->awaits, "asyncio.sleep (%s)", type);
-    else if (prim && !strcmp(prim, "StreamReader._wait_for_data"))
-        snprintf(t->awaits, sizeof t->awaits, "stream read (%s)", type);
-    else if (prim && !strcmp(prim, "_wait"))
+    } else if (chain_has(t, "wait_for")) {
+        snprintf(t->awaits, sizeof t->awaits, "asyncio.wait_for (%s)", type);
+    } else if (chain_has(t, "_wait") || chain_has(t, "wait")) {
         snprintf(t->awaits, sizeof t->awaits, "asyncio.wait (%s)", type);
-    else if (prim && strcmp(prim, "Future.__await__"))
-        snprintf(t->awaits, sizeof t->awaits, "%s (%s)", prim, type);
-    else
+    } else {
         snprintf(t->awaits, sizeof t->awaits, "%s", type);
+    }
 }
 
 /* ---- loops and threads --------------------------------------------------- */

@@ -1,0 +1,159 @@
+"""Tasks suspended in each kind of await, on two event loops (the main
+thread's and a second thread's), reported as asyncio sees them.
+
+extra: {"loops": [{"loop": id(loop), "tid": native id of its thread,
+                   "tasks": [{"address": id(task), "name": ..., "chain": [...],
+                              "awaits_task": id or null, "gather_children": [...]}]}]}
+
+A task's chain is its coroutine, then what each coroutine awaits
+(cr_await, gi_yieldfrom, an async generator's ag_await), innermost first,
+with each frame's function (co_qualname on 3.11+), file and f_lineno.
+"""
+
+import asyncio
+import sys
+import threading
+import time
+
+import _target
+
+AGENS = []
+
+
+def chain_of(task):
+    links = []
+    obj = task.get_coro()
+    for _ in range(64):
+        if asyncio.iscoroutine(obj) and hasattr(obj, "cr_frame"):
+            frame, nxt = obj.cr_frame, obj.cr_await
+        elif hasattr(obj, "gi_frame"):
+            frame, nxt = obj.gi_frame, obj.gi_yieldfrom
+        elif type(obj).__name__ == "async_generator_asend":
+            # The asend object does not show its generator: the one that is
+            # running (awaiting) is ours.
+            gens = [g for g in AGENS if g.ag_await is not None]
+            assert len(gens) == 1, gens
+            frame, nxt = gens[0].ag_frame, gens[0].ag_await
+        else:
+            break
+        if frame is None:
+            break
+        links.append({"function": _target.function_name(frame.f_code),
+                      "file": frame.f_code.co_filename, "line": frame.f_lineno})
+        obj = nxt
+    return list(reversed(links))
+
+
+async def sleeper():
+    await asyncio.sleep(3600)
+
+
+async def getter(queue):
+    return await queue.get()
+
+
+async def event_waiter(event):
+    await event.wait()
+
+
+async def lock_waiter(lock):
+    async with lock:
+        pass
+
+
+async def future_waiter(future):
+    await future
+
+
+async def child():
+    await asyncio.sleep(3600)
+
+
+async def parent(task):
+    await task
+
+
+async def gatherer():
+    await asyncio.gather(child(), child())
+
+
+async def ticker():
+    while True:
+        await asyncio.sleep(3600)
+        yield 1
+
+
+async def consumer():
+    gen = ticker()
+    AGENS.append(gen)
+    async for _ in gen:
+        pass
+
+
+def snapshot(loop, tid):
+    tasks = []
+    for task in asyncio.all_tasks(loop):
+        waiter = getattr(task, "_fut_waiter", None)
+        children = [id(c) for c in getattr(waiter, "_children", [])]
+        tasks.append({"address": id(task), "name": task.get_name(), "chain": chain_of(task),
+                      "awaits_task": id(waiter) if isinstance(waiter, asyncio.Task) else None,
+                      "gather_children": children})
+    return {"loop": id(loop), "tid": tid, "tasks": tasks}
+
+
+async def main_loop(done, out):
+    loop = asyncio.get_running_loop()
+    queue, event, lock = asyncio.Queue(), asyncio.Event(), asyncio.Lock()
+    await lock.acquire()
+    future = loop.create_future()
+    keep = [asyncio.ensure_future(sleeper()), asyncio.ensure_future(getter(queue)),
+            asyncio.ensure_future(event_waiter(event)), asyncio.ensure_future(lock_waiter(lock)),
+            asyncio.ensure_future(future_waiter(future)), asyncio.ensure_future(gatherer()),
+            asyncio.ensure_future(consumer())]
+    inner = asyncio.ensure_future(child())
+    inner.set_name("inner")
+    keep.append(asyncio.ensure_future(parent(inner)))
+    keep[0].set_name("sleeper")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    out.append((loop, threading.get_native_id()))
+    done.set()
+    await asyncio.sleep(3600)
+    return keep
+
+
+def second_thread(started, out):
+    async def run():
+        keep = [asyncio.ensure_future(sleeper()) for _ in range(2)]
+        for _ in range(3):
+            await asyncio.sleep(0)
+        out.append((asyncio.get_running_loop(), threading.get_native_id()))
+        started.set()
+        await asyncio.sleep(3600)
+        return keep
+    asyncio.run(run())
+
+
+def main():
+    path = _target.report_path()
+    loops = []
+    started = threading.Event()
+    threading.Thread(target=second_thread, args=(started, loops), name="loop-2",
+                     daemon=True).start()
+    started.wait()
+    done = threading.Event()
+
+    def report():
+        done.wait()
+        _target.wait_settled()
+        # The loops are idle in their selectors: their tasks stay as read.
+        extra = {"loops": [snapshot(loop, tid) for loop, tid in loops]}
+        _target.write_report(path, _target.build_report("asyncio_tasks.py", [], extra))
+        while True:
+            time.sleep(3600)
+    threading.Thread(target=report, daemon=True).start()
+    asyncio.run(main_loop(done, loops))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""asyncio tasks in `pyscope dump`: every pending task of each event loop,
+its await chain innermost first, the task or gather it awaits, and the loop's
+thread; compared with what asyncio reports about itself
+(programs/asyncio_tasks.py), live and from a core, on every interpreter. On
+Debian's 3.14 the task tree is also compared with `python3.14 -m asyncio
+pstree` on the same process."""
+
+import re
+import subprocess
+
+from test_cores import core_of, dump_json
+
+
+def truth_loops(target):
+    return {l["loop"]: l for l in target.report["extra"]["loops"]}
+
+
+def chain(links):
+    return [(c["function"], c["file"], c["line"]) for c in links]
+
+
+def check_tasks(doc, target):
+    truth = truth_loops(target)
+    loops = {l["address"]: l for l in doc["asyncio"]["loops"]}
+    assert doc["asyncio"]["error"] is None
+    assert set(loops) == set(truth)
+    for addr, want in truth.items():
+        got = loops[addr]
+        assert got["tid"] == want["tid"]
+        assert got["tasks_not_shown"] == 0
+        tasks = {t["address"]: t for t in got["tasks"]}
+        assert set(tasks) == {t["address"] for t in want["tasks"]}
+        for w in want["tasks"]:
+            t = tasks[w["address"]]
+            assert t["name"] == w["name"]
+            assert t["state"] == "pending"
+            assert t["chain_complete"]
+            assert chain(t["chain"]) == chain(w["chain"]), w["name"]
+            expected_children = list(w["gather_children"])
+            if w["awaits_task"]:
+                expected_children.append(w["awaits_task"])
+                assert t["awaiting"]["address"] == w["awaits_task"]
+            assert sorted(t["awaits_tasks"]) == sorted(expected_children), w["name"]
+            assert not t["in_cycle"]
+    return loops
+
+
+def kinds(doc):
+    """What each task of the main loop awaits, by the coroutine it runs."""
+    out = {}
+    for loop in doc["asyncio"]["loops"]:
+        for t in loop["tasks"]:
+            outer = t["chain"][-1]["function"]
+            out.setdefault(outer, set()).add(t["awaiting"]["description"]
+                                             if t["awaiting"] else None)
+    return out
+
+
+def test_dump_tasks_live(interp, start_program):
+    target = start_program(interp, "asyncio_tasks.py")
+    doc = dump_json(target.pid)
+    check_tasks(doc, target)
+    k = kinds(doc)
+    assert k["getter"] == {"Queue.get (_asyncio.Future), 0 items queued"}
+    assert k["event_waiter"] == {"Event.wait (_asyncio.Future)"}
+    assert k["lock_waiter"] == {"Lock.acquire (_asyncio.Future)"}
+    assert k["sleeper"] == {"asyncio.sleep (_asyncio.Future)"}
+    assert k["future_waiter"] == {"_asyncio.Future"}
+    assert k["gatherer"] == {"gather of 2"}
+    assert k["parent"] == {'Task "inner"'}
+
+
+def test_dump_tasks_options(interp, start_program):
+    target = start_program(interp, "asyncio_tasks.py")
+    doc = dump_json("--tasks=none", target.pid)
+    assert "asyncio" not in doc
+    doc = dump_json("--max-tasks", "1", target.pid)
+    total = sum(len(l["tasks"]) for l in target.report["extra"]["loops"])
+    shown = sum(len(l["tasks"]) for l in doc["asyncio"]["loops"])
+    hidden = sum(l["tasks_not_shown"] for l in doc["asyncio"]["loops"])
+    assert shown == len(doc["asyncio"]["loops"]) == 2
+    assert shown + hidden == total
+
+
+def test_dump_tasks_core(interp, start_program, tmp_path):
+    target = start_program(interp, "asyncio_tasks.py")
+    core = core_of(interp, target, tmp_path)
+    doc = dump_json("--core", core)
+    check_tasks(doc, target)
+
+
+def test_task_tree_matches_pstree(interp, start_program):
+    """CPython 3.14's own reader of the same process: the same tasks
+    awaiting the same tasks (its 3.14.10 shows only the main thread's)."""
+    if interp.id != "debian-3.14":
+        return
+    target = start_program(interp, "asyncio_tasks.py")
+    main_tid = target.pid
+    doc = dump_json(target.pid)
+    ps = subprocess.run([interp.path, "-m", "asyncio", "ps", str(target.pid)],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                        universal_newlines=True)
+    assert ps.returncode == 0, ps.stderr
+    lines = ps.stdout.splitlines()
+    header = lines[0]
+    cols = [m.start() for m in re.finditer(r"\S+(?: \S+)*", header)]
+    theirs, stacks = {}, {}
+    for line in lines[2:]:
+        if not line.strip():
+            continue
+        # A long stack runs over into the next columns: it ends at the first
+        # run of blanks.
+        tokens = line.split()
+        task, awaiter = int(tokens[1], 16), int(tokens[-1], 16)
+        theirs.setdefault(task, set())
+        stacks[task] = re.match(r"(.*?)(\s{2,}|$)", line[cols[3]:]).group(1).split(" -> ")
+        if awaiter:
+            theirs.setdefault(awaiter, set()).add(task)
+    [loop] = [l for l in doc["asyncio"]["loops"] if l["tid"] == main_tid]
+    ours = {t["address"]: set(t["awaits_tasks"]) for t in loop["tasks"]}
+    assert set(theirs) == set(ours)
+    assert theirs == ours
+    for t in loop["tasks"]:
+        assert [c["function"] for c in t["chain"]] == stacks[t["address"]]
