@@ -16,6 +16,8 @@
 #include "cmd/commands.h"
 #include "cmd/tree.h"
 #include "output/why_report.h"
+#include "python/asyncio_tasks.h"
+#include "python/asyncio_why.h"
 #include "python/hang.h"
 #include "python/runtime.h"
 #include "python/stacks.h"
@@ -75,6 +77,8 @@ static int take_snapshot(struct py_runtime *rt, pid_t pid, struct snapshot *s, s
     target_cache_invalidate(rt->target);
     if (stacks_collect(rt, &opts, &s->report, err) != 0)
         return -1;
+    /* The tasks of the same instant: which one each loop is running. */
+    s->report.tasks = asyncio_tasks_read(rt, TASKS_PENDING, 1000);
     s->cpu_ns = calloc(s->report.n_threads ? s->report.n_threads : 1, sizeof *s->cpu_ns);
     if (!s->cpu_ns) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
@@ -216,6 +220,11 @@ int cmd_why(int argc, char **argv)
     py_signal_handlers_read(&rt, &a.handlers);
     struct hang_snapshot b = {&second.report, &second.raw, second.cpu_ns, caught, a.handlers};
     if (hang_analyze(waits, &a, interval > 0 ? &b : NULL, (int)interval, &why) != 0) {
+        error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
+        goto fail;
+    }
+    if (asyncio_blocked_findings(&first.report, interval > 0 ? &second.report : NULL,
+                                 (int)interval, &why) != 0) {
         error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
     }

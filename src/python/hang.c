@@ -59,6 +59,7 @@ const char *why_verdict_name(enum why_verdict verdict)
     case WHY_NETWORK_WAIT: return "network_wait";
     case WHY_STOPPED: return "stopped";
     case WHY_GIL_HOG: return "gil_hog";
+    case WHY_LOOP_BLOCKED: return "loop_blocked";
     }
     return "?";
 }

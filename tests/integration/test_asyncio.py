@@ -5,10 +5,12 @@ thread; compared with what asyncio reports about itself
 Debian's 3.14 the task tree is also compared with `python3.14 -m asyncio
 pstree` on the same process."""
 
+import json
 import re
 import subprocess
 
-from test_cores import core_of, dump_json
+from conftest import run_pyscope
+from test_cores import core_of, dump_json, strict_object
 
 
 def truth_loops(target):
@@ -122,3 +124,31 @@ def test_task_tree_matches_pstree(interp, start_program):
     assert theirs == ours
     for t in loop["tasks"]:
         assert [c["function"] for c in t["chain"]] == stacks[t["address"]]
+
+
+def why_json(*args):
+    result = run_pyscope(["why", "--json"] + [str(a) for a in args], timeout=30)
+    assert result.returncode == 0, result
+    return json.loads(result.stdout, object_pairs_hook=strict_object)
+
+
+def test_why_loop_blocked(interp, start_program):
+    """A coroutine that calls time.sleep(2) in a loop keeps its event loop
+    from its selector: why names the loop's thread and the task."""
+    target = start_program(interp, "asyncio_blocked.py")
+    extra = target.report["extra"]
+    doc = why_json(target.pid)
+    assert doc["verdict"] == "loop_blocked", doc["summary"]
+    [f] = [f for f in doc["findings"] if f["kind"] == "loop_blocked"]
+    assert f["object"] == extra["blocker_address"]
+    assert [t["tid"] for t in f["threads"]] == [extra["loop_tid"]]
+    assert 'task "%s"' % extra["blocker"] in f["summary"]
+    assert "its %d other tasks cannot run" % extra["other_tasks"] in f["summary"]
+
+
+def test_why_idle_loops_not_blocked(interp, start_program):
+    """Loops asleep in their selectors block nothing."""
+    target = start_program(interp, "asyncio_tasks.py")
+    doc = why_json(target.pid)
+    assert all(f["kind"] != "loop_blocked" for f in doc["findings"])
+    assert doc["verdict"] != "loop_blocked"
