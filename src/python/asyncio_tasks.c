@@ -32,6 +32,10 @@ struct tctx {
     size_t n_found, cap_found;
     struct addrset seen;
     bool truncated;
+    /* Tasks waiting in a TaskGroup's __aexit__, and the group: its
+     * children are the tasks of the group's _tasks set. */
+    struct { uint64_t task, group; } groups[256];
+    int n_groups;
 };
 
 static uint64_t u64_at(struct tctx *c, uint64_t addr)
@@ -82,27 +86,44 @@ static void add_task(struct tctx *c, uint64_t task)
     c->found[c->n_found++] = (struct found_task){.addr = task};
 }
 
-/* The keys of a set object; weakrefs are followed to their referents. */
-static void add_set_members(struct tctx *c, uint64_t set, bool weak)
+/* The keys of a set object (at most max; a bigger table is refused as a
+ * misread); returns how many, or -1. Free *keys. */
+static long set_keys(struct tctx *c, uint64_t set, size_t max, uint64_t **keys)
 {
+    *keys = NULL;
     if (!type_named(c, set, "set"))
-        return;
+        return -1;
     int64_t mask = (int64_t)u64_at(c, set + (uint64_t)c->A->set_mask);
     uint64_t table = u64_at(c, set + (uint64_t)c->A->set_table);
-    /* A set of more than 4x the task bound is not one we can have read right. */
-    if (mask <= 0 || mask > 4 * ASYNCIO_MAX_TASKS || !table)
-        return;
+    if (mask <= 0 || (uint64_t)mask >= 4 * (uint64_t)max || !table)
+        return -1;
     size_t n = (size_t)mask + 1, esize = (size_t)c->A->set_entry_size;
     unsigned char *buf = malloc(n * esize);
-    if (!buf || target_read(c->r.t, table, buf, n * esize) != 0) {
+    *keys = malloc(n * sizeof **keys);
+    if (!buf || !*keys || target_read(c->r.t, table, buf, n * esize) != 0) {
         free(buf);
-        return;
+        free(*keys);
+        *keys = NULL;
+        return -1;
     }
+    long count = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t key;
         memcpy(&key, buf + i * esize + c->A->set_entry_key, sizeof key);
-        if (!key)
-            continue;
+        if (key)
+            (*keys)[count++] = key;
+    }
+    free(buf);
+    return count;
+}
+
+/* The tasks of a set; weakrefs are followed to their referents. */
+static void add_set_members(struct tctx *c, uint64_t set, bool weak)
+{
+    uint64_t *keys;
+    long n = set_keys(c, set, ASYNCIO_MAX_TASKS, &keys);
+    for (long i = 0; i < n; i++) {
+        uint64_t key = keys[i];
         if (weak) {
             /* A cleared reference points at None, which is no task. */
             if (!py_type_is_or_inherits(&c->r, key, "weakref.ReferenceType") &&
@@ -112,7 +133,7 @@ static void add_set_members(struct tctx *c, uint64_t set, bool weak)
         }
         add_task(c, key);
     }
-    free(buf);
+    free(keys);
 }
 
 /* A circular list of llist_nodes embedded in tasks (3.14+). */
@@ -374,6 +395,11 @@ static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited
     uint64_t self = 0;
     if (primitive_of(c, t, prim, sizeof prim, &self)) {
         uint64_t items;
+        if (!strncmp(prim, "TaskGroup.", 10) &&
+            c->n_groups < (int)(sizeof c->groups / sizeof c->groups[0])) {
+            c->groups[c->n_groups].task = t->addr;
+            c->groups[c->n_groups++].group = self;
+        }
         int64_t n;
         if (strstr(prim, "Queue.get") && py_attr_get(&c->r, self, "_queue", &items) == 0 &&
             py_sequence_length(&c->r, items, &n) == 0)
@@ -498,6 +524,19 @@ static void link_children(struct tctx *c, struct report_loop *loop)
             if (ci != (size_t)-1)
                 add_child(t, ci);
         }
+    }
+    for (int g = 0; g < c->n_groups; g++) {
+        size_t owner = index_of(loop, c->groups[g].task);
+        uint64_t set, *keys;
+        if (owner == (size_t)-1 || py_attr_get(&c->r, c->groups[g].group, "_tasks", &set) != 0)
+            continue;
+        long n = set_keys(c, set, ASYNCIO_MAX_TASKS, &keys);
+        for (long k = 0; k < n; k++) {
+            size_t ci = index_of(loop, keys[k]);
+            if (ci != (size_t)-1)
+                add_child(&loop->tasks[owner], ci);
+        }
+        free(keys);
     }
     /* A task that reaches itself through what it awaits is in a cycle. */
     for (size_t i = 0; i < loop->n_tasks; i++) {

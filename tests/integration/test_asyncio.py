@@ -21,6 +21,21 @@ def chain(links):
     return [(c["function"], c["file"], c["line"]) for c in links]
 
 
+def cyclic(tasks):
+    """Tasks that reach themselves through the tasks they await."""
+    edges = {t["address"]: t["awaits_task"] for t in tasks}
+    out = set()
+    for start in edges:
+        at = edges[start]
+        for _ in range(len(edges)):
+            if at is None or at == start:
+                break
+            at = edges.get(at)
+        if at == start:
+            out.add(start)
+    return out
+
+
 def check_tasks(doc, target):
     truth = truth_loops(target)
     loops = {l["address"]: l for l in doc["asyncio"]["loops"]}
@@ -43,7 +58,7 @@ def check_tasks(doc, target):
                 expected_children.append(w["awaits_task"])
                 assert t["awaiting"]["address"] == w["awaits_task"]
             assert sorted(t["awaits_tasks"]) == sorted(expected_children), w["name"]
-            assert not t["in_cycle"]
+            assert t["in_cycle"] == (w["address"] in cyclic(want["tasks"])), w["name"]
     return loops
 
 
@@ -70,6 +85,9 @@ def test_dump_tasks_live(interp, start_program):
     assert k["future_waiter"] == {"_asyncio.Future"}
     assert k["gatherer"] == {"gather of 2"}
     assert k["parent"] == {'Task "inner"'}
+    assert len(k["await_peer"]) == 2 and all(d.startswith('Task "') for d in k["await_peer"])
+    cycle = [t for l in doc["asyncio"]["loops"] for t in l["tasks"] if t["in_cycle"]]
+    assert sorted(t["chain"][-1]["function"] for t in cycle) == ["await_peer"] * 2
 
 
 def test_dump_tasks_options(interp, start_program):

@@ -21,7 +21,13 @@ AGENS = []
 
 
 def chain_of(task):
-    links = []
+    return [{"function": _target.function_name(frame.f_code),
+             "file": frame.f_code.co_filename, "line": frame.f_lineno}
+            for frame in chain_frames(task)]
+
+
+def chain_frames(task):
+    frames = []
     obj = task.get_coro()
     for _ in range(64):
         if asyncio.iscoroutine(obj) and hasattr(obj, "cr_frame"):
@@ -38,10 +44,9 @@ def chain_of(task):
             break
         if frame is None:
             break
-        links.append({"function": _target.function_name(frame.f_code),
-                      "file": frame.f_code.co_filename, "line": frame.f_lineno})
+        frames.append(frame)
         obj = nxt
-    return list(reversed(links))
+    return list(reversed(frames))
 
 
 async def sleeper():
@@ -73,6 +78,17 @@ async def parent(task):
     await task
 
 
+async def await_peer(peers, me):
+    await asyncio.sleep(0)
+    await peers[1 - me]
+
+
+async def grouped():
+    async with asyncio.TaskGroup() as group:
+        for _ in range(2):
+            group.create_task(child())
+
+
 async def gatherer():
     await asyncio.gather(child(), child())
 
@@ -95,6 +111,11 @@ def snapshot(loop, tid):
     for task in asyncio.all_tasks(loop):
         waiter = getattr(task, "_fut_waiter", None)
         children = [id(c) for c in getattr(waiter, "_children", [])]
+        # A TaskGroup's owner awaits, in __aexit__, the group's children.
+        group = [f.f_locals.get("self") for f in chain_frames(task)
+                 if f.f_code.co_name in ("__aexit__", "_aexit")]
+        if group and isinstance(group[-1], getattr(asyncio, "TaskGroup", ())):
+            children = [id(c) for c in group[-1]._tasks]
         tasks.append({"address": id(task), "name": task.get_name(), "chain": chain_of(task),
                       "awaits_task": id(waiter) if isinstance(waiter, asyncio.Task) else None,
                       "gather_children": children})
@@ -113,6 +134,11 @@ async def main_loop(done, out):
     inner = asyncio.ensure_future(child())
     inner.set_name("inner")
     keep.append(asyncio.ensure_future(parent(inner)))
+    # Two tasks awaiting each other: a cycle that never ends.
+    peers = []
+    peers.extend(asyncio.ensure_future(await_peer(peers, i)) for i in range(2))
+    if hasattr(asyncio, "TaskGroup"):
+        keep.append(asyncio.ensure_future(grouped()))
     keep[0].set_name("sleeper")
     for _ in range(5):
         await asyncio.sleep(0)
