@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "python/code.h"
 #include "python/frame_locals.h"
 #include "python/objects.h"
@@ -327,6 +328,41 @@ static uint64_t follow_chain(struct tctx *c, uint64_t coro, struct report_task *
 
 /* ---- what a task waits on ------------------------------------------------ */
 
+/* obj.name for a __slots__ member of obj's own class. */
+static int slot_get(struct tctx *c, uint64_t obj, const char *name, uint64_t *value)
+{
+    uint64_t type, descr;
+    if (py_type_of(&c->r, obj, &type, NULL) != 0)
+        return -1;
+    uint64_t dict = u64_at(c, type + (uint64_t)c->A->type_dict);
+    if (!dict || py_dict_get_str(&c->r, dict, name, &descr) != 0 ||
+        !type_named(c, descr, "member_descriptor"))
+        return -1;
+    uint64_t def = u64_at(c, descr + (uint64_t)c->A->memberdescr_member);
+    int64_t offset = (int64_t)u64_at(c, def + (uint64_t)c->A->memberdef_offset);
+    if (!def || offset < 16 || offset > 4096)
+        return -1;
+    *value = u64_at(c, obj + (uint64_t)offset);
+    return *value ? 0 : -1;
+}
+
+/* When the TimerHandle of the innermost asyncio.sleep is due, in the loop's
+ * clock (time.monotonic for the standard loops); -1 when unknown. */
+static int sleep_due(struct tctx *c, const struct report_task *t, double *when)
+{
+    for (size_t k = 0; k < t->n_chain; k++) {
+        const struct task_link *l = &t->chain[k];
+        struct frame_local h;
+        uint64_t value;
+        if (!strstr(l->file, "asyncio") || strcmp(l->function, "sleep") ||
+            frame_locals_find(&c->r, l->frame_addr, l->code_addr, "h", &h) != 0 ||
+            !type_named(c, h.obj, "TimerHandle"))
+            continue;
+        return slot_get(c, h.obj, "_when", &value) == 0 ? py_number(&c->r, value, when) : -1;
+    }
+    return -1;
+}
+
 /* The asyncio primitive behind the innermost await: the method of a
  * queue, event, lock... that the chain entered, named after the class of
  * its `self` (3.8-3.10 code objects carry no qualified name). */
@@ -408,7 +444,17 @@ static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited
         else
             snprintf(t->awaits, sizeof t->awaits, "%s (%s)", prim, type);
     } else if (chain_has(t, "sleep")) {
-        snprintf(t->awaits, sizeof t->awaits, "asyncio.sleep (%s)", type);
+        double when;
+        struct timespec now;
+        if (sleep_due(c, t, &when) != 0)
+            snprintf(t->awaits, sizeof t->awaits, "asyncio.sleep (%s)", type);
+        else if (!target_is_core(c->r.t) && clock_gettime(CLOCK_MONOTONIC, &now) == 0)
+            /* Same machine, same clock as the loop's time.monotonic(). */
+            snprintf(t->awaits, sizeof t->awaits, "asyncio.sleep (%s), %.1f s left", type,
+                     when - ((double)now.tv_sec + (double)now.tv_nsec / 1e9));
+        else
+            snprintf(t->awaits, sizeof t->awaits, "asyncio.sleep (%s), due at %.3f s of the "
+                     "loop's clock", type, when);
     } else if (chain_has(t, "wait_for")) {
         snprintf(t->awaits, sizeof t->awaits, "asyncio.wait_for (%s)", type);
     } else if (chain_has(t, "_wait") || chain_has(t, "wait")) {

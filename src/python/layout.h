@@ -34,6 +34,9 @@ struct py_asyncio_layout {
     long asend_gen;              /* async_generator_asend -> its async generator */
     long set_mask, set_table, set_entry_size, set_entry_key;
     long weakref_object;         /* PyWeakReference.wr_object */
+    long type_dict;              /* PyTypeObject.tp_dict */
+    long memberdescr_member;     /* PyMemberDescrObject.d_member */
+    long memberdef_offset;       /* PyMemberDef.offset: where a __slots__ value lives */
     long method_self;            /* PyMethodObject.im_self */
     long cfunction_self;         /* PyCFunctionObject.m_self */
     long tstate_dict;            /* <=3.12: the running loop is in the thread-state dict */

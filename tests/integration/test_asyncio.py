@@ -8,6 +8,7 @@ pstree` on the same process."""
 import json
 import re
 import subprocess
+import time
 
 from conftest import run_pyscope
 from test_cores import core_of, dump_json, strict_object
@@ -75,13 +76,29 @@ def kinds(doc):
 
 def test_dump_tasks_live(interp, start_program):
     target = start_program(interp, "asyncio_tasks.py")
+    before = time.monotonic()
     doc = dump_json(target.pid)
+    after = time.monotonic()
     check_tasks(doc, target)
+    # asyncio.sleep: the time left on its timer (the loops' clock is
+    # time.monotonic), one decimal.
+    sleeping = 0
+    for want in (t for l in target.report["extra"]["loops"] for t in l["tasks"]):
+        got = [t for l in doc["asyncio"]["loops"] for t in l["tasks"]
+               if t["address"] == want["address"]][0]
+        if want["sleep_due"] is None:
+            assert "s left" not in (got["awaiting"] or {}).get("description", "")
+            continue
+        sleeping += 1
+        left = float(re.search(r", (-?[0-9.]+) s left$", got["awaiting"]["description"]).group(1))
+        assert want["sleep_due"] - after - 0.05 <= left <= want["sleep_due"] - before + 0.05
+    assert sleeping >= 6
     k = kinds(doc)
     assert k["getter"] == {"Queue.get (_asyncio.Future), 0 items queued"}
     assert k["event_waiter"] == {"Event.wait (_asyncio.Future)"}
     assert k["lock_waiter"] == {"Lock.acquire (_asyncio.Future)"}
-    assert k["sleeper"] == {"asyncio.sleep (_asyncio.Future)"}
+    assert {re.sub(r", [0-9.]+ s left$", "", d) for d in k["sleeper"]} == {
+        "asyncio.sleep (_asyncio.Future)"}
     assert k["future_waiter"] == {"_asyncio.Future"}
     assert k["gatherer"] == {"gather of 2"}
     assert k["parent"] == {'Task "inner"'}

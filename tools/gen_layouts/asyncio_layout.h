@@ -10,6 +10,7 @@
  * integration tests (tests/integration/test_asyncio.py) check every one of
  * them against live objects on each interpreter. */
 
+#include "structmember.h"    /* PyMemberDef, in Python.h only from 3.12 */
 #if MINOR <= 12
 #include "opcode.h"
 #else
@@ -129,6 +130,11 @@ static void emit_asyncio(void)
     emit("asyncio.set_entry_size", SIZE(setentry));
     emit("asyncio.set_entry_key", OFF(setentry, key));
     emit("asyncio.weakref_object", OFF(PyWeakReference, wr_object));
+    /* __slots__ members (TimerHandle._when): the type's dict holds a
+     * member descriptor whose PyMemberDef gives the offset. */
+    emit("asyncio.type_dict", OFF(PyTypeObject, tp_dict));
+    emit("asyncio.memberdescr_member", OFF(PyMemberDescrObject, d_member));
+    emit("asyncio.memberdef_offset", OFF(PyMemberDef, offset));
     emit("asyncio.method_self", OFF(PyMethodObject, im_self));
     emit("asyncio.cfunction_self", OFF(PyCFunctionObject, m_self));
 

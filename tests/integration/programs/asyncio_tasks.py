@@ -3,7 +3,8 @@ thread's and a second thread's), reported as asyncio sees them.
 
 extra: {"loops": [{"loop": id(loop), "tid": native id of its thread,
                    "tasks": [{"address": id(task), "name": ..., "chain": [...],
-                              "awaits_task": id or null, "gather_children": [...]}]}]}
+                              "awaits_task": id or null, "gather_children": [...],
+                              "sleep_due": loop.time() its asyncio.sleep ends, or null}]}]}
 
 A task's chain is its coroutine, then what each coroutine awaits
 (cr_await, gi_yieldfrom, an async generator's ag_await), innermost first,
@@ -116,9 +117,12 @@ def snapshot(loop, tid):
                  if f.f_code.co_name in ("__aexit__", "_aexit")]
         if group and isinstance(group[-1], getattr(asyncio, "TaskGroup", ())):
             children = [id(c) for c in group[-1]._tasks]
+        # asyncio.sleep's timer: the scheduled handle that will set the
+        # future the task waits on.
+        due = [h.when() for h in loop._scheduled if h._args and h._args[0] is waiter]
         tasks.append({"address": id(task), "name": task.get_name(), "chain": chain_of(task),
                       "awaits_task": id(waiter) if isinstance(waiter, asyncio.Task) else None,
-                      "gather_children": children})
+                      "gather_children": children, "sleep_due": due[0] if due else None})
     return {"loop": id(loop), "tid": tid, "tasks": tasks}
 
 
