@@ -9,6 +9,7 @@ extra: {"loops": [{"loop": id(loop), "tid": native id of its thread,
 A task's chain is its coroutine, then what each coroutine awaits
 (cr_await, gi_yieldfrom, an async generator's ag_await), innermost first,
 with each frame's function (co_qualname on 3.11+), file and f_lineno.
+With the argument "uvloop", both loops are uvloop's.
 """
 
 import asyncio
@@ -119,7 +120,9 @@ def snapshot(loop, tid):
             children = [id(c) for c in group[-1]._tasks]
         # asyncio.sleep's timer: the scheduled handle that will set the
         # future the task waits on.
-        due = [h.when() for h in loop._scheduled if h._args and h._args[0] is waiter]
+        # (uvloop's timers are not visible from Python.)
+        due = [h.when() for h in getattr(loop, "_scheduled", ())
+               if h._args and h._args[0] is waiter]
         tasks.append({"address": id(task), "name": task.get_name(), "chain": chain_of(task),
                       "awaits_task": id(waiter) if isinstance(waiter, asyncio.Task) else None,
                       "gather_children": children, "sleep_due": due[0] if due else None})
@@ -166,6 +169,9 @@ def second_thread(started, out):
 
 def main():
     path = _target.report_path()
+    if sys.argv[2:] == ["uvloop"]:
+        import uvloop
+        uvloop.install()
     loops = []
     started = threading.Event()
     threading.Thread(target=second_thread, args=(started, loops), name="loop-2",
