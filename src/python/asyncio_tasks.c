@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include "python/code.h"
-#include "python/frame_locals.h"
+#include "python/locals.h"
 #include "python/objects.h"
 #include "python/primitives.h"
 #include "python/threads.h"
@@ -27,6 +27,10 @@ struct tctx {
     const struct py_layout *L;
     const struct py_asyncio_layout *A;
     struct py_code_cache *codes;
+    struct py_vars_cache *vars;   /* variable names per code object */
+    struct py_frame_vars *frame;  /* the variables of the frame last read */
+    uint64_t when_type;           /* the TimerHandle class whose _when offset is known */
+    int64_t when_offset;
     uint64_t task_types[8];       /* types known to be _asyncio.Task or a subclass */
     int n_task_types;
     struct found_task *found;
@@ -328,12 +332,25 @@ static uint64_t follow_chain(struct tctx *c, uint64_t coro, struct report_task *
 
 /* ---- what a task waits on ------------------------------------------------ */
 
+/* The object bound to a local variable of a chain link's frame. */
+static int link_local(struct tctx *c, const struct task_link *l, const char *name, uint64_t *value)
+{
+    return py_frame_vars_read(c->vars, &c->r, l->frame_addr, l->code_addr, c->frame) == 0 &&
+                   py_frame_var_get(c->frame, name, value) == 0
+               ? 0 : -1;
+}
+
 /* obj.name for a __slots__ member of obj's own class. */
-static int slot_get(struct tctx *c, uint64_t obj, const char *name, uint64_t *value)
+static int slot_get(struct tctx *c, uint64_t obj, const char *name, int64_t *cached_offset,
+                    uint64_t *cached_type, uint64_t *value)
 {
     uint64_t type, descr;
     if (py_type_of(&c->r, obj, &type, NULL) != 0)
         return -1;
+    if (type == *cached_type) {
+        *value = u64_at(c, obj + (uint64_t)*cached_offset);
+        return *value ? 0 : -1;
+    }
     uint64_t dict = u64_at(c, type + (uint64_t)c->A->type_dict);
     if (!dict || py_dict_get_str(&c->r, dict, name, &descr) != 0 ||
         !type_named(c, descr, "member_descriptor"))
@@ -342,6 +359,8 @@ static int slot_get(struct tctx *c, uint64_t obj, const char *name, uint64_t *va
     int64_t offset = (int64_t)u64_at(c, def + (uint64_t)c->A->memberdef_offset);
     if (!def || offset < 16 || offset > 4096)
         return -1;
+    *cached_type = type;
+    *cached_offset = offset;
     *value = u64_at(c, obj + (uint64_t)offset);
     return *value ? 0 : -1;
 }
@@ -352,13 +371,12 @@ static int sleep_due(struct tctx *c, const struct report_task *t, double *when)
 {
     for (size_t k = 0; k < t->n_chain; k++) {
         const struct task_link *l = &t->chain[k];
-        struct frame_local h;
-        uint64_t value;
+        uint64_t h, value;
         if (!strstr(l->file, "asyncio") || strcmp(l->function, "sleep") ||
-            frame_locals_find(&c->r, l->frame_addr, l->code_addr, "h", &h) != 0 ||
-            !type_named(c, h.obj, "TimerHandle"))
+            link_local(c, l, "h", &h) != 0 || !type_named(c, h, "TimerHandle"))
             continue;
-        return slot_get(c, h.obj, "_when", &value) == 0 ? py_number(&c->r, value, when) : -1;
+        return slot_get(c, h, "_when", &c->when_offset, &c->when_type, &value) == 0
+                   ? py_number(&c->r, value, when) : -1;
     }
     return -1;
 }
@@ -377,17 +395,16 @@ static bool primitive_of(struct tctx *c, const struct report_task *t, char *out,
         const struct task_link *l = &t->chain[k];
         if (!strstr(l->file, "asyncio"))
             continue;
-        struct frame_local self;
+        uint64_t self;
         const char *type;
-        if (frame_locals_find(&c->r, l->frame_addr, l->code_addr, "self", &self) != 0 ||
-            py_type_of(&c->r, self.obj, NULL, &type) != 0)
+        if (link_local(c, l, "self", &self) != 0 || py_type_of(&c->r, self, NULL, &type) != 0)
             continue;
         for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
             if (strcmp(type, classes[i]))
                 continue;
             const char *dot = strrchr(l->function, '.');
             snprintf(out, size, "%s.%s", type, dot ? dot + 1 : l->function);
-            *self_out = self.obj;
+            *self_out = self;
             return true;
         }
     }
@@ -632,11 +649,13 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
         return NULL;
     struct report_tasks *out = calloc(1, sizeof *out);
     c.codes = calloc(1, sizeof *c.codes);
+    c.vars = calloc(1, sizeof *c.vars);
+    c.frame = malloc(sizeof *c.frame);
     pid_t *tids = calloc(MAX_TIDS, sizeof *tids);
     struct py_snapshot snap = {0};
     struct loop_thread lt[64];
     int n_lt = 0;
-    if (!out || !c.codes || !tids || addrset_init(&c.seen, 2 * ASYNCIO_MAX_TASKS) != 0)
+    if (!out || !c.codes || !c.vars || !c.frame || !tids || addrset_init(&c.seen, 2 * ASYNCIO_MAX_TASKS) != 0)
         goto fail;
     out->mode = mode;
     int n_tids = target_list_threads(c.r.t, tids, MAX_TIDS);
@@ -734,6 +753,11 @@ done:
         py_code_cache_clear(c.codes);
         free(c.codes);
     }
+    if (c.vars) {
+        py_vars_cache_clear(c.vars);
+        free(c.vars);
+    }
+    free(c.frame);
     free(tids);
     return out;
 }
