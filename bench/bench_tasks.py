@@ -11,6 +11,7 @@ usage: bench/bench_tasks.py [--pyscope PATH] [--runs N] [--sizes 1000,100000]
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -31,8 +32,8 @@ def main():
     args = ap.parse_args()
     target = os.path.join(HERE, "targets", "many_tasks.py")
     print("load average before: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
-    print("%-14s %8s %8s %8s %8s %10s %12s" % ("python", "tasks", "median", "min", "max",
-                                             "counted", "output bytes"))
+    print("%-14s %8s %8s %8s %8s %8s %10s %12s" % ("python", "tasks", "median", "min", "max",
+                                                  "cpu", "counted", "output bytes"))
     only = set(filter(None, args.only.split(",")))
     for interp in discovery().supported:
         if only and interp.id not in only:
@@ -51,15 +52,18 @@ def main():
                               for l in doc["asyncio"]["loops"])
                 text = subprocess.run([args.pyscope, "dump", str(proc.pid)],
                                       stdout=subprocess.PIPE, check=False).stdout
-                times = []
+                times, cpu = [], []
                 for _ in range(args.runs):
+                    used = resource.getrusage(resource.RUSAGE_CHILDREN)
                     start = time.perf_counter()
                     subprocess.run([args.pyscope, "dump", str(proc.pid)],
                                    stdout=subprocess.DEVNULL, check=False)
                     times.append((time.perf_counter() - start) * 1000)
-                print("%-14s %8d %8.1f %8.1f %8.1f %10d %12d"
+                    now = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    cpu.append((now.ru_utime - used.ru_utime + now.ru_stime - used.ru_stime) * 1000)
+                print("%-14s %8d %8.1f %8.1f %8.1f %8.1f %10d %12d"
                       % (interp.id, n, statistics.median(times), min(times), max(times),
-                         counted, len(text)))
+                         statistics.median(cpu), counted, len(text)))
             finally:
                 proc.kill()
                 proc.wait()
