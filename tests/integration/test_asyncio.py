@@ -185,10 +185,14 @@ def why_json(*args):
     return json.loads(result.stdout, object_pairs_hook=strict_object)
 
 
-def test_why_loop_blocked(interp, start_program):
+@pytest.mark.parametrize("eager", [False, True], ids=["scheduled", "eager"])
+def test_why_loop_blocked(interp, start_program, eager):
     """A coroutine that calls time.sleep(2) in a loop keeps its event loop
-    from its selector: why names the loop's thread and the task."""
-    target = start_program(interp, "asyncio_blocked.py")
+    from its selector: why names the loop's thread and the task. Eager
+    (3.12+): the task blocks in its first step, inside create_task."""
+    if eager and tuple(int(x) for x in interp.version.split(".")[:2]) < (3, 12):
+        pytest.skip("asyncio.eager_task_factory is new in 3.12")
+    target = start_program(interp, "asyncio_blocked.py", *(["eager"] if eager else []))
     extra = target.report["extra"]
     doc = why_json(target.pid)
     assert doc["verdict"] == "loop_blocked", doc["summary"]
