@@ -67,6 +67,8 @@ static void write_loop_text(FILE *out, const struct report_loop *loop)
                 t->state[0] == 'p' ? "" : t->state[0] == 'c' ? "  cancelled" : "  finished");
         if (t->awaits[0])
             fprintf(out, "  awaiting %s", t->awaits);
+        if (t->orphan)
+            fprintf(out, "; nothing else refers to it, so it can never complete");
         fputc('\n', out);
         for (size_t k = 0; k < t->n_chain; k++) {
             const struct task_link *c = &t->chain[k];
@@ -171,6 +173,7 @@ void task_report_write_json(struct json_writer *w, const struct report_tasks *ta
                 json_begin_object(w);
                 json_member_string(w, "description", t->awaits);
                 json_member_uint(w, "address", t->awaits_addr);
+                json_member_bool(w, "unreachable", t->orphan);
                 json_end_object(w);
             } else {
                 json_null(w);

@@ -29,6 +29,8 @@ struct report_task {
     bool chain_complete;
     char awaits[256];            /* what it is suspended on, "" when not suspended */
     uint64_t awaits_addr;        /* the future (or task) it waits on, 0 if none */
+    bool orphan;                 /* a plain Future only this task's chain refers to:
+                                    nothing can ever complete it */
     size_t *children;            /* indices (same loop) of the tasks it awaits */
     size_t n_children;
     bool in_cycle;               /* it awaits, through others, itself */

@@ -617,6 +617,43 @@ static void link_children(struct tctx *c, struct report_loop *loop)
     }
 }
 
+/* Does anything but the task itself hold the Future it waits on? Its
+ * reference count against the references the task's own chain accounts
+ * for: the task's fut_waiter, the FutureIter its innermost coroutine
+ * awaits, and the variables and value-stack slots of the chain's frames
+ * (cells are left out: another closure may share them). Anything unsure
+ * counts as "held": only an exact match says orphan. */
+static bool future_orphaned(struct tctx *c, const struct report_task *t, uint64_t fut,
+                            bool via_iter)
+{
+    uint64_t type, callbacks;
+    const char *name;
+    if (py_type_of(&c->r, fut, &type, &name) != 0 || strcmp(name, "_asyncio.Future") != 0)
+        return false;
+    /* A done callback other than the task's own wake-up may complete it. */
+    callbacks = u64_at(c, fut + (uint64_t)c->A->fut_callbacks);
+    if (callbacks && !py_is_none(&c->r, callbacks))
+        return false;
+    int64_t refs = (int64_t)u64_at(c, fut);
+    int64_t known = 1 + (via_iter ? 1 : 0);
+    for (size_t k = 0; k < t->n_chain; k++) {
+        const struct task_link *l = &t->chain[k];
+        if (py_frame_vars_read(c->vars, &c->r, l->frame_addr, l->code_addr, c->frame) != 0)
+            return false;
+        /* A value stack of unknown depth may hold stale slots: counting
+         * only the variables can miss a reference (then "held"), never
+         * invent one. */
+        int slots = c->frame->n_named + (c->frame->stack_exact ? c->frame->n_stack : 0);
+        for (int i = 0; i < slots; i++)
+            if (c->frame->values[i] == fut) {
+                if (i < c->frame->n_named && c->frame->code->is_cell[i])
+                    return false;
+                known++;
+            }
+    }
+    return refs > 0 && refs == known;
+}
+
 static void fill_task(struct tctx *c, struct report_task *t, uint64_t task, int32_t state,
                       const struct loop_thread *lt, int n_lt)
 {
@@ -630,8 +667,10 @@ static void fill_task(struct tctx *c, struct report_task *t, uint64_t task, int3
     uint64_t innermost = 0;
     uint64_t yielded = read_chain(c, coro, t, &innermost);
     uint64_t waiter = u64_at(c, task + (uint64_t)c->A->task_fut_waiter);
-    if (waiter && !py_is_none(&c->r, waiter))
+    if (waiter && !py_is_none(&c->r, waiter)) {
         describe_wait(c, t, waiter);
+        t->orphan = state == 0 && future_orphaned(c, t, waiter, yielded == waiter);
+    }
     else if (yielded && state == 0 && !t->running)
         describe_wait(c, t, yielded);
 }

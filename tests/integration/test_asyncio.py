@@ -62,6 +62,7 @@ def check_tasks(doc, target):
                 assert t["awaiting"]["address"] == w["awaits_task"]
             assert sorted(t["awaits_tasks"]) == sorted(expected_children), w["name"]
             assert t["in_cycle"] == (w["address"] in cyclic(want["tasks"])), w["name"]
+            assert bool(t["awaiting"] and t["awaiting"]["unreachable"]) == w["orphan"], w["name"]
     return loops
 
 
@@ -105,6 +106,12 @@ def test_dump_tasks_live(interp, start_program):
     assert k["gatherer"] == {"gather of 2"}
     assert k["parent"] == {'Task "inner"'}
     assert len(k["await_peer"]) == 2 and all(d.startswith('Task "') for d in k["await_peer"])
+    # The task made to await a future nobody else holds, and only it.
+    orphans = [t["name"] for l in doc["asyncio"]["loops"] for t in l["tasks"]
+               if t["awaiting"] and t["awaiting"]["unreachable"]]
+    truth = [t["name"] for l in target.report["extra"]["loops"] for t in l["tasks"]
+             if t["orphan"]]
+    assert orphans == truth == ["orphan"]
     cycle = [t for l in doc["asyncio"]["loops"] for t in l["tasks"] if t["in_cycle"]]
     assert sorted(t["chain"][-1]["function"] for t in cycle) == ["await_peer"] * 2
 

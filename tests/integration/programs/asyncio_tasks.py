@@ -4,7 +4,8 @@ thread's and a second thread's), reported as asyncio sees them.
 extra: {"loops": [{"loop": id(loop), "tid": native id of its thread,
                    "tasks": [{"address": id(task), "name": ..., "chain": [...],
                               "awaits_task": id or null, "gather_children": [...],
-                              "sleep_due": loop.time() its asyncio.sleep ends, or null}]}]}
+                              "sleep_due": loop.time() its asyncio.sleep ends, or null,
+                              "orphan": nothing else refers to the Future it awaits}]}]}
 
 A task's chain is its coroutine, then what each coroutine awaits
 (cr_await, gi_yieldfrom, an async generator's ag_await), innermost first,
@@ -13,6 +14,7 @@ With the argument "uvloop", both loops are uvloop's.
 """
 
 import asyncio
+import gc
 import sys
 import threading
 import time
@@ -25,10 +27,11 @@ AGENS = []
 def chain_of(task):
     return [{"function": _target.function_name(frame.f_code),
              "file": frame.f_code.co_filename, "line": frame.f_lineno}
-            for frame in chain_frames(task)]
+            for frame, _ in chain_frames(task)]
 
 
 def chain_frames(task):
+    """(frame, coroutine or generator) of each link, innermost first."""
     frames = []
     obj = task.get_coro()
     for _ in range(64):
@@ -46,7 +49,8 @@ def chain_frames(task):
             break
         if frame is None:
             break
-        frames.append(frame)
+        frames.append((frame, gens[0] if type(obj).__name__ == "async_generator_asend"
+                       else obj))
         obj = nxt
     return list(reversed(frames))
 
@@ -108,24 +112,46 @@ async def consumer():
         pass
 
 
+def only_held_by(task, waiter):
+    """Nothing but the task, its chain's frames and the FutureIter it
+    awaits refers to waiter (gc's view)."""
+    # Its one done callback is the task's own wake-up.
+    if type(waiter) is not asyncio.Future or len(waiter._callbacks or ()) != 1:
+        return False
+    allowed = {id(task), id(sys._getframe()), id(sys._getframe(1))}
+    for frame, obj in chain_frames(task):
+        allowed.update((id(frame), id(obj)))
+    for ref in gc.get_referrers(waiter):
+        if id(ref) not in allowed and not type(ref).__name__.endswith("FutureIter"):
+            return False
+    return True
+
+
+def timer_due(loop, waiter):
+    """asyncio.sleep's timer: when the scheduled handle that sets the future
+    the task waits on is due (uvloop's timers are not visible from Python).
+    A function of its own: a comprehension in snapshot() would keep waiter
+    in a closure cell (up to 3.11), a reference of the program's own."""
+    return [h.when() for h in getattr(loop, "_scheduled", ())
+            if h._args and h._args[0] is waiter]
+
+
 def snapshot(loop, tid):
     tasks = []
     for task in asyncio.all_tasks(loop):
         waiter = getattr(task, "_fut_waiter", None)
+        orphan = only_held_by(task, waiter)
         children = [id(c) for c in getattr(waiter, "_children", [])]
         # A TaskGroup's owner awaits, in __aexit__, the group's children.
-        group = [f.f_locals.get("self") for f in chain_frames(task)
+        group = [f.f_locals.get("self") for f, _ in chain_frames(task)
                  if f.f_code.co_name in ("__aexit__", "_aexit")]
         if group and isinstance(group[-1], getattr(asyncio, "TaskGroup", ())):
             children = [id(c) for c in group[-1]._tasks]
-        # asyncio.sleep's timer: the scheduled handle that will set the
-        # future the task waits on.
-        # (uvloop's timers are not visible from Python.)
-        due = [h.when() for h in getattr(loop, "_scheduled", ())
-               if h._args and h._args[0] is waiter]
+        due = timer_due(loop, waiter)
         tasks.append({"address": id(task), "name": task.get_name(), "chain": chain_of(task),
                       "awaits_task": id(waiter) if isinstance(waiter, asyncio.Task) else None,
-                      "gather_children": children, "sleep_due": due[0] if due else None})
+                      "gather_children": children, "sleep_due": due[0] if due else None,
+                      "orphan": orphan})
     return {"loop": id(loop), "tid": tid, "tasks": tasks}
 
 
@@ -138,6 +164,10 @@ async def main_loop(done, out):
             asyncio.ensure_future(event_waiter(event)), asyncio.ensure_future(lock_waiter(lock)),
             asyncio.ensure_future(future_waiter(future)), asyncio.ensure_future(gatherer()),
             asyncio.ensure_future(consumer())]
+    # A future nobody else holds: nothing can ever complete it.
+    orphan = asyncio.ensure_future(future_waiter(loop.create_future()))
+    orphan.set_name("orphan")
+    keep.append(orphan)
     inner = asyncio.ensure_future(child())
     inner.set_name("inner")
     keep.append(asyncio.ensure_future(parent(inner)))
