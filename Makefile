@@ -56,8 +56,10 @@ DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev liblzma-dev libbz2-dev l
 # `make test` only: headless Chromium, which opens the HTML report in
 # tests/integration/test_html.py; the compressors that make the compressed
 # cores of tests/integration/test_cores.py; tmux, the terminal
-# tests/integration/test_top.py runs `pyscope top` in.
-TEST_DEB_PACKAGES = chromium zstd lz4 xz-utils tmux prometheus
+# tests/integration/test_top.py runs `pyscope top` in; Prometheus, which
+# scrapes the agent in tests/integration/test_agent.py; uvloop, the event loop
+# tests/integration/test_asyncio.py also runs on Debian's python3.11.
+TEST_DEB_PACKAGES = chromium zstd lz4 xz-utils tmux prometheus python3-uvloop
 
 # `make consumers` and `make test` (whose record tests use them too): go for
 # `go tool pprof`, node and npm for speedscope's schema check; the npm

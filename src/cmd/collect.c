@@ -2,6 +2,7 @@
  * --print, native stacks) is added after the Python walk, so the walk itself
  * stays the same for every command. */
 #include "cmd/collect.h"
+#include "python/asyncio_tasks.h"
 #include "python/waits.h"
 
 #include <stdio.h>
@@ -138,6 +139,8 @@ int collect_report(struct target *t, struct py_runtime *rt, const struct collect
         if (rc != 0)
             goto oom;
     }
+    if (req->tasks != TASKS_NONE)
+        report->tasks = asyncio_tasks_read(rt, req->tasks, req->max_tasks);
     static const struct repr_limits limits = REPR_DEFAULT_LIMITS;
     report->locals = req->locals || req->locals_thread;
     if (req->print_expr && !(report->print_expr = strdup(req->print_expr)))

@@ -18,6 +18,8 @@ struct collect_request {
     bool native;             /* --native: unwind C stacks (threads must be stopped) */
     bool native_all;         /* --native-all: keep interpreter-internal frames */
     bool waits;              /* say what each thread waits for (live processes) */
+    enum tasks_mode tasks;   /* asyncio tasks to read (--tasks); TASKS_NONE: none */
+    size_t max_tasks;        /* shown per loop, the rest counted */
 };
 
 /* Fills report from t. rt may be NULL when no CPython was found: then only

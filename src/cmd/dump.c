@@ -65,6 +65,10 @@ static void dump_usage(FILE *out)
             "      --debug-dir DIR with --core: binaries and debug files by build-id, as\n"
             "                   DIR/.build-id/xx/yyyy and DIR/.build-id/xx/yyyy.debug\n"
             "      --color=WHEN always, never or auto (default: auto, on a terminal)\n"
+            "      --tasks=WHICH  asyncio tasks shown after each loop's thread: pending\n"
+            "                   (the default), all (with done ones) or none\n"
+            "      --max-tasks N  at most N tasks per loop in detail, the rest counted\n"
+            "                   (default 1000)\n"
             "  -s, --subprocesses  every Python process of the tree under PID, each with\n"
             "                   its role (parent, fork child, exec child, grandchild)\n"
             "  -h, --help       this help\n");
@@ -242,7 +246,7 @@ int cmd_dump(int argc, char **argv)
     if (tree_requested(argc, argv))
         return tree_run(argc, argv, cmd_dump);
     enum { OPT_COLOR = 256, OPT_PRINT, OPT_NATIVE_ALL, OPT_CORE, OPT_EXE, OPT_LIB_PATH,
-           OPT_SYSROOT, OPT_DEBUG_DIR };
+           OPT_SYSROOT, OPT_DEBUG_DIR, OPT_TASKS, OPT_MAX_TASKS };
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},
         {"pause", no_argument, NULL, 'p'},
@@ -257,11 +261,13 @@ int cmd_dump(int argc, char **argv)
         {"lib-path", required_argument, NULL, OPT_LIB_PATH},
         {"sysroot", required_argument, NULL, OPT_SYSROOT},
         {"debug-dir", required_argument, NULL, OPT_DEBUG_DIR},
+        {"tasks", required_argument, NULL, OPT_TASKS},
+        {"max-tasks", required_argument, NULL, OPT_MAX_TASKS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     bool json = false, pause = false, verbose = false;
-    struct collect_request req = {0};
+    struct collect_request req = {.tasks = TASKS_PENDING, .max_tasks = 1000};
     const char *core_path = NULL;
     const char *lib_paths[MAX_LIB_PATHS];
     struct core_options copts = {.lib_paths = lib_paths, .warnings = stderr, .cache = true};
@@ -283,6 +289,30 @@ int cmd_dump(int argc, char **argv)
                 return PYSCOPE_ERR_USAGE;
             }
             req.print_expr = optarg;
+            break;
+        }
+        case OPT_TASKS:
+            if (!strcmp(optarg, "none"))
+                req.tasks = TASKS_NONE;
+            else if (!strcmp(optarg, "pending"))
+                req.tasks = TASKS_PENDING;
+            else if (!strcmp(optarg, "all"))
+                req.tasks = TASKS_ALL;
+            else {
+                fprintf(stderr, "pyscope: --tasks takes none, pending or all (got '%s')\n", optarg);
+                return PYSCOPE_ERR_USAGE;
+            }
+            break;
+        case OPT_MAX_TASKS: {
+            char *end;
+            errno = 0;
+            long n = strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || n < 0 || n > 1000000) {
+                fprintf(stderr, "pyscope: --max-tasks takes a count from 0 to 1000000 (got '%s')\n",
+                        optarg);
+                return PYSCOPE_ERR_USAGE;
+            }
+            req.max_tasks = (size_t)n;
             break;
         }
         case OPT_CORE: core_path = optarg; break;

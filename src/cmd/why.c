@@ -16,6 +16,8 @@
 #include "cmd/commands.h"
 #include "cmd/tree.h"
 #include "output/why_report.h"
+#include "python/asyncio_tasks.h"
+#include "python/asyncio_why.h"
 #include "python/hang.h"
 #include "python/runtime.h"
 #include "python/stacks.h"
@@ -181,6 +183,11 @@ int cmd_why(int argc, char **argv)
     py_signal_handlers_read(&rt, &a.handlers);
     struct hang_snapshot b = {&second.report, &second.raw, second.cpu_ns, caught, a.handlers};
     if (hang_analyze(waits, &a, interval > 0 ? &b : NULL, (int)interval, &why) != 0) {
+        error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
+        goto fail;
+    }
+    if (asyncio_blocked_findings(&first.report, interval > 0 ? &second.report : NULL,
+                                 (int)interval, &why) != 0) {
         error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
     }

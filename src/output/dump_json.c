@@ -278,6 +278,8 @@ void stack_report_write_json_indent(FILE *out, const struct stack_report *report
         write_prints(&w, report);
     if (report->reentry)
         write_reentry(&w, report->reentry);
+    if (report->tasks)
+        task_report_write_json(&w, report->tasks);
     json_end_object(&w);
     json_finish(&w);
 }

@@ -506,7 +506,9 @@ void stack_report_write_text(FILE *out, const struct stack_report *report, bool 
         if (!th->complete)
             fprintf(out, "    %s<stack incomplete: %s>%s\n", p->red,
                     th->error[0] ? th->error : "unreadable", p->reset);
+        task_report_write_thread_text(out, report->tasks, th->tid);
     }
+    task_report_write_rest_text(out, report->tasks);
     if (report->n_os_threads)
         write_os_threads(out, report, p);
     if (report->print_expr)

@@ -80,6 +80,7 @@ void stack_report_free(struct stack_report *report)
     report->os_threads = NULL;
     report->n_os_threads = 0;
     report_names_free(report->names);
+    task_report_free(report->tasks);
     report->names = NULL;
     free(report->threads);
     report->threads = NULL;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include "output/task_report.h"
 #include "output/wait_report.h"
 #include "python/thread_state.h"
 
@@ -167,6 +168,7 @@ struct stack_report {
     bool native_all;             /* --native-all: show interpreter frames too */
     struct report_reentry *reentry;    /* watch --reentry; NULL otherwise */
     struct report_names *names;  /* the pool names_pooled frames point into */
+    struct report_tasks *tasks;  /* asyncio tasks (output/task_report.h); NULL: none */
 };
 
 /* Frames of one code object share their function and file names: a dump of

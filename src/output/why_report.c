@@ -132,6 +132,7 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
             /* A probable deadlock's holders are inferred, which only the
              * summary says; elsewhere each thread's wait tells it all. */
             bool summary = f->kind == WHY_GIL_BLOCKED || f->kind == WHY_GIL_HOG || f->kind == WHY_STOPPED ||
+                           f->kind == WHY_LOOP_BLOCKED ||
                            f->with_child ||
                            (f->kind == WHY_DEADLOCK && !f->certain);
             if (summary)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "python/asyncio_tasks.h"
 #include "target/pipe_peers.h"
 #include "target/process.h"
 #include "util/text.h"
@@ -60,6 +61,7 @@ const char *why_verdict_name(enum why_verdict verdict)
     case WHY_NETWORK_WAIT: return "network_wait";
     case WHY_STOPPED: return "stopped";
     case WHY_GIL_HOG: return "gil_hog";
+    case WHY_LOOP_BLOCKED: return "loop_blocked";
     }
     return "?";
 }
@@ -1201,6 +1203,8 @@ int hang_live_take(struct py_runtime *rt, pid_t pid, struct hang_live *s,
     target_cache_invalidate(rt->target);
     if (stacks_collect(rt, &opts, &s->report, err) != 0)
         return -1;
+    /* The tasks of the same instant: which one each loop is running. */
+    s->report.tasks = asyncio_tasks_read(rt, TASKS_PENDING, 1000);
     s->cpu_ns = calloc(s->report.n_threads ? s->report.n_threads : 1, sizeof *s->cpu_ns);
     if (!s->cpu_ns) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");

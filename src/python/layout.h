@@ -26,6 +26,40 @@ enum py_frame_model {
     PY_FRAMES_INTERPRETER = 2, /* 3.11+: _PyInterpreterFrame chain via previous */
 };
 
+/* asyncio (python/asyncio_tasks.c): the C Task/Future objects, the way from
+ * a suspended coroutine to what it awaits, and where each thread keeps its
+ * running loop and (3.14+) its tasks. Generated like the rest. */
+struct py_asyncio_layout {
+    long fut_loop, fut_callback0, fut_callbacks, fut_state;
+    long fut_awaited_by;         /* 3.14+ */
+    long fut_awaited_by_is_set;  /* char, 3.14+ */
+    long task_size, task_fut_waiter, task_coro, task_name;
+    long task_node;              /* struct llist_node, 3.14+ */
+    long future_iter_future;     /* _asyncio.FutureIter -> its future */
+    long asend_gen;              /* async_generator_asend -> its async generator */
+    long set_mask, set_table, set_entry_size, set_entry_key;
+    long weakref_object;         /* PyWeakReference.wr_object */
+    long type_dict;              /* PyTypeObject.tp_dict */
+    long memberdescr_member;     /* PyMemberDescrObject.d_member */
+    long memberdef_offset;       /* PyMemberDef.offset: where a __slots__ value lives */
+    long method_self;            /* PyMethodObject.im_self */
+    long cfunction_self;         /* PyCFunctionObject.m_self */
+    long tstate_dict;            /* <=3.12: the running loop is in the thread-state dict */
+    long holder_loop;            /* <=3.11: ... inside a _RunningLoopHolder */
+    long tstate_running_loop;    /* 3.13+: _PyThreadStateImpl */
+    long tstate_running_task;    /* 3.14+ */
+    long tstate_tasks_head;      /* 3.14+: sentinel of the thread's task list */
+    long interp_tasks_head;      /* 3.14+: tasks of exited threads */
+    long gen_qualname;
+    long gen_frame_state;        /* int8, 3.11+ */
+    long frame_stacktop;         /* 3.8/3.9 PyFrameObject */
+    long frame_valuestack, frame_stackdepth;   /* 3.10 */
+    int op_yield_from;           /* <=3.10: the opcode after f_lasti when awaiting */
+    int op_resume, op_resume_alt;/* 3.11/3.12: RESUME after an await has oparg >= 2 */
+    int state_created, state_cleared, state_yield_from;
+    int yield_from_slot;         /* the awaited object is stack[-slot] */
+};
+
 struct py_layout {
     unsigned version_hex;   /* PY_VERSION_HEX of the interpreter the layout describes */
     const char *source;     /* where the numbers came from, for --verbose and errors */
@@ -246,6 +280,7 @@ struct py_layout {
     int parking_lot;             /* 3.13+: a PyMutex waiter parks on a wait entry whose
                                   * word before the futex names the lock */
     int with_exit_unbound;       /* 3.14+: `with` keeps __exit__ unbound with self after it */
+    struct py_asyncio_layout asyncio;
 };
 
 /* The generated tables for versions whose layout comes from headers. */

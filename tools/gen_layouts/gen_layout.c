@@ -81,6 +81,8 @@ static void emit_int(const char *field, int value)
 #define OFF(type, member) ((long)offsetof(type, member))
 #define SIZE(type) ((long)sizeof(type))
 
+#include "asyncio_layout.h"
+
 static unsigned parse_hex(const char *text)
 {
     return (unsigned)strtoul(text, NULL, 16);
@@ -658,6 +660,7 @@ int main(int argc, char **argv)
     emit_methods_and_descriptors();
     emit_dict_keys();
     emit_behaviour();
+    emit_asyncio();
     printf("    } },\n");
     return 0;
 }

@@ -1,0 +1,206 @@
+/* Writers of the asyncio task view: per loop, its tasks with their await
+ * chains, then the tree of who awaits whom, cycles marked. */
+#include "output/task_report.h"
+
+#include <stdlib.h>
+#include "output/json_writer.h"
+#include "output/stack_report.h"
+
+void task_report_free(struct report_tasks *tasks)
+{
+    if (!tasks)
+        return;
+    for (size_t l = 0; l < tasks->n_loops; l++) {
+        struct report_loop *loop = &tasks->loops[l];
+        for (size_t i = 0; i < loop->n_tasks; i++) {
+            struct report_task *t = &loop->tasks[i];
+            for (size_t k = 0; k < t->n_chain; k++) {
+                free(t->chain[k].function);
+                free(t->chain[k].file);
+            }
+            free(t->chain);
+            free(t->children);
+        }
+        free(loop->tasks);
+    }
+    free(tasks->loops);
+    free(tasks);
+}
+
+static bool is_child(const struct report_loop *loop, size_t index)
+{
+    for (size_t i = 0; i < loop->n_tasks; i++)
+        for (size_t k = 0; k < loop->tasks[i].n_children; k++)
+            if (loop->tasks[i].children[k] == index && i != index)
+                return true;
+    return false;
+}
+
+/* depth bounds the tree of a cycle, which has no root of its own. */
+static void write_tree(FILE *out, const struct report_loop *loop, size_t index, int depth,
+                       unsigned char *on_path)
+{
+    const struct report_task *t = &loop->tasks[index];
+    fprintf(out, "      %*s%s\"%s\"", depth * 2, "", depth ? "└ " : "", t->name);
+    if (on_path[index]) {
+        fprintf(out, "  (cycle: awaits itself)\n");
+        return;
+    }
+    fputc('\n', out);
+    if (depth >= 64)
+        return;
+    on_path[index] = 1;
+    for (size_t k = 0; k < t->n_children; k++)
+        write_tree(out, loop, t->children[k], depth + 1, on_path);
+    on_path[index] = 0;
+}
+
+static void write_loop_text(FILE *out, const struct report_loop *loop)
+{
+    fprintf(out, "    asyncio loop 0x%llx: %zu task%s\n", (unsigned long long)loop->addr,
+            loop->n_tasks + loop->n_hidden, loop->n_tasks + loop->n_hidden == 1 ? "" : "s");
+    bool edges = false;
+    for (size_t i = 0; i < loop->n_tasks; i++) {
+        const struct report_task *t = &loop->tasks[i];
+        fprintf(out, "      Task \"%s\" (0x%llx)%s%s", t->name, (unsigned long long)t->addr,
+                t->running ? "  running" : "",
+                t->state[0] == 'p' ? "" : t->state[0] == 'c' ? "  cancelled" : "  finished");
+        if (t->awaits[0])
+            fprintf(out, "  awaiting %s", t->awaits);
+        if (t->orphan)
+            fprintf(out, "; nothing else refers to it, so it can never complete");
+        fputc('\n', out);
+        for (size_t k = 0; k < t->n_chain; k++) {
+            const struct task_link *c = &t->chain[k];
+            if (c->line >= 0)
+                fprintf(out, "          %s (%s:%d)\n", c->function,
+                        stack_report_short_path(c->file), c->line);
+            else
+                fprintf(out, "          %s (%s)\n", c->function, stack_report_short_path(c->file));
+        }
+        if (!t->chain_complete)
+            fprintf(out, "          <await chain incomplete>\n");
+        edges = edges || t->n_children;
+    }
+    if (loop->n_hidden)
+        fprintf(out, "      ... and %zu more task%s not shown (--max-tasks)\n", loop->n_hidden,
+                loop->n_hidden == 1 ? "" : "s");
+    if (!edges)
+        return;
+    fprintf(out, "    task tree (awaiter above what it awaits):\n");
+    unsigned char *on_path = calloc(loop->n_tasks ? loop->n_tasks : 1, 1);
+    if (!on_path)
+        return;
+    for (size_t i = 0; i < loop->n_tasks; i++)
+        if (loop->tasks[i].n_children && !is_child(loop, i))
+            write_tree(out, loop, i, 0, on_path);
+    for (size_t i = 0; i < loop->n_tasks; i++)
+        if (loop->tasks[i].in_cycle && is_child(loop, i)) {
+            /* A cycle has no root: start it at its first member. */
+            bool first = true;
+            for (size_t j = 0; j < i; j++)
+                first = first && !(loop->tasks[j].in_cycle);
+            if (first)
+                write_tree(out, loop, i, 0, on_path);
+        }
+    free(on_path);
+}
+
+void task_report_write_thread_text(FILE *out, const struct report_tasks *tasks, pid_t tid)
+{
+    if (!tasks || !tid)
+        return;
+    for (size_t l = 0; l < tasks->n_loops; l++)
+        if (tasks->loops[l].tid == tid)
+            write_loop_text(out, &tasks->loops[l]);
+}
+
+void task_report_write_rest_text(FILE *out, const struct report_tasks *tasks)
+{
+    if (!tasks)
+        return;
+    bool header = false;
+    for (size_t l = 0; l < tasks->n_loops; l++) {
+        if (tasks->loops[l].tid)
+            continue;
+        if (!header)
+            fprintf(out, "\nasyncio loops no thread is running:\n");
+        header = true;
+        write_loop_text(out, &tasks->loops[l]);
+    }
+    if (tasks->truncated)
+        fprintf(out, "\nasyncio: more tasks than the walk's bound; the rest were not read\n");
+    if (tasks->error[0])
+        fprintf(out, "\nasyncio tasks: %s\n", tasks->error);
+}
+
+void task_report_write_json(struct json_writer *w, const struct report_tasks *tasks)
+{
+    json_key(w, "asyncio");
+    if (!tasks) {
+        json_null(w);
+        return;
+    }
+    json_begin_object(w);
+    json_member_string(w, "tasks", tasks->mode == TASKS_ALL ? "all" : "pending");
+    json_member_bool(w, "truncated", tasks->truncated);
+    if (tasks->error[0])
+        json_member_string(w, "error", tasks->error);
+    else
+        json_member_null(w, "error");
+    json_key(w, "loops");
+    json_begin_array(w);
+    for (size_t l = 0; l < tasks->n_loops; l++) {
+        const struct report_loop *loop = &tasks->loops[l];
+        json_begin_object(w);
+        json_member_uint(w, "address", loop->addr);
+        if (loop->tid)
+            json_member_int(w, "tid", loop->tid);
+        else
+            json_member_null(w, "tid");
+        json_member_uint(w, "tasks_not_shown", loop->n_hidden);
+        json_key(w, "tasks");
+        json_begin_array(w);
+        for (size_t i = 0; i < loop->n_tasks; i++) {
+            const struct report_task *t = &loop->tasks[i];
+            json_begin_object(w);
+            json_member_uint(w, "address", t->addr);
+            json_member_string(w, "name", t->name);
+            json_member_string(w, "state", t->state);
+            json_member_bool(w, "running", t->running);
+            json_key(w, "awaiting");
+            if (t->awaits[0]) {
+                json_begin_object(w);
+                json_member_string(w, "description", t->awaits);
+                json_member_uint(w, "address", t->awaits_addr);
+                json_member_bool(w, "unreachable", t->orphan);
+                json_end_object(w);
+            } else {
+                json_null(w);
+            }
+            json_key(w, "chain");
+            json_begin_array(w);
+            for (size_t k = 0; k < t->n_chain; k++) {
+                json_begin_object(w);
+                json_member_string(w, "function", t->chain[k].function);
+                json_member_string(w, "file", t->chain[k].file);
+                json_member_int(w, "line", t->chain[k].line);
+                json_member_string(w, "kind", t->chain[k].kind);
+                json_end_object(w);
+            }
+            json_end_array(w);
+            json_member_bool(w, "chain_complete", t->chain_complete);
+            json_key(w, "awaits_tasks");
+            json_begin_array(w);
+            for (size_t k = 0; k < t->n_children; k++)
+                json_uint(w, loop->tasks[t->children[k]].addr);
+            json_end_array(w);
+            json_member_bool(w, "in_cycle", t->in_cycle);
+            json_end_object(w);
+        }
+        json_end_array(w);
+        json_end_object(w);
+    }
+    json_end_array(w);
+    json_end_object(w);
+}

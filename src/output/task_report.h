@@ -1,0 +1,64 @@
+/* The asyncio part of a dump: each event loop's tasks, what each awaits and
+ * who awaits whom. python/asyncio_tasks.c fills it; the writers here print it
+ * after the stack of the loop's thread (text) or as one "asyncio" member (JSON). */
+#ifndef PYSCOPE_OUTPUT_TASK_REPORT_H
+#define PYSCOPE_OUTPUT_TASK_REPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+enum tasks_mode { TASKS_NONE = 0, TASKS_PENDING, TASKS_ALL };
+
+struct task_link {               /* one coroutine of a task's await chain */
+    char *function;
+    char *file;
+    int line;                    /* -1: unknown */
+    const char *kind;            /* "coroutine", "generator", "async_generator" */
+    uint64_t frame_addr, code_addr;   /* as struct py_frame holds them */
+};
+
+struct report_task {
+    uint64_t addr;
+    char name[128];
+    const char *state;           /* "pending", "cancelled", "finished" */
+    bool running;                /* the loop is inside one of its steps right now */
+    struct task_link *chain;     /* innermost first */
+    size_t n_chain;
+    bool chain_complete;
+    char awaits[256];            /* what it is suspended on, "" when not suspended */
+    uint64_t awaits_addr;        /* the future (or task) it waits on, 0 if none */
+    bool orphan;                 /* a plain Future only this task's chain refers to:
+                                    nothing can ever complete it */
+    size_t *children;            /* indices (same loop) of the tasks it awaits */
+    size_t n_children;
+    bool in_cycle;               /* it awaits, through others, itself */
+};
+
+struct report_loop {
+    uint64_t addr;
+    pid_t tid;                   /* the thread running it, 0 when none runs it */
+    struct report_task *tasks;
+    size_t n_tasks;
+    size_t n_hidden;             /* tasks past the cap, counted, not shown */
+};
+
+struct report_tasks {
+    enum tasks_mode mode;
+    struct report_loop *loops;
+    size_t n_loops;
+    size_t n_found;              /* tasks read, on all loops */
+    bool truncated;              /* a registry held more than the walk's bound */
+    char error[160];             /* why the tasks could not be read, "" otherwise */
+};
+
+void task_report_free(struct report_tasks *tasks);
+/* The loops run by thread tid (text, indented under the thread). */
+void task_report_write_thread_text(FILE *out, const struct report_tasks *tasks, pid_t tid);
+/* Loops no live thread runs, and a note on what could not be read. */
+void task_report_write_rest_text(FILE *out, const struct report_tasks *tasks);
+struct json_writer;
+void task_report_write_json(struct json_writer *w, const struct report_tasks *tasks);
+
+#endif

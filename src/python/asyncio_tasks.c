@@ -1,0 +1,802 @@
+/* The asyncio tasks of a target, read from outside: where the tasks are kept
+ * (asyncio.tasks' registries up to 3.13, the intrusive per-thread lists from
+ * 3.14), the await chain below each task and what its innermost await waits
+ * on, the tasks that await tasks, and the loop each thread runs. Every walk
+ * is bounded; a pointer that does not lead to an object of the expected type
+ * ends that walk instead of being followed. */
+#include "python/asyncio_tasks.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "python/code.h"
+#include "python/frame_vars.h"
+#include "python/objects.h"
+#include "python/primitives.h"
+#include "python/threads.h"
+#include "util/addrset.h"
+
+#define MAX_TIDS 4096
+
+struct found_task {
+    uint64_t addr, loop, waiter;
+};
+
+struct tctx {
+    struct py_reader r;
+    const struct py_layout *L;
+    const struct py_asyncio_layout *A;
+    struct py_code_cache *codes;
+    struct py_vars_cache *vars;   /* variable names per code object */
+    struct py_frame_vars *frame;  /* the variables of the frame last read */
+    uint64_t when_type;           /* the TimerHandle class whose _when offset is known */
+    int64_t when_offset;
+    uint64_t task_types[8];       /* types known to be _asyncio.Task or a subclass */
+    int n_task_types;
+    struct found_task *found;
+    size_t n_found, cap_found;
+    struct addrset seen;
+    bool truncated;
+    /* Tasks waiting in a TaskGroup's __aexit__, and the group: its
+     * children are the tasks of the group's _tasks set. */
+    struct { uint64_t task, group; } groups[256];
+    int n_groups;
+};
+
+static uint64_t u64_at(struct tctx *c, uint64_t addr)
+{
+    uint64_t v = 0;
+    if (!addr || target_read_u64(c->r.t, addr, &v) != 0)
+        return 0;
+    return v;
+}
+
+static bool type_named(struct tctx *c, uint64_t obj, const char *name)
+{
+    return obj && py_is_type(&c->r, obj, name);
+}
+
+/* _asyncio.Task or a subclass of it (checked once per type). */
+static bool is_task(struct tctx *c, uint64_t obj)
+{
+    uint64_t type;
+    if (py_type_of(&c->r, obj, &type, NULL) != 0)
+        return false;
+    for (int i = 0; i < c->n_task_types; i++)
+        if (c->task_types[i] == type)
+            return true;
+    if (!py_type_is_or_inherits(&c->r, obj, "_asyncio.Task"))
+        return false;
+    if (c->n_task_types < (int)(sizeof c->task_types / sizeof c->task_types[0]))
+        c->task_types[c->n_task_types++] = type;
+    return true;
+}
+
+static void add_task(struct tctx *c, uint64_t task)
+{
+    if (!task || !is_task(c, task) || !addrset_add(&c->seen, task))
+        return;
+    if (c->n_found >= ASYNCIO_MAX_TASKS) {
+        c->truncated = true;
+        return;
+    }
+    if (c->n_found == c->cap_found) {
+        size_t cap = c->cap_found ? c->cap_found * 2 : 256;
+        struct found_task *grown = realloc(c->found, cap * sizeof *grown);
+        if (!grown)
+            return;
+        c->found = grown;
+        c->cap_found = cap;
+    }
+    c->found[c->n_found++] = (struct found_task){.addr = task};
+}
+
+/* The keys of a set object (at most max; a bigger table is refused as a
+ * misread); returns how many, or -1. Free *keys. */
+static long set_keys(struct tctx *c, uint64_t set, size_t max, uint64_t **keys)
+{
+    *keys = NULL;
+    if (!type_named(c, set, "set"))
+        return -1;
+    int64_t mask = (int64_t)u64_at(c, set + (uint64_t)c->A->set_mask);
+    uint64_t table = u64_at(c, set + (uint64_t)c->A->set_table);
+    if (mask <= 0 || (uint64_t)mask >= 4 * (uint64_t)max || !table)
+        return -1;
+    size_t n = (size_t)mask + 1, esize = (size_t)c->A->set_entry_size;
+    unsigned char *buf = malloc(n * esize);
+    *keys = malloc(n * sizeof **keys);
+    if (!buf || !*keys || target_read(c->r.t, table, buf, n * esize) != 0) {
+        free(buf);
+        free(*keys);
+        *keys = NULL;
+        return -1;
+    }
+    long count = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key;
+        memcpy(&key, buf + i * esize + c->A->set_entry_key, sizeof key);
+        if (key)
+            (*keys)[count++] = key;
+    }
+    free(buf);
+    return count;
+}
+
+/* The tasks of a set; weakrefs are followed to their referents. */
+static void add_set_members(struct tctx *c, uint64_t set, bool weak)
+{
+    uint64_t *keys;
+    long n = set_keys(c, set, ASYNCIO_MAX_TASKS, &keys);
+    for (long i = 0; i < n; i++) {
+        uint64_t key = keys[i];
+        if (weak) {
+            /* A cleared reference points at None, which is no task. */
+            if (!py_type_is_or_inherits(&c->r, key, "weakref.ReferenceType") &&
+                !type_named(c, key, "weakref"))
+                continue;
+            key = u64_at(c, key + (uint64_t)c->A->weakref_object);
+        }
+        add_task(c, key);
+    }
+    free(keys);
+}
+
+/* A circular list of llist_nodes embedded in tasks (3.14+). */
+static void add_list_members(struct tctx *c, uint64_t head)
+{
+    uint64_t node = u64_at(c, head);
+    for (size_t n = 0; node && node != head && n <= ASYNCIO_MAX_TASKS; n++) {
+        uint64_t task = node - (uint64_t)c->A->task_node;
+        add_task(c, task);
+        if (c->truncated)
+            return;
+        node = u64_at(c, node);
+    }
+}
+
+static uint64_t module_dict(struct tctx *c, uint64_t interp, const char *name)
+{
+    uint64_t modules = u64_at(c, interp + (uint64_t)c->L->interp_modules), mod;
+    if (!modules || py_dict_get_str(&c->r, modules, name, &mod) != 0)
+        return 0;
+    return u64_at(c, mod + (uint64_t)c->L->module_dict);
+}
+
+/* ---- the await chain ---------------------------------------------------- */
+
+static char *dup_text(const char *s)
+{
+    return strdup(s ? s : "");
+}
+
+/* One coroutine, generator or async generator: its link of the chain and
+ * the object it awaits (0 when none). Returns -1 when gen is not readable
+ * as one. */
+static int read_gen(struct tctx *c, uint64_t gen, const char *kind, struct task_link *link,
+                    uint64_t *awaited)
+{
+    const struct py_layout *L = c->L;
+    const struct py_asyncio_layout *A = c->A;
+    *awaited = 0;
+    uint64_t code_addr = 0, frame = 0;
+    long offset = -1;
+    bool suspended_in_await = false;
+    uint64_t stack_slot = 0;
+    if (L->frames == PY_FRAMES_OBJECTS) {
+        frame = u64_at(c, gen + (uint64_t)L->gen_frame);
+        if (!frame)
+            return -1;                       /* finished: no frame left */
+        code_addr = u64_at(c, frame + (uint64_t)L->frame_code);
+        int32_t lasti;
+        if (target_read_i32(c->r.t, frame + (uint64_t)L->frame_lasti, &lasti) != 0)
+            return -1;
+        const bool units = L->linetable == PY_LINETABLE_310;
+        offset = units ? (long)lasti * 2 : lasti;
+        if (lasti >= 0) {
+            uint64_t co_code = u64_at(c, code_addr + (uint64_t)L->code_code);
+            uint8_t op = 0;
+            long next = units ? ((long)lasti + 1) * 2 : lasti + 2;
+            if (co_code &&
+                target_read_u8(c->r.t, co_code + (uint64_t)L->bytes_sval + (uint64_t)next, &op) == 0 &&
+                op == A->op_yield_from) {
+                if (A->frame_stacktop != PY_OFF_NONE) {
+                    uint64_t top = u64_at(c, frame + (uint64_t)A->frame_stacktop);
+                    if (top)
+                        stack_slot = top - 8;
+                } else {
+                    uint64_t base = u64_at(c, frame + (uint64_t)A->frame_valuestack);
+                    int32_t depth = 0;
+                    if (base && target_read_i32(c->r.t, frame + (uint64_t)A->frame_stackdepth,
+                                                &depth) == 0 && depth > 0 && depth < 4096)
+                        stack_slot = base + 8 * (uint64_t)(depth - 1);
+                }
+                suspended_in_await = stack_slot != 0;
+            }
+        }
+    } else {
+        int8_t state;
+        if (target_read(c->r.t, gen + (uint64_t)A->gen_frame_state, &state, 1) != 0 ||
+            state >= A->state_cleared)
+            return -1;
+        frame = gen + (uint64_t)L->gen_iframe;
+        uint64_t mask = L->stackref_tagged ? ~(uint64_t)7 : ~(uint64_t)0;
+        code_addr = u64_at(c, frame + (uint64_t)L->iframe_executable) & mask;
+        uint64_t instr = u64_at(c, frame + (uint64_t)L->iframe_instr_ptr);
+        offset = (long)(instr - (code_addr + (uint64_t)L->code_code_adaptive));
+        bool yield_from;
+        if (A->state_yield_from != -100) {
+            yield_from = state == A->state_yield_from;
+        } else {
+            /* 3.11/3.12: the RESUME after the yield says await (oparg >= 2). */
+            uint8_t unit[2] = {0, 0};
+            yield_from = state != A->state_created &&
+                         target_read(c->r.t, instr + 2, unit, 2) == 0 &&
+                         (unit[0] == A->op_resume || unit[0] == A->op_resume_alt) && unit[1] >= 2;
+        }
+        if (yield_from) {
+            if (L->stackref_tagged) {
+                uint64_t sp = u64_at(c, frame + (uint64_t)L->iframe_stackpointer);
+                if (sp)
+                    stack_slot = sp - 8 * (uint64_t)A->yield_from_slot;
+            } else {
+                int32_t top = 0;
+                if (target_read_i32(c->r.t, frame + (uint64_t)L->iframe_stackpointer, &top) == 0 &&
+                    top > 0 && top < 1 << 16)
+                    stack_slot = frame + (uint64_t)L->iframe_localsplus + 8 * (uint64_t)(top - 1);
+            }
+            suspended_in_await = stack_slot != 0;
+        }
+    }
+    const struct py_code *code = py_code_get(c->codes, &c->r, code_addr);
+    if (!code)
+        return -1;
+    link->function = dup_text(code->qualname);
+    link->file = dup_text(code->filename);
+    link->line = py_code_line(code, L, offset);
+    link->kind = kind;
+    link->frame_addr = frame;
+    link->code_addr = code_addr;
+    if (suspended_in_await)
+        *awaited = u64_at(c, stack_slot) & (L->stackref_tagged ? ~(uint64_t)3 : ~(uint64_t)0);
+    return 0;
+}
+
+static const char *gen_kind(struct tctx *c, uint64_t obj)
+{
+    const char *name;
+    if (py_type_of(&c->r, obj, NULL, &name) != 0)
+        return NULL;
+    if (!strcmp(name, "coroutine") || !strcmp(name, "generator") ||
+        !strcmp(name, "async_generator"))
+        return name;
+    return NULL;
+}
+
+static uint64_t follow_chain(struct tctx *c, uint64_t coro, struct report_task *out,
+                             uint64_t *innermost_frame_code);
+
+/* The chain innermost first, as stacks are shown; returns the object the
+ * innermost coroutine waits on (a future, usually), 0 when none. */
+static uint64_t read_chain(struct tctx *c, uint64_t coro, struct report_task *out,
+                           uint64_t *innermost)
+{
+    uint64_t waited = follow_chain(c, coro, out, innermost);
+    for (size_t i = 0; i < out->n_chain / 2; i++) {
+        struct task_link tmp = out->chain[i];
+        out->chain[i] = out->chain[out->n_chain - 1 - i];
+        out->chain[out->n_chain - 1 - i] = tmp;
+    }
+    return waited;
+}
+
+/* From the task's coroutine down to what the innermost one awaits. */
+static uint64_t follow_chain(struct tctx *c, uint64_t coro, struct report_task *out,
+                             uint64_t *innermost_frame_code)
+{
+    out->chain = calloc(ASYNCIO_MAX_CHAIN, sizeof *out->chain);
+    out->chain_complete = true;
+    if (!out->chain)
+        return 0;
+    uint64_t obj = coro;
+    for (int depth = 0; obj; depth++) {
+        if (depth == ASYNCIO_MAX_CHAIN) {
+            out->chain_complete = false;
+            return 0;
+        }
+        const char *kind = gen_kind(c, obj);
+        if (!kind) {
+            const char *name;
+            if (py_type_of(&c->r, obj, NULL, &name) != 0)
+                break;
+            if (!strcmp(name, "async_generator_asend")) {
+                obj = u64_at(c, obj + (uint64_t)c->A->asend_gen);
+                continue;
+            }
+            if (!strcmp(name, "_asyncio.FutureIter"))
+                return u64_at(c, obj + (uint64_t)c->A->future_iter_future);
+            return obj;     /* something else yields: name it as it is */
+        }
+        uint64_t next;
+        struct task_link *link = &out->chain[out->n_chain];
+        if (read_gen(c, obj, kind, link, &next) != 0) {
+            if (depth == 0)
+                out->chain_complete = false;
+            break;
+        }
+        out->n_chain++;
+        *innermost_frame_code = obj;
+        obj = next;
+    }
+    return 0;
+}
+
+/* ---- what a task waits on ------------------------------------------------ */
+
+/* The object bound to a local variable of a chain link's frame. */
+static int link_local(struct tctx *c, const struct task_link *l, const char *name, uint64_t *value)
+{
+    return py_frame_vars_read(c->vars, &c->r, l->frame_addr, l->code_addr, c->frame) == 0 &&
+                   py_frame_var_get(c->frame, name, value) == 0
+               ? 0 : -1;
+}
+
+/* obj.name for a __slots__ member of obj's own class. */
+static int slot_get(struct tctx *c, uint64_t obj, const char *name, int64_t *cached_offset,
+                    uint64_t *cached_type, uint64_t *value)
+{
+    uint64_t type, descr;
+    if (py_type_of(&c->r, obj, &type, NULL) != 0)
+        return -1;
+    if (type == *cached_type) {
+        *value = u64_at(c, obj + (uint64_t)*cached_offset);
+        return *value ? 0 : -1;
+    }
+    uint64_t dict = u64_at(c, type + (uint64_t)c->A->type_dict);
+    if (!dict || py_dict_get_str(&c->r, dict, name, &descr) != 0 ||
+        !type_named(c, descr, "member_descriptor"))
+        return -1;
+    uint64_t def = u64_at(c, descr + (uint64_t)c->A->memberdescr_member);
+    int64_t offset = (int64_t)u64_at(c, def + (uint64_t)c->A->memberdef_offset);
+    if (!def || offset < 16 || offset > 4096)
+        return -1;
+    *cached_type = type;
+    *cached_offset = offset;
+    *value = u64_at(c, obj + (uint64_t)offset);
+    return *value ? 0 : -1;
+}
+
+/* When the TimerHandle of the innermost asyncio.sleep is due, in the loop's
+ * clock (time.monotonic for the standard loops); -1 when unknown. */
+static int sleep_due(struct tctx *c, const struct report_task *t, double *when)
+{
+    for (size_t k = 0; k < t->n_chain; k++) {
+        const struct task_link *l = &t->chain[k];
+        uint64_t h, value;
+        if (!strstr(l->file, "asyncio") || strcmp(l->function, "sleep") ||
+            link_local(c, l, "h", &h) != 0 || !type_named(c, h, "TimerHandle"))
+            continue;
+        return slot_get(c, h, "_when", &c->when_offset, &c->when_type, &value) == 0
+                   ? py_number(&c->r, value, when) : -1;
+    }
+    return -1;
+}
+
+/* The asyncio primitive behind the innermost await: the method of a
+ * queue, event, lock... that the chain entered, named after the class of
+ * its `self` (3.8-3.10 code objects carry no qualified name). */
+static bool primitive_of(struct tctx *c, const struct report_task *t, char *out, size_t size,
+                         uint64_t *self_out)
+{
+    static const char *const classes[] = {
+        "Queue", "LifoQueue", "PriorityQueue", "Event", "Lock", "Condition", "Semaphore",
+        "BoundedSemaphore", "Barrier", "StreamReader", "TaskGroup", "Timeout",
+    };
+    for (size_t k = 0; k < t->n_chain; k++) {
+        const struct task_link *l = &t->chain[k];
+        if (!strstr(l->file, "asyncio"))
+            continue;
+        uint64_t self;
+        const char *type;
+        if (link_local(c, l, "self", &self) != 0 || py_type_of(&c->r, self, NULL, &type) != 0)
+            continue;
+        for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
+            if (strcmp(type, classes[i]))
+                continue;
+            const char *dot = strrchr(l->function, '.');
+            snprintf(out, size, "%s.%s", type, dot ? dot + 1 : l->function);
+            *self_out = self;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The innermost asyncio function of the chain named fn, if any. */
+static bool chain_has(const struct report_task *t, const char *fn)
+{
+    for (size_t k = 0; k < t->n_chain; k++)
+        if (strstr(t->chain[k].file, "asyncio") && !strcmp(t->chain[k].function, fn))
+            return true;
+    return false;
+}
+
+static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited)
+{
+    t->awaits_addr = waited;
+    const char *tp_name = "?";
+    char type[64];
+    py_type_of(&c->r, waited, NULL, &tp_name);
+    snprintf(type, sizeof type, "%s", tp_name);     /* the type cache may reuse its slot */
+    if (is_task(c, waited)) {
+        char name[128] = "";
+        uint64_t nm = u64_at(c, waited + (uint64_t)c->A->task_name);
+        int64_t n;
+        if (py_str(&c->r, nm, name, sizeof name) != 0 && py_int(&c->r, nm, &n) == 0)
+            snprintf(name, sizeof name, "Task-%lld", (long long)n);
+        snprintf(t->awaits, sizeof t->awaits, "Task \"%s\"", name);
+        return;
+    }
+    if (!strcmp(type, "_GatheringFuture")) {
+        uint64_t children;
+        int64_t n = -1;
+        if (py_attr_get(&c->r, waited, "_children", &children) == 0)
+            py_sequence_length(&c->r, children, &n);
+        snprintf(t->awaits, sizeof t->awaits, "gather of %lld", (long long)n);
+        return;
+    }
+    char prim[160];
+    uint64_t self = 0;
+    if (primitive_of(c, t, prim, sizeof prim, &self)) {
+        uint64_t items;
+        if (!strncmp(prim, "TaskGroup.", 10) &&
+            c->n_groups < (int)(sizeof c->groups / sizeof c->groups[0])) {
+            c->groups[c->n_groups].task = t->addr;
+            c->groups[c->n_groups++].group = self;
+        }
+        int64_t n;
+        if (strstr(prim, "Queue.get") && py_attr_get(&c->r, self, "_queue", &items) == 0 &&
+            py_sequence_length(&c->r, items, &n) == 0)
+            snprintf(t->awaits, sizeof t->awaits, "%s (%s), %lld items queued", prim, type,
+                     (long long)n);
+        else
+            snprintf(t->awaits, sizeof t->awaits, "%s (%s)", prim, type);
+    } else if (chain_has(t, "sleep")) {
+        double when;
+        struct timespec now;
+        if (sleep_due(c, t, &when) != 0)
+            snprintf(t->awaits, sizeof t->awaits, "asyncio.sleep (%s)", type);
+        else if (!target_is_core(c->r.t) && clock_gettime(CLOCK_MONOTONIC, &now) == 0)
+            /* Same machine, same clock as the loop's time.monotonic(). */
+            snprintf(t->awaits, sizeof t->awaits, "asyncio.sleep (%s), %.1f s left", type,
+                     when - ((double)now.tv_sec + (double)now.tv_nsec / 1e9));
+        else
+            snprintf(t->awaits, sizeof t->awaits, "asyncio.sleep (%s), due at %.3f s of the "
+                     "loop's clock", type, when);
+    } else if (chain_has(t, "wait_for")) {
+        snprintf(t->awaits, sizeof t->awaits, "asyncio.wait_for (%s)", type);
+    } else if (chain_has(t, "_wait") || chain_has(t, "wait")) {
+        snprintf(t->awaits, sizeof t->awaits, "asyncio.wait (%s)", type);
+    } else {
+        snprintf(t->awaits, sizeof t->awaits, "%s", type);
+    }
+}
+
+/* ---- loops and threads --------------------------------------------------- */
+
+struct loop_thread {
+    uint64_t loop, current_task;
+    pid_t tid;
+};
+
+struct current_ctx {
+    uint64_t loop, task;
+};
+
+static int match_current(void *vctx, uint64_t key, uint64_t value)
+{
+    struct current_ctx *cur = vctx;
+    if (key == cur->loop)
+        cur->task = value;
+    return 0;
+}
+
+static uint64_t running_loop_of(struct tctx *c, uint64_t tstate)
+{
+    const struct py_asyncio_layout *A = c->A;
+    if (A->tstate_running_loop != PY_OFF_NONE)
+        return u64_at(c, tstate + (uint64_t)A->tstate_running_loop);
+    uint64_t dict = u64_at(c, tstate + (uint64_t)A->tstate_dict), value;
+    if (!dict || py_dict_get_str(&c->r, dict, "__asyncio_running_event_loop__", &value) != 0)
+        return 0;
+    if (A->holder_loop != PY_OFF_NONE)
+        value = u64_at(c, value + (uint64_t)A->holder_loop);
+    return py_is_none(&c->r, value) ? 0 : value;
+}
+
+/* ---- the report ---------------------------------------------------------- */
+
+static struct report_loop *loop_for(struct report_tasks *out, uint64_t loop)
+{
+    for (size_t i = 0; i < out->n_loops; i++)
+        if (out->loops[i].addr == loop)
+            return &out->loops[i];
+    struct report_loop *grown = realloc(out->loops, (out->n_loops + 1) * sizeof *grown);
+    if (!grown)
+        return NULL;
+    out->loops = grown;
+    struct report_loop *l = &out->loops[out->n_loops++];
+    memset(l, 0, sizeof *l);
+    l->addr = loop;
+    return l;
+}
+
+static void task_name(struct tctx *c, uint64_t task, char *out, size_t size)
+{
+    uint64_t nm = u64_at(c, task + (uint64_t)c->A->task_name);
+    int64_t n;
+    if (py_str(&c->r, nm, out, size) == 0)
+        return;
+    /* 3.12+ keep a default name as the bare counter. */
+    if (py_int(&c->r, nm, &n) == 0)
+        snprintf(out, size, "Task-%lld", (long long)n);
+    else
+        snprintf(out, size, "<unreadable name>");
+}
+
+static size_t index_of(const struct report_loop *loop, uint64_t addr)
+{
+    for (size_t i = 0; i < loop->n_tasks; i++)
+        if (loop->tasks[i].addr == addr)
+            return i;
+    return (size_t)-1;
+}
+
+static void add_child(struct report_task *t, size_t child)
+{
+    for (size_t k = 0; k < t->n_children; k++)
+        if (t->children[k] == child)
+            return;
+    size_t *grown = realloc(t->children, (t->n_children + 1) * sizeof *grown);
+    if (!grown)
+        return;
+    t->children = grown;
+    t->children[t->n_children++] = child;
+}
+
+/* Who awaits whom: a task whose waiter is a task, or a gather of tasks. */
+static void link_children(struct tctx *c, struct report_loop *loop)
+{
+    for (size_t i = 0; i < loop->n_tasks; i++) {
+        struct report_task *t = &loop->tasks[i];
+        uint64_t w = t->awaits_addr;
+        if (!w)
+            continue;
+        size_t j = index_of(loop, w);
+        if (j != (size_t)-1) {
+            add_child(t, j);
+            continue;
+        }
+        uint64_t children;
+        if (!type_named(c, w, "_GatheringFuture") ||
+            py_attr_get(&c->r, w, "_children", &children) != 0 || !type_named(c, children, "list"))
+            continue;
+        int64_t n = (int64_t)u64_at(c, children + (uint64_t)c->L->ob_size);
+        uint64_t items = u64_at(c, children + (uint64_t)c->L->list_items);
+        for (int64_t k = 0; items && k < n && k < 100000; k++) {
+            size_t ci = index_of(loop, u64_at(c, items + 8 * (uint64_t)k));
+            if (ci != (size_t)-1)
+                add_child(t, ci);
+        }
+    }
+    for (int g = 0; g < c->n_groups; g++) {
+        size_t owner = index_of(loop, c->groups[g].task);
+        uint64_t set, *keys;
+        if (owner == (size_t)-1 || py_attr_get(&c->r, c->groups[g].group, "_tasks", &set) != 0)
+            continue;
+        long n = set_keys(c, set, ASYNCIO_MAX_TASKS, &keys);
+        for (long k = 0; k < n; k++) {
+            size_t ci = index_of(loop, keys[k]);
+            if (ci != (size_t)-1)
+                add_child(&loop->tasks[owner], ci);
+        }
+        free(keys);
+    }
+    /* A task that reaches itself through what it awaits is in a cycle. */
+    for (size_t i = 0; i < loop->n_tasks; i++) {
+        size_t at = i;
+        for (size_t steps = 0; steps <= loop->n_tasks; steps++) {
+            const struct report_task *t = &loop->tasks[at];
+            if (t->n_children != 1)
+                break;
+            at = t->children[0];
+            if (at == i) {
+                loop->tasks[i].in_cycle = true;
+                break;
+            }
+        }
+    }
+}
+
+/* Does anything but the task itself hold the Future it waits on? Its
+ * reference count against the references the task's own chain accounts
+ * for: the task's fut_waiter, the FutureIter its innermost coroutine
+ * awaits, and the variables and value-stack slots of the chain's frames
+ * (cells are left out: another closure may share them). Anything unsure
+ * counts as "held": only an exact match says orphan. */
+static bool future_orphaned(struct tctx *c, const struct report_task *t, uint64_t fut,
+                            bool via_iter)
+{
+    uint64_t type, callbacks;
+    const char *name;
+    if (py_type_of(&c->r, fut, &type, &name) != 0 || strcmp(name, "_asyncio.Future") != 0)
+        return false;
+    /* A done callback other than the task's own wake-up may complete it. */
+    callbacks = u64_at(c, fut + (uint64_t)c->A->fut_callbacks);
+    if (callbacks && !py_is_none(&c->r, callbacks))
+        return false;
+    int64_t refs = (int64_t)u64_at(c, fut);
+    int64_t known = 1 + (via_iter ? 1 : 0);
+    for (size_t k = 0; k < t->n_chain; k++) {
+        const struct task_link *l = &t->chain[k];
+        if (py_frame_vars_read(c->vars, &c->r, l->frame_addr, l->code_addr, c->frame) != 0)
+            return false;
+        /* A value stack of unknown depth may hold stale slots: counting
+         * only the variables can miss a reference (then "held"), never
+         * invent one. */
+        int slots = c->frame->n_named + (c->frame->stack_exact ? c->frame->n_stack : 0);
+        for (int i = 0; i < slots; i++)
+            if (c->frame->values[i] == fut) {
+                if (i < c->frame->n_named && c->frame->code->is_cell[i])
+                    return false;
+                known++;
+            }
+    }
+    return refs > 0 && refs == known;
+}
+
+static void fill_task(struct tctx *c, struct report_task *t, uint64_t task, int32_t state,
+                      const struct loop_thread *lt, int n_lt)
+{
+    t->addr = task;
+    t->state = state == 0 ? "pending" : state == 1 ? "cancelled" : "finished";
+    task_name(c, task, t->name, sizeof t->name);
+    for (int i = 0; i < n_lt; i++)
+        if (lt[i].current_task == task)
+            t->running = true;
+    uint64_t coro = u64_at(c, task + (uint64_t)c->A->task_coro);
+    uint64_t innermost = 0;
+    uint64_t yielded = read_chain(c, coro, t, &innermost);
+    uint64_t waiter = u64_at(c, task + (uint64_t)c->A->task_fut_waiter);
+    if (waiter && !py_is_none(&c->r, waiter)) {
+        describe_wait(c, t, waiter);
+        t->orphan = state == 0 && future_orphaned(c, t, waiter, yielded == waiter);
+    }
+    else if (yielded && state == 0 && !t->running)
+        describe_wait(c, t, yielded);
+}
+
+struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode mode,
+                                        size_t max_shown)
+{
+    if (mode == TASKS_NONE)
+        return NULL;
+    struct tctx c = {0};
+    py_reader_init(&c.r, rt);
+    c.L = c.r.L;
+    c.A = &c.r.L->asyncio;
+    if (c.A->task_coro == PY_OFF_NONE || c.A->task_coro == 0)
+        return NULL;
+    struct report_tasks *out = calloc(1, sizeof *out);
+    c.codes = calloc(1, sizeof *c.codes);
+    c.vars = calloc(1, sizeof *c.vars);
+    c.frame = malloc(sizeof *c.frame);
+    pid_t *tids = calloc(MAX_TIDS, sizeof *tids);
+    struct py_snapshot snap = {0};
+    struct loop_thread lt[64];
+    int n_lt = 0;
+    if (!out || !c.codes || !c.vars || !c.frame || !tids || addrset_init(&c.seen, 2 * ASYNCIO_MAX_TASKS) != 0)
+        goto fail;
+    out->mode = mode;
+    int n_tids = target_list_threads(c.r.t, tids, MAX_TIDS);
+    if (py_snapshot_read(&c.r, tids, n_tids > 0 ? n_tids : 0, &snap) != 0 || snap.n_interps == 0)
+        goto fail;
+    uint64_t interp = snap.interps[0].addr;
+    uint64_t tasks_dict = module_dict(&c, interp, "asyncio.tasks");
+    if (!tasks_dict) {
+        task_report_free(out);     /* asyncio never imported: nothing to say */
+        out = NULL;
+        goto done;
+    }
+    /* Registries that hold tasks: 3.8-3.11 one WeakSet, 3.12-3.13 the
+     * scheduled WeakSet and the eager set; 3.14+ tasks of pure-Python
+     * Task classes (the C ones are on the lists read below). */
+    uint64_t reg;
+    if (py_dict_get_str(&c.r, tasks_dict, "_all_tasks", &reg) == 0 ||
+        py_dict_get_str(&c.r, tasks_dict, "_scheduled_tasks", &reg) == 0) {
+        uint64_t data;
+        if (py_attr_get(&c.r, reg, "data", &data) == 0)
+            add_set_members(&c, data, true);
+    }
+    if (py_dict_get_str(&c.r, tasks_dict, "_eager_tasks", &reg) == 0)
+        add_set_members(&c, reg, false);
+    uint64_t current = 0;
+    py_dict_get_str(&c.r, tasks_dict, "_current_tasks", &current);
+    for (int i = 0; i < snap.n_threads; i++) {
+        uint64_t ts = snap.threads[i].tstate;
+        if (c.A->tstate_tasks_head != PY_OFF_NONE)
+            add_list_members(&c, ts + (uint64_t)c.A->tstate_tasks_head);
+        uint64_t loop = running_loop_of(&c, ts);
+        if (!loop || n_lt == (int)(sizeof lt / sizeof lt[0]))
+            continue;
+        struct loop_thread *l = &lt[n_lt++];
+        l->loop = loop;
+        l->tid = snap.threads[i].tid;
+        l->current_task = 0;
+        if (c.A->tstate_running_task != PY_OFF_NONE) {
+            l->current_task = u64_at(&c, ts + (uint64_t)c.A->tstate_running_task);
+        } else if (current) {
+            struct current_ctx cur = {.loop = loop};
+            py_dict_items(&c.r, current, 1024, match_current, &cur);
+            l->current_task = cur.task;
+        }
+    }
+    if (c.A->interp_tasks_head != PY_OFF_NONE)
+        add_list_members(&c, interp + (uint64_t)c.A->interp_tasks_head);
+    out->truncated = c.truncated;
+
+    for (size_t i = 0; i < c.n_found; i++) {
+        uint64_t task = c.found[i].addr;
+        int32_t state = -1;
+        if (target_read_i32(c.r.t, task + (uint64_t)c.A->fut_state, &state) != 0 || state < 0 ||
+            state > 2)
+            continue;
+        if (state != 0 && mode != TASKS_ALL)
+            continue;
+        out->n_found++;
+        uint64_t loop_addr = u64_at(&c, task + (uint64_t)c.A->fut_loop);
+        struct report_loop *loop = loop_for(out, loop_addr);
+        if (!loop)
+            goto fail;
+        if (loop->n_tasks >= max_shown) {
+            loop->n_hidden++;
+            continue;
+        }
+        struct report_task *grown = realloc(loop->tasks, (loop->n_tasks + 1) * sizeof *grown);
+        if (!grown)
+            goto fail;
+        loop->tasks = grown;
+        struct report_task *t = &loop->tasks[loop->n_tasks++];
+        memset(t, 0, sizeof *t);
+        fill_task(&c, t, task, state, lt, n_lt);
+    }
+    for (size_t l = 0; l < out->n_loops; l++) {
+        for (int i = 0; i < n_lt; i++)
+            if (lt[i].loop == out->loops[l].addr)
+                out->loops[l].tid = lt[i].tid;
+        link_children(&c, &out->loops[l]);
+    }
+    goto done;
+fail:
+    if (out) {
+        task_report_free(out);
+        out = calloc(1, sizeof *out);
+        if (out)
+            snprintf(out->error, sizeof out->error, "could not be read (out of memory or "
+                     "no interpreter)");
+    }
+done:
+    py_snapshot_free(&snap);
+    addrset_free(&c.seen);
+    free(c.found);
+    if (c.codes) {
+        py_code_cache_clear(c.codes);
+        free(c.codes);
+    }
+    if (c.vars) {
+        py_vars_cache_clear(c.vars);
+        free(c.vars);
+    }
+    free(c.frame);
+    free(tids);
+    return out;
+}

@@ -1,0 +1,17 @@
+/* why: event loops blocked inside one task step (python/asyncio_why.c). */
+#ifndef PYSCOPE_PYTHON_ASYNCIO_WHY_H
+#define PYSCOPE_PYTHON_ASYNCIO_WHY_H
+
+#include "output/why_report.h"
+
+/* How long a step must last to count as blocking its loop, as asyncio's
+ * debug mode's slow_callback_duration (100 ms). */
+#define ASYNCIO_BLOCKED_MS 100
+
+/* Adds a loop_blocked finding for each loop of first->tasks whose thread ran
+ * the same task, with the same stack, in second; when the analysis found no
+ * hang, it becomes the verdict. 0, or -1 out of memory. */
+int asyncio_blocked_findings(const struct stack_report *first, const struct stack_report *second,
+                             int interval_ms, struct why_report *why);
+
+#endif

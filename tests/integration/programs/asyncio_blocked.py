@@ -1,0 +1,63 @@
+"""An event loop blocked by a coroutine that calls time.sleep(2) over and
+over instead of awaiting: the loop thread never gets back to its selector,
+so the loop's other tasks (asleep in asyncio.sleep) never run.
+
+With the argument "eager" (3.12+), the blocker is an eager task stuck in its
+first step, which CPython keeps apart from the scheduled tasks.
+
+extra: {"blocker": task name, "blocker_address": id(task),
+        "loop_tid": native id of the loop's thread, "other_tasks": count}
+"""
+
+import asyncio
+import sys
+import threading
+import time
+
+import _target
+
+
+async def idle():
+    await asyncio.sleep(3600)
+
+
+async def blocker(started):
+    started.set()
+    while True:
+        time.sleep(2)  # blocks the loop
+
+
+async def main(path):
+    others = [asyncio.ensure_future(idle()) for _ in range(3)]
+    await asyncio.sleep(0)
+    started = threading.Event()
+    tid = threading.get_native_id()
+    holder = []
+
+    def report():
+        started.wait()
+        while not holder:
+            time.sleep(0.01)
+        task = holder[0]()
+        extra = {"blocker": task.get_name(), "blocker_address": id(task), "loop_tid": tid,
+                 "other_tasks": len(others) + 1}   # and main itself
+        _target.write_report(path, _target.build_report("asyncio_blocked.py", [], extra))
+        while True:
+            time.sleep(3600)
+    threading.Thread(target=report, daemon=True).start()
+    if sys.argv[2:] == ["eager"]:
+        # Its first step runs inside create_task, which never returns;
+        # 3.12 and 3.13 keep it in a registry of its own meanwhile.
+        loop = asyncio.get_running_loop()
+        loop.set_task_factory(asyncio.eager_task_factory)
+        holder.append(lambda: asyncio.current_task(loop))
+        loop.create_task(blocker(started), name="blocker")
+    task = asyncio.ensure_future(blocker(started))
+    task.set_name("blocker")
+    holder.append(lambda: task)
+    await asyncio.sleep(3600)
+    return others
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(_target.report_path())))

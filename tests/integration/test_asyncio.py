@@ -1,0 +1,218 @@
+"""asyncio tasks in `pyscope dump`: every pending task of each event loop,
+its await chain innermost first, the task or gather it awaits, and the loop's
+thread; compared with what asyncio reports about itself
+(programs/asyncio_tasks.py), live and from a core, on every interpreter. On
+Debian's 3.14 the task tree is also compared with `python3.14 -m asyncio
+pstree` on the same process."""
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+
+from conftest import run_pyscope
+from test_cores import core_of, dump_json, strict_object
+
+
+def truth_loops(target):
+    return {l["loop"]: l for l in target.report["extra"]["loops"]}
+
+
+def chain(links):
+    return [(c["function"], c["file"], c["line"]) for c in links]
+
+
+def cyclic(tasks):
+    """Tasks that reach themselves through the tasks they await."""
+    edges = {t["address"]: t["awaits_task"] for t in tasks}
+    out = set()
+    for start in edges:
+        at = edges[start]
+        for _ in range(len(edges)):
+            if at is None or at == start:
+                break
+            at = edges.get(at)
+        if at == start:
+            out.add(start)
+    return out
+
+
+def check_tasks(doc, target):
+    truth = truth_loops(target)
+    loops = {l["address"]: l for l in doc["asyncio"]["loops"]}
+    assert doc["asyncio"]["error"] is None
+    assert set(loops) == set(truth)
+    for addr, want in truth.items():
+        got = loops[addr]
+        assert got["tid"] == want["tid"]
+        assert got["tasks_not_shown"] == 0
+        tasks = {t["address"]: t for t in got["tasks"]}
+        assert set(tasks) == {t["address"] for t in want["tasks"]}
+        for w in want["tasks"]:
+            t = tasks[w["address"]]
+            assert t["name"] == w["name"]
+            assert t["state"] == "pending"
+            assert t["chain_complete"]
+            assert chain(t["chain"]) == chain(w["chain"]), w["name"]
+            expected_children = list(w["gather_children"])
+            if w["awaits_task"]:
+                expected_children.append(w["awaits_task"])
+                assert t["awaiting"]["address"] == w["awaits_task"]
+            assert sorted(t["awaits_tasks"]) == sorted(expected_children), w["name"]
+            assert t["in_cycle"] == (w["address"] in cyclic(want["tasks"])), w["name"]
+            assert bool(t["awaiting"] and t["awaiting"]["unreachable"]) == w["orphan"], w["name"]
+    return loops
+
+
+def kinds(doc):
+    """What each task of the main loop awaits, by the coroutine it runs."""
+    out = {}
+    for loop in doc["asyncio"]["loops"]:
+        for t in loop["tasks"]:
+            outer = t["chain"][-1]["function"]
+            out.setdefault(outer, set()).add(t["awaiting"]["description"]
+                                             if t["awaiting"] else None)
+    return out
+
+
+def test_dump_tasks_live(interp, start_program):
+    target = start_program(interp, "asyncio_tasks.py")
+    before = time.monotonic()
+    doc = dump_json(target.pid)
+    after = time.monotonic()
+    check_tasks(doc, target)
+    # asyncio.sleep: the time left on its timer (the loops' clock is
+    # time.monotonic), one decimal.
+    sleeping = 0
+    for want in (t for l in target.report["extra"]["loops"] for t in l["tasks"]):
+        got = [t for l in doc["asyncio"]["loops"] for t in l["tasks"]
+               if t["address"] == want["address"]][0]
+        if want["sleep_due"] is None:
+            assert "s left" not in (got["awaiting"] or {}).get("description", "")
+            continue
+        sleeping += 1
+        left = float(re.search(r", (-?[0-9.]+) s left$", got["awaiting"]["description"]).group(1))
+        assert want["sleep_due"] - after - 0.05 <= left <= want["sleep_due"] - before + 0.05
+    assert sleeping >= 6
+    k = kinds(doc)
+    assert k["getter"] == {"Queue.get (_asyncio.Future), 0 items queued"}
+    assert k["event_waiter"] == {"Event.wait (_asyncio.Future)"}
+    assert k["lock_waiter"] == {"Lock.acquire (_asyncio.Future)"}
+    assert {re.sub(r", [0-9.]+ s left$", "", d) for d in k["sleeper"]} == {
+        "asyncio.sleep (_asyncio.Future)"}
+    assert k["future_waiter"] == {"_asyncio.Future"}
+    assert k["gatherer"] == {"gather of 2"}
+    assert k["parent"] == {'Task "inner"'}
+    assert len(k["await_peer"]) == 2 and all(d.startswith('Task "') for d in k["await_peer"])
+    # The task made to await a future nobody else holds, and only it.
+    orphans = [t["name"] for l in doc["asyncio"]["loops"] for t in l["tasks"]
+               if t["awaiting"] and t["awaiting"]["unreachable"]]
+    truth = [t["name"] for l in target.report["extra"]["loops"] for t in l["tasks"]
+             if t["orphan"]]
+    assert orphans == truth == ["orphan"]
+    cycle = [t for l in doc["asyncio"]["loops"] for t in l["tasks"] if t["in_cycle"]]
+    assert sorted(t["chain"][-1]["function"] for t in cycle) == ["await_peer"] * 2
+
+
+def test_dump_tasks_uvloop(interp, start_program):
+    """Debian's python3-uvloop: tasks are the same _asyncio.Task objects,
+    run by a loop written in C."""
+    if interp.id != "debian-3.11":
+        pytest.skip("python3-uvloop is built for Debian's /usr/bin/python3.11")
+    probe = subprocess.run([interp.path, "-c", "import uvloop"], stderr=subprocess.DEVNULL)
+    if probe.returncode != 0:
+        pytest.skip("python3-uvloop is not installed")
+    target = start_program(interp, "asyncio_tasks.py", "uvloop")
+    doc = dump_json(target.pid)
+    check_tasks(doc, target)
+    k = kinds(doc)
+    assert k["getter"] == {"Queue.get (_asyncio.Future), 0 items queued"}
+    assert k["sleeper"] == {"asyncio.sleep (_asyncio.Future)"}
+
+
+def test_dump_tasks_options(interp, start_program):
+    target = start_program(interp, "asyncio_tasks.py")
+    doc = dump_json("--tasks=none", target.pid)
+    assert "asyncio" not in doc
+    doc = dump_json("--max-tasks", "1", target.pid)
+    total = sum(len(l["tasks"]) for l in target.report["extra"]["loops"])
+    shown = sum(len(l["tasks"]) for l in doc["asyncio"]["loops"])
+    hidden = sum(l["tasks_not_shown"] for l in doc["asyncio"]["loops"])
+    assert shown == len(doc["asyncio"]["loops"]) == 2
+    assert shown + hidden == total
+
+
+def test_dump_tasks_core(interp, start_program, tmp_path):
+    target = start_program(interp, "asyncio_tasks.py")
+    core = core_of(interp, target, tmp_path)
+    doc = dump_json("--core", core)
+    check_tasks(doc, target)
+
+
+def test_task_tree_matches_pstree(interp, start_program):
+    """CPython 3.14's own reader of the same process: the same tasks
+    awaiting the same tasks (its 3.14.10 shows only the main thread's)."""
+    if interp.id != "debian-3.14":
+        pytest.skip("python -m asyncio ps reads 3.14 targets only, and 3.15's differs")
+    target = start_program(interp, "asyncio_tasks.py")
+    main_tid = target.pid
+    doc = dump_json(target.pid)
+    ps = subprocess.run([interp.path, "-m", "asyncio", "ps", str(target.pid)],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                        universal_newlines=True)
+    assert ps.returncode == 0, ps.stderr
+    lines = ps.stdout.splitlines()
+    header = lines[0]
+    cols = [m.start() for m in re.finditer(r"\S+(?: \S+)*", header)]
+    theirs, stacks = {}, {}
+    for line in lines[2:]:
+        if not line.strip():
+            continue
+        # A long stack runs over into the next columns: it ends at the first
+        # run of blanks.
+        tokens = line.split()
+        task, awaiter = int(tokens[1], 16), int(tokens[-1], 16)
+        theirs.setdefault(task, set())
+        stacks[task] = re.match(r"(.*?)(\s{2,}|$)", line[cols[3]:]).group(1).split(" -> ")
+        if awaiter:
+            theirs.setdefault(awaiter, set()).add(task)
+    [loop] = [l for l in doc["asyncio"]["loops"] if l["tid"] == main_tid]
+    ours = {t["address"]: set(t["awaits_tasks"]) for t in loop["tasks"]}
+    assert set(theirs) == set(ours)
+    assert theirs == ours
+    for t in loop["tasks"]:
+        assert [c["function"] for c in t["chain"]] == stacks[t["address"]]
+
+
+def why_json(*args):
+    result = run_pyscope(["why", "--json"] + [str(a) for a in args], timeout=30)
+    assert result.returncode == 0, result
+    return json.loads(result.stdout, object_pairs_hook=strict_object)
+
+
+@pytest.mark.parametrize("eager", [False, True], ids=["scheduled", "eager"])
+def test_why_loop_blocked(interp, start_program, eager):
+    """A coroutine that calls time.sleep(2) in a loop keeps its event loop
+    from its selector: why names the loop's thread and the task. Eager
+    (3.12+): the task blocks in its first step, inside create_task."""
+    if eager and tuple(int(x) for x in interp.version.split(".")[:2]) < (3, 12):
+        pytest.skip("asyncio.eager_task_factory is new in 3.12")
+    target = start_program(interp, "asyncio_blocked.py", *(["eager"] if eager else []))
+    extra = target.report["extra"]
+    doc = why_json(target.pid)
+    assert doc["verdict"] == "loop_blocked", doc["summary"]
+    [f] = [f for f in doc["findings"] if f["kind"] == "loop_blocked"]
+    assert f["object"] == extra["blocker_address"]
+    assert [t["tid"] for t in f["threads"]] == [extra["loop_tid"]]
+    assert 'task "%s"' % extra["blocker"] in f["summary"]
+    assert "its %d other tasks cannot run" % extra["other_tasks"] in f["summary"]
+
+
+def test_why_idle_loops_not_blocked(interp, start_program):
+    """Loops asleep in their selectors block nothing."""
+    target = start_program(interp, "asyncio_tasks.py")
+    doc = why_json(target.pid)
+    assert all(f["kind"] != "loop_blocked" for f in doc["findings"])
+    assert doc["verdict"] != "loop_blocked"
