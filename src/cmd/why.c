@@ -187,7 +187,8 @@ int cmd_why(int argc, char **argv)
         goto fail;
     }
     if (asyncio_blocked_findings(&first.report, interval > 0 ? &second.report : NULL,
-                                 (int)interval, &why) != 0) {
+                                 (int)interval, &why) != 0 ||
+        asyncio_orphan_findings(&first.report, interval > 0 ? &second.report : NULL, &why) != 0) {
         error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
     }

@@ -132,7 +132,7 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
             /* A probable deadlock's holders are inferred, which only the
              * summary says; elsewhere each thread's wait tells it all. */
             bool summary = f->kind == WHY_GIL_BLOCKED || f->kind == WHY_GIL_HOG || f->kind == WHY_STOPPED ||
-                           f->kind == WHY_LOOP_BLOCKED ||
+                           f->kind == WHY_LOOP_BLOCKED || f->task ||
                            f->with_child ||
                            (f->kind == WHY_DEADLOCK && !f->certain);
             if (summary)
@@ -354,6 +354,10 @@ void why_report_write_json(FILE *out, const struct why_report *why)
             json_member_uint(&w, "object", f->object);
         else
             json_member_null(&w, "object");
+        if (f->task)
+            json_member_uint(&w, "task", f->task);
+        else
+            json_member_null(&w, "task");
         json_end_object(&w);
     }
     json_end_array(&w);

@@ -55,6 +55,7 @@ struct why_finding {
     int blocked[WHY_MAX_FINDING_THREADS];/* indices of threads stuck behind them */
     int n_blocked;
     uint64_t object;                     /* the lock, queue, event... at its root; 0 for none */
+    uint64_t task;                       /* the asyncio task it is about; 0 for threads */
     enum why_grade grade;
     bool with_child;                     /* deadlock with a child process (pipes) */
     int releasers[WHY_MAX_FINDING_THREADS];/* live threads that could still release it (probable) */

@@ -1,4 +1,5 @@
-/* why: event loops blocked inside one task step (python/asyncio_why.c). */
+/* why: event loops blocked inside one task step, tasks awaiting a Future
+ * nothing can complete (python/asyncio_why.c). */
 #ifndef PYSCOPE_PYTHON_ASYNCIO_WHY_H
 #define PYSCOPE_PYTHON_ASYNCIO_WHY_H
 
@@ -13,5 +14,12 @@
  * hang, it becomes the verdict. 0, or -1 out of memory. */
 int asyncio_blocked_findings(const struct stack_report *first, const struct stack_report *second,
                              int interval_ms, struct why_report *why);
+
+/* Adds a never_notified finding for each task of first->tasks suspended on
+ * a plain Future that nothing but the task refers to (and, live, still so in
+ * second); when the analysis found no hang, it becomes the verdict. second
+ * is NULL for a core. 0, or -1 out of memory. */
+int asyncio_orphan_findings(const struct stack_report *first, const struct stack_report *second,
+                            struct why_report *why);
 
 #endif

@@ -210,6 +210,29 @@ def test_why_loop_blocked(interp, start_program, eager):
     assert "its %d other tasks cannot run" % extra["other_tasks"] in f["summary"]
 
 
+def test_why_task_awaiting_an_orphaned_future(interp, start_program, tmp_path):
+    """A task suspended on a Future that nothing else refers to (gc's
+    referrers, as the program reports it) can never be woken: why says so,
+    names the task and its loop's thread, and makes it the verdict, since
+    nothing else in the program is stuck; tasks whose Future someone holds
+    get no such finding. The same from a core of the process."""
+    target = start_program(interp, "asyncio_tasks.py")
+    loops = target.report["extra"]["loops"]
+    orphans = {t["address"]: (t["name"], l["tid"]) for l in loops for t in l["tasks"] if t["orphan"]}
+    assert orphans, "the program made no orphaned Future"
+    live = why_json(target.pid)
+    for doc in (live, why_json("--core", core_of(interp, target, tmp_path))):
+        found = {f["task"]: f for f in doc["findings"]
+                 if f["kind"] == "never_notified" and f["task"] is not None}
+        assert set(found) == set(orphans), doc["findings"]
+        for address, (name, tid) in orphans.items():
+            f = found[address]
+            assert 'task "%s" awaits a Future' % name in f["summary"]
+            assert "nothing can ever complete it" in f["summary"]
+            assert [t["tid"] for t in f["threads"]] == [tid]
+        assert doc["verdict"] == "never_notified", doc["summary"]
+
+
 def test_why_idle_loops_not_blocked(interp, start_program):
     """Loops asleep in their selectors block nothing."""
     target = start_program(interp, "asyncio_tasks.py")
