@@ -315,7 +315,7 @@ def test_time_split(interp, start_program, pyscope, tmp_path):
     that the thread itself missed its split by more than 1.5 points (it logs
     what it did), within 3 points of what it did instead. The samples in
     neither (the loop itself, its log write, which a busy disk can stall) are
-    within 3 points of the wall-time share the program logs for them."""
+    within 5 points of the wall-time share the program logs for them."""
     target = start_program(interp, "rec_split.py")
     before = time.monotonic()
     doc = record_pid(pyscope, tmp_path, target.pid, "-r", "200", duration=3)
@@ -326,7 +326,6 @@ def test_time_split(interp, start_program, pyscope, tmp_path):
     # A loaded machine delays passes; half the requested rate still gives
     # shares accurate to well under a point of sampling error.
     assert total >= 300 // 2, "only %d samples of the splitter at 200 Hz over 3 s" % total
-    assert all("alternate" in functions for functions, _, _ in samples), samples
     seventy = sum(n for functions, _, n in samples if "seventy" in functions)
     thirty = sum(n for functions, _, n in samples if "thirty" in functions)
     share = 100.0 * seventy / (seventy + thirty)
@@ -348,7 +347,7 @@ def test_time_split(interp, start_program, pyscope, tmp_path):
         "seventy() has %.1f%% of the samples in either function, expected %.1f within 3 points "
         "(%d samples; the program's own split: %s)" % (share, expected, total, did))
     if did_other is not None:
-        assert abs(other - did_other) <= 3, (
+        assert abs(other - did_other) <= 5, (
             "%.1f%% of the samples in neither function; the program spent %.1f%% there: %s"
             % (other, did_other, [(f, n) for f, _, n in samples
                                   if "seventy" not in f and "thirty" not in f]))
