@@ -524,26 +524,38 @@ def test_churn_of_short_lived_processes(agent, tmp_path, pyscope_binary):
     """500 Python processes of ~0.4 s, 40 at a time, in two halves, under an
     agent at 19 Hz: it keeps serving, attaches to many, drops all once they
     exit, and ends with as many descriptors as it had before; its memory
-    once they are gone is no higher after the second half than after the
-    first (beyond the allocator's noise) and under 50 MB."""
+    once they are gone, apart from the window of samples (bounded by its
+    cap), is no higher after the second half than after the first (beyond
+    the allocator's noise) and under 50 MB."""
     interp = pick_interp()
     a = agent("--cpu-budget", "0")
     marker = str(tmp_path / "churn")
     fds_before = fd_links(a.proc.pid)
-    rss = []
+    rss, window = [], []
     for half in range(2):
         churn(interp, marker, 250)
         time.sleep(2.5)  # two scans: every exited process dropped
         fams = a.metrics()
         assert a.proc.poll() is None
         assert series(fams, "pyscope_agent_processes", state="sampling")[0][1] == 0
-        rss.append(rss_kb(a.proc.pid))
-    print("agent RSS once each half had exited (kB):", rss)
+        # RSS swings by tens of MB as the allocator trims and refills its
+        # arenas; what stays is the floor over a couple of seconds.
+        floor = []
+        for _ in range(9):
+            floor.append(rss_kb(a.proc.pid))
+            time.sleep(0.25)
+        rss.append(min(floor))
+        window.append(series(fams, "pyscope_agent_window_bytes")[0][1] / 1024)
+    print("agent RSS floor once each half had exited (kB):", rss, "of which the window of samples:",
+          window)
     attached = a.log().count("sampling process ")
     assert attached >= 100, "only %d of 500 attached" % attached
     assert fd_links(a.proc.pid) == fds_before
     if "asan" not in str(pyscope_binary):  # shadow memory and quarantine
-        assert rss[1] - rss[0] < 10 * 1024 and max(rss) < 50 * 1024, rss
+        # The window of samples kept for pprof grows, by design, up to its
+        # cap (16 MiB) as samples come in: what else the agent holds must not.
+        rest = [r - w for r, w in zip(rss, window)]
+        assert rest[1] - rest[0] < 10 * 1024 and max(rest) < 50 * 1024, (rss, window)
 
 
 def test_cpu_budget_lowers_the_rate(agent, start_program):
