@@ -298,7 +298,7 @@ def test_dump_right_after_exec_is_never_unsupported(interp, tmp_path):
     shell starts the programs, so that what runs before the exec is a shell."""
     driver = r"""
 for i in $(seq 15); do
-    sh -c 'exec "$0" -c "import time; time.sleep(0.5)"' "$1" &
+    sh -c 'exec "$0" -c "import time; time.sleep(30)"' "$1" &
     p=$!
     "$2" dump $p >/dev/null 2>"$3"
     echo "$? $(head -n 1 "$3")"
