@@ -71,7 +71,8 @@ def test_top_fits_a_small_terminal_with_101_threads(interp, start_program, tmp_p
         # it: wait for one whole frame of it.
         small = wait_for(pane, lambda ls: len(ls) >= 16 and ls[0].startswith("pyscope top")
                          and len(ls[0]) == 70 and ls[0].endswith("\u2026")
-                         and any(l.strip().startswith("%d idle threads: " % n_idle) for l in ls),
+                         and any(l.strip().startswith("%d idle threads: " % n_idle) for l in ls)
+                         and sum(1 for l in ls if l.split()[:1] and l.split()[0] in busy_tids) == 2,
                          timeout=10)
         assert all(len(l) <= 70 for l in small)
         assert small[15] == "", small
