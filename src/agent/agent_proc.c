@@ -102,8 +102,7 @@ static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     } else if (!s) {
         snprintf(p->reason, sizeof p->reason, "out of memory");
     } else if (sampler_open(s, p->pid, &a->profile, a->start_ns, &err) == 0) {
-        s->ring = &a->ring;
-        s->record_timeline = false;
+        s->sink = &a->ring.sink;
         /* As record at its usual rates: a second look at threads on CPU
          * without the GIL, and cached code objects checked every pass. */
         s->recheck_running = true;
