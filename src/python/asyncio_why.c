@@ -28,6 +28,13 @@ static const struct report_loop *same_loop(const struct report_tasks *tasks, uin
     return NULL;
 }
 
+static void append_thread(char *s, size_t size, const struct report_thread *t)
+{
+    text_append(s, size, "thread %d", (int)t->tid);
+    if (t->name[0])
+        text_append(s, size, " \"%s\"", t->name);
+}
+
 /* A new certain finding of kind about task, or NULL out of memory. */
 static struct why_finding *add_finding(struct why_report *why, enum why_verdict kind,
                                        uint64_t object, uint64_t task)
@@ -87,9 +94,8 @@ int asyncio_blocked_findings(const struct stack_report *first, const struct stac
         size_t others = loop->n_tasks + loop->n_hidden - 1;
         char *s = f->summary;
         size_t size = sizeof f->summary;
-        text_format(s, size, "the asyncio loop of thread %d", (int)t->tid);
-        if (t->name[0])
-            text_append(s, size, " \"%s\"", t->name);
+        text_format(s, size, "the asyncio loop of ");
+        append_thread(s, size, t);
         text_append(s, size, " has been inside one step of task \"%s\" for at least %d ms, not "
                              "in its selector, so its %zu other task%s cannot run",
                     task->name, interval_ms, others, others == 1 ? "" : "s");
@@ -221,13 +227,11 @@ int asyncio_asleep_findings(const struct stack_report *first, const struct stack
         const struct report_thread *t = &first->threads[th];
         char *s = f->summary;
         size_t size = sizeof f->summary;
-        text_format(s, size, "every task of the asyncio loop of thread %d", (int)t->tid);
-        if (t->name[0])
-            text_append(s, size, " \"%s\"", t->name);
+        text_format(s, size, "every task of the asyncio loop of ");
+        append_thread(s, size, t);
         text_append(s, size, " is suspended and nothing can resume one: the loop waits in its "
                              "selector with no timer, no callback ready, no I/O but its own wake-up "
-                             "socket and no other thread that could call it");
-        text_append(s, size, ":");
+                             "socket and no other thread that could call it:");
         for (size_t i = 0; i < loop->n_tasks && i < 4; i++)
             text_append(s, size, "%s task \"%s\" awaits %s", i ? ";" : "", loop->tasks[i].name,
                         loop->tasks[i].awaits);
