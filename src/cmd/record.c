@@ -45,9 +45,11 @@ static void record_usage(FILE *out)
             "\n"
             "  -p, --pid PID          sample this running process\n"
             "  -o, --output FILE      where to write the profile (default: pyscope-PID.EXT; - for stdout)\n"
-            "  -f, --format FORMAT    flamegraph (collapsed stacks, default), speedscope, chrome,\n"
-            "                         pprof (gzipped profile.proto), json, or html (a report\n"
-            "                         with a GIL timeline and a flame graph, one file)\n"
+            "  -f, --format FORMAT    flamegraph (collapsed stacks, default), svg (a flame graph,\n"
+            "                         py-spy's), speedscope, chrome, pprof (gzipped\n"
+            "                         profile.proto), json, or html (a report with a GIL\n"
+            "                         timeline and a flame graph, one file); without -f, the\n"
+            "                         extension of -o chooses: profile.svg, x.pb.gz, x.html\n"
             "  -r, --rate HZ          samples per second (default 100), or 'max'\n"
             "  -d, --duration SECS    stop after this many seconds\n"
             "  -i, --idle             keep samples of idle threads (blocked in a syscall)\n"
@@ -88,6 +90,7 @@ int cmd_record(int argc, char **argv)
     pid_t pid = 0;
     const char *output = NULL;
     const struct profile_format *format = profile_format_find("flamegraph");
+    bool format_given = false;
     struct session_options opts = {.rate_hz = 100, .record_timeline = true};
     struct profile_write_options wopts = {0};
     bool quiet = false;
@@ -103,6 +106,7 @@ int cmd_record(int argc, char **argv)
         case 'o': output = optarg; break;
         case 'f':
             format = profile_format_find(optarg);
+            format_given = true;
             if (!format) {
                 fprintf(stderr, "pyscope: unknown format '%s' (%s)\n", optarg,
                         profile_format_names());
@@ -130,6 +134,8 @@ int cmd_record(int argc, char **argv)
         default: record_usage(stderr); return 2;
         }
     }
+    if (output && !format_given && profile_format_for_path(output))
+        format = profile_format_for_path(output);
     if (!cli_check_program(argc, argv, optind))
         return 2;
     if (optind < argc)

@@ -61,7 +61,8 @@ static void run_usage(FILE *out)
             "                      when the program crashes, raises an uncaught exception\n"
             "                      (whose traceback is printed with each frame's locals),\n"
             "                      exits with a non-zero status or is killed by a signal\n"
-            "  -f, --format FORMAT chrome (default), %s\n"
+            "  -f, --format FORMAT chrome (default), %s;\n"
+            "                      without -f, the extension of -o chooses (x.svg, x.pb.gz)\n"
             "  -r, --rate HZ       samples per second (default 100)\n"
             "      --dump-on SIGNAL\n"
             "                      also write it whenever the program receives SIGNAL (e.g.\n"
@@ -587,6 +588,8 @@ int cmd_run(int argc, char **argv)
         default: run_usage(stderr); return PYSCOPE_ERR_USAGE;
         }
     }
+    if (output && !format_given && profile_format_for_path(output))
+        format = profile_format_for_path(output);
     if (optind >= argc) {
         run_usage(stderr);
         return PYSCOPE_ERR_USAGE;
