@@ -18,9 +18,9 @@
 #include "python/variables_report.h"
 #include "python/runtime.h"
 #include "target/core.h"
-#include "target/pause.h"
 #include "target/process.h"
 #include "target/signals.h"
+#include "target/tracer.h"
 #include "util/clock.h"
 
 #define MAX_LIB_PATHS 32
@@ -180,6 +180,7 @@ static int dump_live(pid_t pid, bool pause, const struct collect_request *req, b
 
     struct stack_report report = {0};
     struct py_runtime rt;
+    struct tracer tr = {0};
     int status = 0;
     if (py_runtime_find(t, &rt, &err) != 0)
         goto fail;
@@ -192,8 +193,11 @@ static int dump_live(pid_t pid, bool pause, const struct collect_request *req, b
      * finalizing) stays that way while it is stopped: let it run for a
      * moment and look again, as an unpaused read does by itself. */
     for (int attempt = 0;; attempt++) {
-        if (pause && process_pause(pid, &err) != 0)
+        if (pause && tracer_pause(&tr, pid, &err) != 0) {
+            if (err.status == PYSCOPE_ERR_NO_PROCESS)
+                error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the dump", (int)pid);
             goto fail;
+        }
         report.pid = pid;
         report.paused = pause;
         process_cmdline(pid, report.command, sizeof report.command);
@@ -201,7 +205,7 @@ static int dump_live(pid_t pid, bool pause, const struct collect_request *req, b
         snprintf(report.python_version, sizeof report.python_version, "%s", rt.version);
         rc = collect_report(t, &rt, req, &report, &err);
         if (pause)
-            process_resume();
+            tracer_release(&tr);
         if (rc == 0 || !pause || !report.no_interpreter || attempt == PAUSED_RETRIES ||
             process_gone(pid))
             break;
@@ -231,7 +235,7 @@ static int dump_live(pid_t pid, bool pause, const struct collect_request *req, b
     return 0;
 fail:
     if (pause)
-        process_resume();
+        tracer_release(&tr);
     if (err.status != PYSCOPE_ERR_EXITED && err.status != PYSCOPE_ERR_NO_PROCESS &&
         process_gone_soon(pid))
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the dump", (int)pid);

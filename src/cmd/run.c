@@ -27,9 +27,8 @@
 #include "target/hwbreak.h"
 #include "target/process.h"
 #include "target/signals.h"
+#include "target/tracer.h"
 #include "util/outfile.h"
-
-#define MAX_TRACED 8192
 
 static pid_t child_pid;
 static volatile sig_atomic_t forwarded_signal;
@@ -85,90 +84,17 @@ static void forward_signal(int sig, siginfo_t *info, void *ctx)
     }
 }
 
-struct traced {
-    pid_t tids[MAX_TRACED];
-    bool armed[MAX_TRACED];   /* it has the exception breakpoints (or could not get them) */
-    int events[MAX_TRACED][HWBREAK_MAX];   /* ... as perf events: their descriptors */
-    int n_events[MAX_TRACED];
-    int n;
-};
-
-static int traced_find(const struct traced *tr, pid_t tid)
-{
-    for (int i = 0; i < tr->n; i++)
-        if (tr->tids[i] == tid)
-            return i;
-    return -1;
-}
-
-static void traced_add(struct traced *tr, pid_t tid)
-{
-    if (traced_find(tr, tid) >= 0 || tr->n >= MAX_TRACED)
-        return;
-    tr->armed[tr->n] = false;
-    tr->n_events[tr->n] = 0;
-    tr->tids[tr->n++] = tid;
-}
-
-static void traced_close_events(struct traced *tr, int i)
-{
-    while (tr->n_events[i] > 0)
-        close(tr->events[i][--tr->n_events[i]]);
-}
-
-static void traced_remove(struct traced *tr, pid_t tid)
-{
-    int i = traced_find(tr, tid);
-    if (i < 0)
-        return;
-    traced_close_events(tr, i);
-    tr->n--;
-    tr->tids[i] = tr->tids[tr->n];
-    tr->armed[i] = tr->armed[tr->n];
-    tr->n_events[i] = tr->n_events[tr->n];
-    memcpy(tr->events[i], tr->events[tr->n], sizeof tr->events[i]);
-}
-
-/* Stops every traced thread except the crashing one (already stopped),
- * waiting for each stop; events of other kinds seen meanwhile are noted. */
-static void stop_others(struct traced *tr, pid_t crashing)
-{
-    for (int i = 0; i < tr->n; i++)
-        if (tr->tids[i] != crashing)
-            ptrace(PTRACE_INTERRUPT, tr->tids[i], NULL, NULL);
-    for (int i = 0; i < tr->n; i++) {
-        pid_t tid = tr->tids[i];
-        if (tid == crashing)
-            continue;
-        for (int tries = 0; tries < 2000; tries++) {
-            int status;
-            pid_t got = waitpid(tid, &status, __WALL | WNOHANG);
-            if (got == tid) {
-                if (WIFEXITED(status) || WIFSIGNALED(status)) {
-                    traced_remove(tr, tid);
-                    i--;
-                }
-                break;
-            }
-            if (got < 0 && errno != EINTR) {
-                traced_remove(tr, tid);
-                i--;
-                break;
-            }
-            struct timespec ts = {0, 500000};
-            nanosleep(&ts, NULL);
-        }
-    }
-}
-
-static void report_crash(struct traced *tr, pid_t crashing, int sig, const char *core_dir,
+/* Every thread is stopped for the report (the crashing one is already);
+ * a thread that stops for another reason meanwhile keeps that event for
+ * the event loop. */
+static void report_crash(struct tracer *tr, pid_t crashing, int sig, const char *core_dir,
                          const char *output, bool json, bool native)
 {
     siginfo_t info;
     memset(&info, 0, sizeof info);
     if (ptrace(PTRACE_GETSIGINFO, crashing, NULL, &info) != 0)
         info.si_signo = sig;
-    stop_others(tr, crashing);
+    tracer_stop_all(tr);
 
     FILE *out = stderr;
     struct outfile file;
@@ -222,8 +148,8 @@ static void report_crash(struct traced *tr, pid_t crashing, int sig, const char 
             int n = 0;
             order[n++] = crashing;
             for (int i = 0; i < tr->n; i++)
-                if (tr->tids[i] != crashing)
-                    order[n++] = tr->tids[i];
+                if (tr->threads[i].tid != crashing)
+                    order[n++] = tr->threads[i].tid;
             memset(&err, 0, sizeof err);
             if (core_write(t, order, n, &info, path, &err) == 0)
                 fprintf(stderr, "pyscope: core written to %s\n", path);
@@ -238,43 +164,18 @@ done:
     if (to_file && outfile_close(&file, &err) != 0)
         error_report(&err);
     /* Let the others go; the signal then ends the process as it would have. */
-    for (int i = 0; i < tr->n; i++)
-        if (tr->tids[i] != crashing)
-            ptrace(PTRACE_CONT, tr->tids[i], NULL, NULL);
-}
-
-static int start_child(char **argv, const sigset_t *child_mask)
-{
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "pyscope: fork: %s\n", strerror(errno));
-        return -1;
-    }
-    if (pid == 0) {
-        sigprocmask(SIG_SETMASK, child_mask, NULL);
-        /* Wait for the tracer to attach before running anything. */
-        raise(SIGSTOP);
-        execvp(argv[0], argv);
-        fprintf(stderr, "pyscope: cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    int status;
-    if (waitpid(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) {
-        fprintf(stderr, "pyscope: the program did not start\n");
-        return -1;
-    }
-    long options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC;
-    if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)options) != 0) {
-        fprintf(stderr, "pyscope: cannot trace the program: %s\n", strerror(errno));
-        kill(pid, SIGKILL);
-        return -1;
-    }
-    child_pid = pid;
-    kill(pid, SIGCONT);
-    return 0;
+    tracer_resume_all(tr, crashing);
 }
 
 /* ---- the flight recorder (--record-last) ---- */
+
+/* The exception breakpoints of one thread. */
+struct armed_thread {
+    pid_t tid;
+    bool armed;                  /* it has them (or could not get them) */
+    int events[HWBREAK_MAX];     /* ... as perf events: their descriptors */
+    int n_events;
+};
 
 struct recorder {
     struct flight flight;
@@ -288,7 +189,44 @@ struct recorder {
     bool arming;                 /* addresses known: arm each thread at its next stop */
     bool arm_failed_said;
     bool ptrace_said;            /* said that perf events were refused */
+    struct armed_thread *threads;   /* PROCESS_MAX_THREADS */
+    int n_threads;
 };
+
+static struct armed_thread *armed_find(struct recorder *rec, pid_t tid)
+{
+    for (int i = 0; i < rec->n_threads; i++)
+        if (rec->threads[i].tid == tid)
+            return &rec->threads[i];
+    return NULL;
+}
+
+static struct armed_thread *armed_get(struct recorder *rec, pid_t tid)
+{
+    struct armed_thread *at = armed_find(rec, tid);
+    if (at || rec->n_threads >= PROCESS_MAX_THREADS)
+        return at;
+    at = &rec->threads[rec->n_threads++];
+    *at = (struct armed_thread){.tid = tid};
+    return at;
+}
+
+static void armed_close_events(struct armed_thread *at)
+{
+    while (at->n_events > 0)
+        close(at->events[--at->n_events]);
+}
+
+/* The tracer's on_gone: a thread that exited takes its events along. */
+static void armed_gone(void *ctx, pid_t tid)
+{
+    struct recorder *rec = ctx;
+    struct armed_thread *at = armed_find(rec, tid);
+    if (!at)
+        return;
+    armed_close_events(at);
+    *at = rec->threads[--rec->n_threads];
+}
 
 /* The entries of the interpreter's uncaught-exception printer, outermost
  * first. Which one a build reaches depends on inlining: pyenv's builds call
@@ -313,7 +251,7 @@ static int printer_entries(struct py_runtime *rt, uint64_t *addrs)
 
 /* The runtime was just found: from now on every thread gets the
  * breakpoints at its next ptrace stop; those running are asked to stop. */
-static void recorder_attached(struct recorder *rec, struct traced *tr)
+static void recorder_attached(struct recorder *rec, struct tracer *tr)
 {
     struct py_runtime *rt = flight_runtime(&rec->flight);
     rec->n_breakpoints = rt ? printer_entries(rt, rec->breakpoints) : 0;
@@ -324,21 +262,23 @@ static void recorder_attached(struct recorder *rec, struct traced *tr)
         return;
     }
     rec->arming = true;
-    for (int i = 0; i < tr->n; i++)
-        if (!tr->armed[i])
-            ptrace(PTRACE_INTERRUPT, tr->tids[i], NULL, NULL);
+    for (int i = 0; i < tr->n; i++) {
+        struct armed_thread *at = armed_find(rec, tr->threads[i].tid);
+        if (!at || !at->armed)
+            tracer_interrupt(tr, tr->threads[i].tid);
+    }
 }
 
 /* Perf events when the kernel allows them: they go when pyscope goes,
  * even by SIGKILL. The debug registers otherwise, which would stay armed
  * in the program after a SIGKILL of pyscope. */
-static bool arm_with_events(struct recorder *rec, struct traced *tr, int i)
+static bool arm_with_events(struct recorder *rec, struct armed_thread *at)
 {
     for (int b = 0; b < rec->n_breakpoints; b++) {
-        int fd = hwbreak_open(tr->tids[i], rec->breakpoints[b]);
+        int fd = hwbreak_open(at->tid, rec->breakpoints[b]);
         if (fd < 0) {
             int why = errno;
-            traced_close_events(tr, i);
+            armed_close_events(at);
             if (!rec->ptrace_said) {
                 rec->ptrace_said = true;
                 fprintf(stderr, "pyscope: note: perf_event_open refused a breakpoint (%s): using "
@@ -347,18 +287,18 @@ static bool arm_with_events(struct recorder *rec, struct traced *tr, int i)
             }
             return false;
         }
-        tr->events[i][tr->n_events[i]++] = fd;
+        at->events[at->n_events++] = fd;
     }
     return true;
 }
 
-static void arm_thread(struct recorder *rec, struct traced *tr, pid_t tid)
+static void arm_thread(struct recorder *rec, pid_t tid)
 {
-    int i = traced_find(tr, tid);
-    if (!rec->arming || i < 0 || tr->armed[i])
+    struct armed_thread *at = rec->arming ? armed_get(rec, tid) : NULL;
+    if (!at || at->armed)
         return;
-    tr->armed[i] = true;
-    if (arm_with_events(rec, tr, i))
+    at->armed = true;
+    if (arm_with_events(rec, at))
         return;
     if (hwbreak_arm(tid, rec->breakpoints, rec->n_breakpoints) != 0 && !rec->arm_failed_said) {
         rec->arm_failed_said = true;
@@ -368,14 +308,14 @@ static void arm_thread(struct recorder *rec, struct traced *tr, pid_t tid)
     }
 }
 
-static void recorder_exec(struct recorder *rec, struct traced *tr)
+static void recorder_exec(struct recorder *rec)
 {
     /* A new program image: new addresses, and exec cleared the registers. */
     rec->arming = false;
     rec->n_breakpoints = 0;
-    for (int i = 0; i < tr->n; i++) {
-        tr->armed[i] = false;
-        traced_close_events(tr, i);
+    for (int i = 0; i < rec->n_threads; i++) {
+        rec->threads[i].armed = false;
+        armed_close_events(&rec->threads[i]);
     }
     flight_watch(&rec->flight, child_pid);
 }
@@ -407,12 +347,12 @@ static void record_traceback(struct recorder *rec, const struct py_uncaught *u)
 }
 
 /* tid stopped at the entry of the exception printer. */
-static void on_breakpoint(struct recorder *rec, struct traced *tr, pid_t tid)
+static void on_breakpoint(struct recorder *rec, pid_t tid)
 {
     /* One stop per thread is enough; the resume flag covers a failed disarm. */
-    int i = traced_find(tr, tid);
-    if (i >= 0 && tr->n_events[i] > 0) {
-        traced_close_events(tr, i);
+    struct armed_thread *at = armed_find(rec, tid);
+    if (at && at->n_events > 0) {
+        armed_close_events(at);
     } else {
         hwbreak_which(tid);
         hwbreak_disarm(tid);
@@ -469,7 +409,7 @@ static void on_exit_status(struct recorder *rec, int status)
 
 /* waitpid for any traced thread, taking the recorder's passes while there
  * is no event: SIGCHLD (blocked, so it stays pending) ends each wait. */
-static pid_t wait_sampling(struct recorder *rec, struct traced *tr, int *status)
+static pid_t wait_sampling(struct recorder *rec, struct tracer *tr, int *status)
 {
     sigset_t chld;
     sigemptyset(&chld);
@@ -481,7 +421,7 @@ static pid_t wait_sampling(struct recorder *rec, struct traced *tr, int *status)
                 recorder_attached(rec, tr);
             continue;
         }
-        pid_t got = waitpid(-1, status, __WALL | WNOHANG);
+        pid_t got = tracer_poll(tr, status);
         if (got != 0)
             return got;
         uint64_t wait_ns = deadline - now;
@@ -635,8 +575,12 @@ int cmd_run(int argc, char **argv)
     if (recording) {
         rec = calloc(1, sizeof *rec);
         struct flight_options fo = {.window_ns = window_ns, .rate_hz = rate_hz};
-        if (!rec || flight_init(&rec->flight, &fo) != 0) {
+        if (rec)
+            rec->threads = calloc(PROCESS_MAX_THREADS, sizeof *rec->threads);
+        if (!rec || !rec->threads || flight_init(&rec->flight, &fo) != 0) {
             fprintf(stderr, "pyscope: out of memory\n");
+            if (rec)
+                free(rec->threads);
             free(rec);
             return PYSCOPE_ERR_OTHER;
         }
@@ -650,12 +594,22 @@ int cmd_run(int argc, char **argv)
     sigaddset(&chld, SIGCHLD);
     sigprocmask(recording ? SIG_BLOCK : SIG_SETMASK, recording ? &chld : NULL, &old_mask);
     /* The terminal's Ctrl-C is for the program: it decides what to do. */
-    if (start_child(argv + optind, &old_mask) != 0) {
+    struct tracer tr;
+    struct pyscope_error err = {0};
+    if (tracer_spawn(&tr, argv + optind, &old_mask, PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC,
+                     &err) != 0) {
+        error_report(&err);
         if (rec) {
             flight_free(&rec->flight);
+            free(rec->threads);
             free(rec);
         }
         return PYSCOPE_ERR_OTHER;
+    }
+    child_pid = tr.pid;
+    if (rec) {
+        tr.on_gone = armed_gone;
+        tr.gone_ctx = rec;
     }
     if (rec) {
         if (output)
@@ -666,24 +620,17 @@ int cmd_run(int argc, char **argv)
         flight_watch(&rec->flight, child_pid);
     }
 
-    struct traced *tr = calloc(1, sizeof *tr);
-    if (!tr) {
-        kill(child_pid, SIGKILL);
-        return PYSCOPE_ERR_OTHER;
-    }
-    traced_add(tr, child_pid);
     bool reported = false;
     int exit_status = PYSCOPE_ERR_OTHER;
     for (;;) {
         int status;
-        pid_t tid = rec ? wait_sampling(rec, tr, &status) : waitpid(-1, &status, __WALL);
+        pid_t tid = rec ? wait_sampling(rec, &tr, &status) : tracer_wait(&tr, &status);
         if (tid < 0) {
             if (errno == EINTR)
                 continue;
             break;
         }
         if (WIFEXITED(status) || WIFSIGNALED(status)) {
-            traced_remove(tr, tid);
             if (tid == child_pid) {
                 exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
                 if (rec)
@@ -694,38 +641,31 @@ int cmd_run(int argc, char **argv)
         }
         if (!WIFSTOPPED(status))
             continue;
-        traced_add(tr, tid);
         int sig = WSTOPSIG(status);
         int event = status >> 16;
-        if (event == PTRACE_EVENT_CLONE) {
-            unsigned long new_tid = 0;
-            if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &new_tid) == 0)
-                traced_add(tr, (pid_t)new_tid);
-            ptrace(PTRACE_CONT, tid, NULL, NULL);
-            continue;
-        }
         if (event == PTRACE_EVENT_STOP) {
             /* New threads, and those interrupted to be armed, stop here. */
             if (rec)
-                arm_thread(rec, tr, tid);
+                arm_thread(rec, tid);
             /* A group stop (SIGSTOP, Ctrl-Z) must stay a stop: listen
              * instead of resuming. Other event stops just continue. */
-            if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU)
-                ptrace(PTRACE_LISTEN, tid, NULL, NULL);
+            if (tracer_is_group_stop(status))
+                tracer_listen(&tr, tid);
             else
-                ptrace(PTRACE_CONT, tid, NULL, NULL);
+                tracer_cont(&tr, tid, 0);
             continue;
         }
         if (event == PTRACE_EVENT_EXEC && rec)
-            recorder_exec(rec, tr);
+            recorder_exec(rec);
+        /* The tracer has noted a new thread (PTRACE_EVENT_CLONE). */
         if (event != 0) {
-            ptrace(PTRACE_CONT, tid, NULL, NULL);
+            tracer_cont(&tr, tid, 0);
             continue;
         }
         /* A signal for the program. */
         if (rec && sig == SIGTRAP && is_breakpoint_stop(tid)) {
-            on_breakpoint(rec, tr, tid);
-            ptrace(PTRACE_CONT, tid, NULL, NULL);
+            on_breakpoint(rec, tid);
+            tracer_cont(&tr, tid, 0);
             continue;
         }
         if (rec && sig == rec->dump_signal) {
@@ -734,7 +674,7 @@ int cmd_run(int argc, char **argv)
             char what[64], name[32];
             snprintf(what, sizeof what, "%s", signal_name(sig, name, sizeof name));
             recorder_write(rec, flight_now(&rec->flight), what, false);
-            ptrace(PTRACE_CONT, tid, NULL, NULL);
+            tracer_cont(&tr, tid, 0);
             continue;
         }
         if (signal_is_crash(sig) && !reported) {
@@ -745,7 +685,7 @@ int cmd_run(int argc, char **argv)
                 flight_pass_now(&rec->flight);
                 end = flight_now(&rec->flight);
             }
-            report_crash(tr, tid, sig, core_dir, report_path, json, native);
+            report_crash(&tr, tid, sig, core_dir, report_path, json, native);
             if (record) {
                 char what[96], name[32];
                 snprintf(what, sizeof what, "the %s in thread %d",
@@ -753,11 +693,16 @@ int cmd_run(int argc, char **argv)
                 recorder_write(rec, end, what, true);
             }
         }
-        ptrace(PTRACE_CONT, tid, NULL, (void *)(long)sig);
+        tracer_cont(&tr, tid, sig);
     }
-    free(tr);
+    /* What is left went with the program (tracer_wait's ECHILD). */
+    tr.on_gone = NULL;
+    tracer_free(&tr);
     if (rec) {
+        for (int i = 0; i < rec->n_threads; i++)
+            armed_close_events(&rec->threads[i]);
         flight_free(&rec->flight);
+        free(rec->threads);
         free(rec);
     }
     return exit_status;

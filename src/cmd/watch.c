@@ -855,7 +855,7 @@ static int start_watching(struct watch_session *s, pid_t pid, char **argv)
     long options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEFORK |
                    PTRACE_O_TRACEVFORK;
     if (argv) {
-        if (tracer_spawn(&s->tr, argv, options, &err) != 0)
+        if (tracer_spawn(&s->tr, argv, NULL, options, &err) != 0)
             return error_report(&err);
         s->awaiting_exec = true;
         choose_mechanism(s);

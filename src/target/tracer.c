@@ -1,6 +1,8 @@
 /* The ptrace bookkeeping of a traced process: which threads exist, which are
  * stopped, and which stopped with an event nobody has handled yet, so that
- * stopping everything for a look never loses a breakpoint hit or a signal. */
+ * stopping everything for a look never loses a breakpoint hit or a signal.
+ * Every thread it holds is recorded with target/cleanup.c, which lets them
+ * go on every way out of pyscope. */
 #include "target/tracer.h"
 
 #include <errno.h>
@@ -69,6 +71,8 @@ void tracer_remove(struct tracer *tr, pid_t tid)
         if (tr->threads[i].tid == tid) {
             tr->threads[i] = tr->threads[--tr->n];
             cleanup_thread_released(tid);
+            if (tr->on_gone)
+                tr->on_gone(tr->gone_ctx, tid);
             return;
         }
     }
@@ -225,6 +229,12 @@ int tracer_listen(struct tracer *tr, pid_t tid)
     return (int)ptrace(PTRACE_LISTEN, tid, NULL, NULL);
 }
 
+int tracer_interrupt(struct tracer *tr, pid_t tid)
+{
+    (void)tr;
+    return (int)ptrace(PTRACE_INTERRUPT, tid, NULL, NULL);
+}
+
 void tracer_stop_all(struct tracer *tr)
 {
     /* New threads can appear while we wait (a clone event of a thread we
@@ -350,14 +360,19 @@ void tracer_detach_all(struct tracer *tr, bool leave_stopped)
 
 void tracer_free(struct tracer *tr)
 {
+    /* Threads still in the table are gone with their process. */
+    for (int i = 0; i < tr->n; i++)
+        cleanup_thread_released(tr->threads[i].tid);
     free(tr->threads);
     tr->threads = NULL;
     tr->n = 0;
 }
 
-int tracer_spawn(struct tracer *tr, char *const *argv, long options, struct pyscope_error *err)
+int tracer_spawn(struct tracer *tr, char *const *argv, const sigset_t *child_mask, long options,
+                 struct pyscope_error *err)
 {
     memset(tr, 0, sizeof *tr);
+    cleanup_install();
     pid_t pid = fork();
     if (pid < 0) {
         error_set(err, PYSCOPE_ERR_OTHER, "fork: %s", strerror(errno));
@@ -366,7 +381,7 @@ int tracer_spawn(struct tracer *tr, char *const *argv, long options, struct pysc
     if (pid == 0) {
         sigset_t none;
         sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+        sigprocmask(SIG_SETMASK, child_mask ? child_mask : &none, NULL);
         /* Wait for the tracer to attach before running anything. */
         raise(SIGSTOP);
         execvp(argv[0], argv);
@@ -396,11 +411,60 @@ int tracer_spawn(struct tracer *tr, char *const *argv, long options, struct pysc
     return 0;
 }
 
+/* Is tid traced by pyscope already (a thread a seized one started, which
+ * TRACECLONE attached before its clone event was waited for)? */
+static bool traced_by_us(pid_t pid, pid_t tid)
+{
+    char state;
+    pid_t tracer = 0;
+    return process_thread_stopped(pid, tid, &state, &tracer) == 0 && tracer == getpid();
+}
+
+/* Seizes the threads of pid not in the table yet. The number seized, or -1
+ * with err set (NO_PROCESS when the process is gone before any was). */
+static int seize_new(struct tracer *tr, pid_t *tids, const char *verb, struct pyscope_error *err)
+{
+    int n = process_list_tids(tr->pid, tids, TRACER_MAX_THREADS);
+    if (n <= 0) {
+        if (tr->n == 0) {
+            error_set(err, PYSCOPE_ERR_NO_PROCESS, "no process %d", (int)tr->pid);
+            return -1;
+        }
+        return 0;
+    }
+    int added = 0;
+    for (int i = 0; i < n; i++) {
+        if (tracer_thread(tr, tids[i]))
+            continue;
+        if (ptrace(PTRACE_SEIZE, tids[i], NULL, (void *)tr->options) != 0) {
+            if (errno == ESRCH)
+                continue;
+            if (errno == EPERM && traced_by_us(tr->pid, tids[i])) {
+                if (tracer_add(tr, tids[i]))
+                    added++;
+                continue;
+            }
+            error_set(err, errno == EPERM ? PYSCOPE_ERR_PERMISSION : PYSCOPE_ERR_OTHER,
+                      "cannot %s thread %d of process %d: %s%s", verb, (int)tids[i],
+                      (int)tr->pid, strerror(errno),
+                      errno == EPERM ? " (is a debugger attached?)" : "");
+            return -1;
+        }
+        if (!tracer_add(tr, tids[i])) {
+            ptrace(PTRACE_DETACH, tids[i], NULL, NULL);   /* the table is full */
+            break;
+        }
+        added++;
+    }
+    return added;
+}
+
 int tracer_attach(struct tracer *tr, pid_t pid, long options, struct pyscope_error *err)
 {
     memset(tr, 0, sizeof *tr);
     tr->pid = pid;
     tr->options = options;
+    cleanup_install();
     pid_t *tids = malloc(sizeof *tids * TRACER_MAX_THREADS);
     if (!tids) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
@@ -409,36 +473,53 @@ int tracer_attach(struct tracer *tr, pid_t pid, long options, struct pyscope_err
     /* Threads may start while we seize: repeat until a pass finds none new
      * (a thread started by a seized one is attached by TRACECLONE). */
     for (int round = 0; round < 8; round++) {
-        int n = process_list_tids(pid, tids, TRACER_MAX_THREADS);
-        if (n <= 0) {
-            if (tr->n == 0) {
-                error_set(err, PYSCOPE_ERR_NO_PROCESS, "no process %d", (int)pid);
-                free(tids);
-                return -1;
-            }
-            break;
-        }
-        int added = 0;
-        for (int i = 0; i < n; i++) {
-            if (tracer_thread(tr, tids[i]))
-                continue;
-            if (ptrace(PTRACE_SEIZE, tids[i], NULL, (void *)options) != 0) {
-                if (errno == ESRCH)
-                    continue;
-                error_set(err, errno == EPERM ? PYSCOPE_ERR_PERMISSION : PYSCOPE_ERR_OTHER,
-                          "cannot trace thread %d of process %d: %s%s", (int)tids[i], (int)pid,
-                          strerror(errno), errno == EPERM ? " (is a debugger attached?)" : "");
-                tracer_detach_all(tr, false);
-                free(tids);
-                return -1;
-            }
-            if (!tracer_add(tr, tids[i]))
-                break;
-            added++;
+        int added = seize_new(tr, tids, "trace", err);
+        if (added < 0) {
+            tracer_detach_all(tr, false);
+            free(tids);
+            return -1;
         }
         if (added == 0)
             break;
     }
     free(tids);
     return 0;
+}
+
+int tracer_pause(struct tracer *tr, pid_t pid, struct pyscope_error *err)
+{
+    memset(tr, 0, sizeof *tr);
+    tr->pid = pid;
+    cleanup_install();
+    static bool at_exit;
+    if (!at_exit && atexit(cleanup_run) == 0)
+        at_exit = true;
+    pid_t *tids = malloc(sizeof *tids * TRACER_MAX_THREADS);
+    if (!tids) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        return -1;
+    }
+    /* Without TRACECLONE (a snapshot follows no thread): the threads are
+     * stopped as they are seized, and the list is read again until a pass
+     * finds none new, which stopped threads can no longer start. */
+    for (int round = 0; round < 8; round++) {
+        int added = seize_new(tr, tids, "pause", err);
+        if (added < 0) {
+            tracer_release(tr);
+            free(tids);
+            return -1;
+        }
+        if (added == 0)
+            break;
+        tracer_stop_all(tr);
+    }
+    free(tids);
+    return 0;
+}
+
+void tracer_release(struct tracer *tr)
+{
+    if (tr->n > 0)
+        tracer_detach_all(tr, false);
+    tracer_free(tr);
 }
