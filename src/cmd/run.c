@@ -1,6 +1,5 @@
 /* pyscope run [options] -- PROGRAM: the command line; the engine is src/run/. */
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -9,49 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cmd/cli.h"
 #include "cmd/commands.h"
 #include "output/profile_formats.h"
 #include "run/run.h"
 #include "target/signals.h"
 #include "util/error.h"
 #include "util/outfile.h"
-
-static void run_usage(FILE *out)
-{
-    fprintf(out,
-            "usage: pyscope run [options] -- PROGRAM [ARGS...]\n"
-            "\n"
-            "Runs PROGRAM (e.g. python app.py) and watches it with ptrace. It runs at full\n"
-            "speed and is stopped only when a signal arrives for it. If it receives\n"
-            "SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGABRT, pyscope prints the stacks of\n"
-            "every thread (C and Python frames, and the crashing thread's locals) before\n"
-            "the signal takes effect. pyscope exits with the program's status (128+N when\n"
-            "a signal N killed it). Ctrl-C and other signals reach the program as usual.\n"
-            "\n"
-            "      --core-dir DIR  also write a core file DIR/core.PID at the crash\n"
-            "                      (read it with: pyscope dump --core DIR/core.PID)\n"
-            "  -o, --output FILE   write the crash report to FILE instead of stderr\n"
-            "                      (with --record-last: where the recording goes)\n"
-            "      --report FILE   write the crash report to FILE\n"
-            "  -j, --json          write the crash report as JSON (docs/json.md)\n"
-            "      --no-native     leave out the C frames\n"
-            "\n"
-            "Flight recorder (docs/flight.md):\n"
-            "      --record-last DURATION\n"
-            "                      keep sampling every thread's stack and GIL state, keep\n"
-            "                      the last DURATION (e.g. 30s, 500ms, 2m), and write it\n"
-            "                      when the program crashes, raises an uncaught exception\n"
-            "                      (whose traceback is printed with each frame's locals),\n"
-            "                      exits with a non-zero status or is killed by a signal\n"
-            "  -f, --format FORMAT chrome (default), %s\n"
-            "  -r, --rate HZ       samples per second (default 100)\n"
-            "      --dump-on SIGNAL\n"
-            "                      also write it whenever the program receives SIGNAL (e.g.\n"
-            "                      SIGUSR2, sent to the program or to pyscope); the program\n"
-            "                      does not see that signal\n"
-            "  -h, --help          this help\n",
-            profile_format_names());
-}
 
 /* "30s", "500ms", "2m", "1.5" (seconds); 0 when not a positive duration. */
 static uint64_t parse_duration(const char *text)
@@ -73,79 +36,85 @@ static uint64_t parse_duration(const char *text)
     return (uint64_t)ns;
 }
 
+static int take_window(const char *arg, void *value)
+{
+    if (!(*(uint64_t *)value = parse_duration(arg))) {
+        fprintf(stderr, "pyscope: --record-last takes a duration such as 30s, 500ms or 2m\n");
+        return PYSCOPE_ERR_USAGE;
+    }
+    return 0;
+}
+
+static int take_dump_signal(const char *arg, void *value)
+{
+    int sig = signal_from_name(arg);
+    if (!sig || sig == SIGKILL || sig == SIGSTOP || sig == SIGTRAP || sig == SIGCHLD ||
+        signal_is_crash(sig)) {
+        fprintf(stderr, "pyscope: --dump-on takes a signal the program can be sent without "
+                        "harm, e.g. SIGUSR2\n");
+        return PYSCOPE_ERR_USAGE;
+    }
+    *(int *)value = sig;
+    return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"core-dir", required_argument, NULL, 'c'},
-        {"output", required_argument, NULL, 'o'},
-        {"report", required_argument, NULL, 'R'},
-        {"json", no_argument, NULL, 'j'},
-        {"no-native", no_argument, NULL, 'N'},
-        {"record-last", required_argument, NULL, 'L'},
-        {"format", required_argument, NULL, 'f'},
-        {"rate", required_argument, NULL, 'r'},
-        {"dump-on", required_argument, NULL, 'D'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *core_dir = NULL, *output = NULL, *report_path = NULL;
+    const char *core_dir = NULL, *output = NULL, *report_path = NULL, *format_name = "chrome";
     bool json = false, native = true;
     uint64_t window_ns = 0;
     double rate_hz = 100;
-    const struct profile_format *format = profile_format_find("chrome");
     int dump_signal = 0;
     bool format_given = false, rate_given = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+o:jf:r:h", longopts, NULL)) != -1) {
-        char *end;
-        switch (c) {
-        case 'c': core_dir = optarg; break;
-        case 'o': output = optarg; break;
-        case 'R': report_path = optarg; break;
-        case 'j': json = true; break;
-        case 'N': native = false; break;
-        case 'L':
-            window_ns = parse_duration(optarg);
-            if (!window_ns) {
-                fprintf(stderr, "pyscope: --record-last takes a duration such as 30s, 500ms or "
-                                "2m\n");
-                return PYSCOPE_ERR_USAGE;
-            }
-            break;
-        case 'f':
-            format = profile_format_find(optarg);
-            if (!format) {
-                fprintf(stderr, "pyscope: unknown format '%s' (%s)\n", optarg,
-                        profile_format_names());
-                return PYSCOPE_ERR_USAGE;
-            }
-            format_given = true;
-            break;
-        case 'r':
-            rate_hz = strtod(optarg, &end);
-            if (*end || !(rate_hz >= 1 && rate_hz <= 10000)) {
-                fprintf(stderr, "pyscope: --rate takes a number of samples per second, 1 to "
-                                "10000\n");
-                return PYSCOPE_ERR_USAGE;
-            }
-            rate_given = true;
-            break;
-        case 'D':
-            dump_signal = signal_from_name(optarg);
-            if (!dump_signal || dump_signal == SIGKILL || dump_signal == SIGSTOP ||
-                dump_signal == SIGTRAP || dump_signal == SIGCHLD || signal_is_crash(dump_signal)) {
-                fprintf(stderr, "pyscope: --dump-on takes a signal the program can be sent "
-                                "without harm, e.g. SIGUSR2\n");
-                return PYSCOPE_ERR_USAGE;
-            }
-            break;
-        case 'h': run_usage(stdout); return 0;
-        default: run_usage(stderr); return PYSCOPE_ERR_USAGE;
-        }
-    }
+    const struct cli_option options[] = {
+        CLI_OPT(0, "core-dir", "DIR", "also write a core file DIR/core.PID at the crash\n"
+                "(read it with: pyscope dump --core DIR/core.PID)", CLI_STRING, &core_dir),
+        CLI_OPT('o', "output", "FILE", "write the crash report to FILE instead of stderr\n"
+                "(with --record-last: where the recording goes)", CLI_STRING, &output),
+        CLI_OPT(0, "report", "FILE", "write the crash report to FILE", CLI_STRING, &report_path),
+        CLI_OPT('j', "json", NULL, "write the crash report as JSON (docs/json.md)", CLI_FLAG,
+                &json),
+        CLI_OPT(0, "no-native", NULL, "leave out the C frames", CLI_CLEAR, &native),
+        CLI_LINE("\nFlight recorder (docs/flight.md):"),
+        CLI_OPT(0, "record-last", "DURATION",
+                "keep sampling every thread's stack and GIL state, keep\n"
+                "the last DURATION (e.g. 30s, 500ms, 2m), and write it\n"
+                "when the program crashes, raises an uncaught exception\n"
+                "(whose traceback is printed with each frame's locals),\n"
+                "exits with a non-zero status or is killed by a signal", CLI_CALL, &window_ns,
+                .call = take_window),
+        CLI_OPT('f', "format", "FORMAT", "chrome (default), %s", CLI_CALL, &format_name,
+                .call = cli_take_format, .given = &format_given,
+                .help_value = profile_format_names),
+        CLI_OPT('r', "rate", "HZ", "samples per second (default 100)", CLI_RATE, &rate_hz,
+                .given = &rate_given),
+        CLI_OPT(0, "dump-on", "SIGNAL",
+                "also write it whenever the program receives SIGNAL (e.g.\n"
+                "SIGUSR2, sent to the program or to pyscope); the program\n"
+                "does not see that signal", CLI_CALL, &dump_signal, .call = take_dump_signal),
+        CLI_HELP_OPTION,
+        {0},
+    };
+    const struct cli_command cmd = {
+        .usage = "usage: pyscope run [options] -- PROGRAM [ARGS...]\n"
+                 "\n"
+                 "Runs PROGRAM (e.g. python app.py) and watches it with ptrace. It runs at full\n"
+                 "speed and is stopped only when a signal arrives for it. If it receives\n"
+                 "SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGABRT, pyscope prints the stacks of\n"
+                 "every thread (C and Python frames, and the crashing thread's locals) before\n"
+                 "the signal takes effect. pyscope exits with the program's status (128+N when\n"
+                 "a signal N killed it). Ctrl-C and other signals reach the program as usual.\n"
+                 "\n",
+        .options = options,
+        .help_column = 22,
+        .stop_at_program = true,
+    };
+    int parsed = cli_parse(&cmd, argc, argv);
+    if (parsed != CLI_CONTINUE)
+        return parsed;
+    const struct profile_format *format = profile_format_find(format_name);
     if (optind >= argc) {
-        run_usage(stderr);
+        cli_usage(&cmd, stderr);
         return PYSCOPE_ERR_USAGE;
     }
     if (core_dir && access(core_dir, W_OK) != 0) {

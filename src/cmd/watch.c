@@ -1,11 +1,11 @@
 /* pyscope watch --reentry FUNC (-p PID | -- PROGRAM): the command line; the
  * engine is src/watch/. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cmd/cli.h"
 #include "cmd/commands.h"
@@ -13,9 +13,76 @@
 #include "util/outfile.h"
 #include "watch/watch.h"
 
-static void watch_usage(FILE *out)
+static bool parse_uint(const char *text, unsigned long max, unsigned long *out)
 {
-    fprintf(out,
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(text, &end, 10);
+    if (errno || *end || !text[0] || text[0] == '-' || v == 0 || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+static int take_func(const char *arg, void *value)
+{
+    struct watch_options *o = value;
+    if (o->n_funcs >= WATCH_MAX_FUNCS || !watch_func_valid(arg)) {
+        fprintf(stderr, "pyscope: --reentry %s: expected [FILE:]QUALNAME or a C symbol "
+                        "(at most %d)\n", arg, WATCH_MAX_FUNCS);
+        return PYSCOPE_ERR_USAGE;
+    }
+    o->funcs[o->n_funcs++] = arg;
+    return 0;
+}
+
+static int take_max_hits(const char *arg, void *value)
+{
+    unsigned long v;
+    if (!parse_uint(arg, 1000000000, &v)) {
+        fprintf(stderr, "pyscope: --max-hits %s: expected a positive number\n", arg);
+        return PYSCOPE_ERR_USAGE;
+    }
+    *(unsigned *)value = (unsigned)v;
+    return 0;
+}
+
+int cmd_watch(int argc, char **argv)
+{
+    struct watch_options o = {.max_hits = 1, .out = stdout};
+    struct outfile out_file = {.fd = -1};
+    struct pyscope_error out_err = {0};
+    const char *output = NULL;
+    bool max_given = false;
+    int status = 0;
+    const struct cli_option options[] = {
+        CLI_OPT('r', "reentry", "FUNC", "the function to watch (repeatable)", CLI_CALL, &o,
+                .call = take_func),
+        CLI_OPT('p', "pid", "PID", "watch a running process", CLI_PID, &o.pid),
+        CLI_OPT(0, "all", NULL, "report every re-entry, not only the first", CLI_FLAG, &o.all),
+        CLI_OPT(0, "max-hits", "N", "stop after N reports (implies --all)", CLI_CALL, &o.max_hits,
+                .call = take_max_hits, .given = &max_given),
+        CLI_OPT(0, "stop", NULL, "leave the process stopped (all threads) at the reported\n"
+                "re-entry, for gdb or pyscope dump; resume: kill -CONT PID", CLI_FLAG, &o.stop),
+        CLI_OPT(0, "core", "FILE", "write a core file at each reported re-entry (FILE, then\n"
+                "FILE.2, ...); read it with pyscope dump --core FILE", CLI_STRING, &o.core_path),
+        CLI_OPT(0, "exact", NULL, "3.11+: also catch re-entry by plain Python-to-Python\n"
+                "recursion (traps every call of FUNC; slower)", CLI_FLAG, &o.exact),
+        CLI_OPT('l', "locals", NULL, "show the locals of the re-entering thread", CLI_FLAG,
+                &o.locals),
+        CLI_OPT(0, "native-all", NULL, "keep the interpreter's own C frames everywhere", CLI_FLAG,
+                &o.native_all),
+        CLI_OPT('o', "output", "FILE", "write the reports to FILE instead of stdout", CLI_STRING,
+                &output),
+        CLI_OPT('j', "json", NULL, "one JSON object per report and line (docs/watch.md)",
+                CLI_FLAG, &o.json),
+        CLI_OPT('v', "verbose", NULL, "count the traps pyscope handled, at the end", CLI_FLAG,
+                &o.verbose),
+        CLI_HELP_OPTION,
+        {0},
+    };
+    const struct cli_command cmd = {
+        .usage =
             "usage: pyscope watch --reentry FUNC [--reentry FUNC]... [options] -p PID\n"
             "       pyscope watch --reentry FUNC [--reentry FUNC]... [options] -- PROGRAM [ARGS...]\n"
             "\n"
@@ -31,99 +98,15 @@ static void watch_usage(FILE *out)
             "looked for as both (but never in the C library or the dynamic linker).\n"
             "With -- PROGRAM, FUNC is watched from the program's first instruction; a\n"
             "FUNC never found is said so at the end (exit status 1 if the program's was 0).\n"
-            "\n"
-            "  -r, --reentry FUNC   the function to watch (repeatable)\n"
-            "  -p, --pid PID        watch a running process\n"
-            "      --all            report every re-entry, not only the first\n"
-            "      --max-hits N     stop after N reports (implies --all)\n"
-            "      --stop           leave the process stopped (all threads) at the reported\n"
-            "                       re-entry, for gdb or pyscope dump; resume: kill -CONT PID\n"
-            "      --core FILE      write a core file at each reported re-entry (FILE, then\n"
-            "                       FILE.2, ...); read it with pyscope dump --core FILE\n"
-            "      --exact          3.11+: also catch re-entry by plain Python-to-Python\n"
-            "                       recursion (traps every call of FUNC; slower)\n"
-            "  -l, --locals         show the locals of the re-entering thread\n"
-            "      --native-all     keep the interpreter's own C frames everywhere\n"
-            "  -o, --output FILE    write the reports to FILE instead of stdout\n"
-            "  -j, --json           one JSON object per report and line (docs/watch.md)\n"
-            "  -v, --verbose        count the traps pyscope handled, at the end\n"
-            "  -h, --help           this help\n"
-            "\n"
-            "Ctrl-C stops watching; the process keeps running without any breakpoint.\n");
-}
-
-static bool parse_uint(const char *text, unsigned long max, unsigned long *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(text, &end, 10);
-    if (errno || *end || !text[0] || text[0] == '-' || v == 0 || v > max)
-        return false;
-    *out = v;
-    return true;
-}
-
-int cmd_watch(int argc, char **argv)
-{
-    static const struct option longopts[] = {
-        {"reentry", required_argument, NULL, 'r'},
-        {"pid", required_argument, NULL, 'p'},
-        {"all", no_argument, NULL, 'A'},
-        {"max-hits", required_argument, NULL, 'm'},
-        {"stop", no_argument, NULL, 'S'},
-        {"core", required_argument, NULL, 'c'},
-        {"exact", no_argument, NULL, 'E'},
-        {"locals", no_argument, NULL, 'l'},
-        {"native-all", no_argument, NULL, 'N'},
-        {"output", required_argument, NULL, 'o'},
-        {"json", no_argument, NULL, 'j'},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+            "\n",
+        .options = options,
+        .help_column = 23,
+        .epilogue = "\nCtrl-C stops watching; the process keeps running without any breakpoint.\n",
+        .stop_at_program = true,
     };
-    struct watch_options o = {.max_hits = 1, .out = stdout};
-    struct outfile out_file = {.fd = -1};
-    struct pyscope_error out_err = {0};
-    const char *output = NULL;
-    bool max_given = false;
-    int c, status = 0;
-    unsigned long v;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+r:p:lo:jvh", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'r':
-            if (o.n_funcs >= WATCH_MAX_FUNCS || !watch_func_valid(optarg)) {
-                fprintf(stderr, "pyscope: --reentry %s: expected [FILE:]QUALNAME or a C symbol "
-                                "(at most %d)\n", optarg, WATCH_MAX_FUNCS);
-                return PYSCOPE_ERR_USAGE;
-            }
-            o.funcs[o.n_funcs++] = optarg;
-            break;
-        case 'p':
-            if (!cli_parse_pid(optarg, &o.pid))
-                return PYSCOPE_ERR_USAGE;
-            break;
-        case 'A': o.all = true; break;
-        case 'm':
-            if (!parse_uint(optarg, 1000000000, &v)) {
-                fprintf(stderr, "pyscope: --max-hits %s: expected a positive number\n", optarg);
-                return PYSCOPE_ERR_USAGE;
-            }
-            o.max_hits = (unsigned)v;
-            max_given = true;
-            break;
-        case 'S': o.stop = true; break;
-        case 'c': o.core_path = optarg; break;
-        case 'E': o.exact = true; break;
-        case 'l': o.locals = true; break;
-        case 'N': o.native_all = true; break;
-        case 'o': output = optarg; break;
-        case 'j': o.json = true; break;
-        case 'v': o.verbose = true; break;
-        case 'h': watch_usage(stdout); return 0;
-        default: watch_usage(stderr); return PYSCOPE_ERR_USAGE;
-        }
-    }
+    int parsed = cli_parse(&cmd, argc, argv);
+    if (parsed != CLI_CONTINUE)
+        return parsed;
     if (o.all && !max_given)
         o.max_hits = UINT32_MAX;
     if (!cli_check_program(argc, argv, optind))
@@ -131,7 +114,7 @@ int cmd_watch(int argc, char **argv)
     o.program = optind < argc ? argv + optind : NULL;
     if (o.n_funcs == 0 || (o.pid == 0) == (o.program == NULL)) {
         fprintf(stderr, "pyscope: watch needs --reentry FUNC and either -p PID or -- PROGRAM\n\n");
-        watch_usage(stderr);
+        cli_usage(&cmd, stderr);
         return PYSCOPE_ERR_USAGE;
     }
     if (o.stop && o.max_hits > 1 && max_given)
