@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmd/collect.h"
+#include "python/collect.h"
 #include "cmd/cli.h"
 #include "cmd/commands.h"
 #include "cmd/tree.h"

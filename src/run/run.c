@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmd/collect.h"
+#include "python/collect.h"
 #include "elf/elf_image.h"
 #include "output/profile_formats.h"
 #include "output/stack_report.h"

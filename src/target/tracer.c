@@ -25,7 +25,8 @@ static long now_ms(void)
     return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
-bool tracer_is_interrupt_stop(int status)
+/* The stop PTRACE_INTERRUPT causes (not a group stop)? */
+static bool is_interrupt_stop(int status)
 {
     return WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP && WSTOPSIG(status) == SIGTRAP;
 }
@@ -46,7 +47,8 @@ struct tracer_thread *tracer_thread(struct tracer *tr, pid_t tid)
     return NULL;
 }
 
-struct tracer_thread *tracer_add(struct tracer *tr, pid_t tid)
+/* Adds tid (no-op if known); NULL when the table is full. */
+static struct tracer_thread *tracer_add(struct tracer *tr, pid_t tid)
 {
     struct tracer_thread *th = tracer_thread(tr, tid);
     if (th)
@@ -65,7 +67,7 @@ struct tracer_thread *tracer_add(struct tracer *tr, pid_t tid)
     return th;
 }
 
-void tracer_remove(struct tracer *tr, pid_t tid)
+static void tracer_remove(struct tracer *tr, pid_t tid)
 {
     for (int i = 0; i < tr->n; i++) {
         if (tr->threads[i].tid == tid) {
@@ -267,7 +269,7 @@ void tracer_stop_all(struct tracer *tr)
                 continue;
             }
             th = tracer_thread(tr, tid);
-            if (th && !tracer_is_interrupt_stop(status)) {
+            if (th && !is_interrupt_stop(status)) {
                 th->has_event = true;
                 th->event = status;
             }
@@ -284,17 +286,6 @@ void tracer_resume_all(struct tracer *tr, pid_t except)
     }
 }
 
-struct tracer_thread *tracer_take_fresh(struct tracer *tr)
-{
-    for (int i = 0; i < tr->n; i++) {
-        if (tr->threads[i].fresh) {
-            tr->threads[i].fresh = false;
-            return &tr->threads[i];
-        }
-    }
-    return NULL;
-}
-
 /* The signal a saved event would deliver: signal-delivery stops only. */
 static int signal_of_event(int status)
 {
@@ -303,7 +294,7 @@ static int signal_of_event(int status)
     return WSTOPSIG(status);
 }
 
-bool tracer_signal_pending(pid_t pid, pid_t tid, int sig)
+static bool signal_pending(pid_t pid, pid_t tid, int sig)
 {
     char path[96], line[256];
     snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
@@ -322,7 +313,7 @@ void tracer_collect_pending(struct tracer *tr, int sig)
 {
     for (int i = 0; i < tr->n; i++) {
         struct tracer_thread *th = &tr->threads[i];
-        if (!th->stopped || th->has_event || !tracer_signal_pending(tr->pid, th->tid, sig))
+        if (!th->stopped || th->has_event || !signal_pending(tr->pid, th->tid, sig))
             continue;
         pid_t tid = th->tid;
         int status;
@@ -334,7 +325,7 @@ void tracer_collect_pending(struct tracer *tr, int sig)
             continue;
         }
         th = tracer_thread(tr, tid);
-        if (th && !tracer_is_interrupt_stop(status)) {
+        if (th && !is_interrupt_stop(status)) {
             th->has_event = true;
             th->event = status;
         }

@@ -21,7 +21,7 @@ struct tracer_thread {
     bool stopped;          /* in a ptrace stop that we have waited for */
     bool has_event;        /* ... whose wait status nobody has handled yet */
     int event;             /* that wait status */
-    bool fresh;            /* started after the owner last looked (see tracer_take_fresh) */
+    bool fresh;            /* started after the owner last looked at the table */
 };
 
 struct tracer {
@@ -64,9 +64,6 @@ int tracer_pause(struct tracer *tr, pid_t pid, struct pyscope_error *err);
 void tracer_release(struct tracer *tr);
 
 struct tracer_thread *tracer_thread(struct tracer *tr, pid_t tid);
-/* Adds tid (no-op if known); NULL when the table is full. */
-struct tracer_thread *tracer_add(struct tracer *tr, pid_t tid);
-void tracer_remove(struct tracer *tr, pid_t tid);
 
 /* The next event: a saved one first, else waitpid(-1, __WALL). Returns the
  * tid, with its wait status; -1 with errno EINTR when a signal interrupted
@@ -97,8 +94,6 @@ void tracer_stop_all(struct tracer *tr);
 /* Continues every stopped thread that has no saved event, except one
  * (0: none). */
 void tracer_resume_all(struct tracer *tr, pid_t except);
-/* The next thread marked fresh, clearing the mark, or NULL. */
-struct tracer_thread *tracer_take_fresh(struct tracer *tr);
 
 /* Detaches from every thread. Saved signals are delivered on the way out
  * (SIGTRAPs of the owner's breakpoints must be cleared by the owner first);
@@ -110,19 +105,14 @@ void tracer_detach_all(struct tracer *tr, bool leave_stopped);
  * exited), not detached. */
 void tracer_free(struct tracer *tr);
 
-/* Is signal sig pending for thread tid (its own pending set, from
- * /proc/PID/task/TID/status)? A thread can report PTRACE_INTERRUPT's stop
- * before a signal its last instruction raised (an int3, a watchpoint) is
- * delivered; that signal is still to come. */
-bool tracer_signal_pending(pid_t pid, pid_t tid, int sig);
-/* For each stopped thread with sig pending and no saved event: lets the
+/* For each stopped thread with sig pending (its own pending set, from
+ * /proc/PID/task/TID/status) and no saved event: a thread can report
+ * PTRACE_INTERRUPT's stop before a signal its last instruction raised (an
+ * int3, a watchpoint) is delivered, which is still to come. Lets the
  * signal come (the thread stops again before running any instruction) and
  * keeps that stop as its saved event. */
 void tracer_collect_pending(struct tracer *tr, int sig);
 
-/* For a stop status: is it the stop PTRACE_INTERRUPT causes (not a group
- * stop)? */
-bool tracer_is_interrupt_stop(int status);
 /* For a stop status: a group stop (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU)? */
 bool tracer_is_group_stop(int status);
 

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmd/collect.h"
+#include "python/collect.h"
 #include "output/stack_report.h"
 #include "target/cleanup.h"
 #include "target/core_write.h"
