@@ -391,7 +391,6 @@ int tracer_spawn(struct tracer *tr, char *const *argv, const sigset_t *child_mas
         return -1;
     }
     tr->pid = pid;
-    tr->spawned = true;
     tr->options = options;
     if (!tracer_add(tr, pid)) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");

@@ -26,7 +26,6 @@ struct tracer_thread {
 
 struct tracer {
     pid_t pid;             /* the process (its thread-group leader) */
-    bool spawned;          /* started by us: a child we wait for */
     long options;          /* PTRACE_O_* given to every thread */
     struct tracer_thread *threads;
     int n;
@@ -47,7 +46,8 @@ struct tracer {
  * the seize before it execs, so nothing of the program runs untraced. The
  * exec is reported as PTRACE_EVENT_EXEC when options include TRACEEXEC.
  * The program starts with the signal mask child_mask (NULL: none blocked),
- * whatever the caller blocks. */
+ * whatever the caller blocks. Installs the cleanup handlers (a command that
+ * takes some terminating signals itself sets its handlers after them). */
 int tracer_spawn(struct tracer *tr, char *const *argv, const sigset_t *child_mask, long options,
                  struct pyscope_error *err);
 
