@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "output/dump_writers.h"
+#include "output/why_writers.h"
 #include "python/stacks.h"
 #include "python/waits.h"
 #include "target/process.h"
@@ -416,7 +418,9 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
         struct hang_snapshot sa = {&first->report, &first->raw, first->cpu_ns, caught, {0}};
         py_signal_handlers_read(rt, &sa.handlers);
         struct hang_snapshot sb = {&second.report, &second.raw, second.cpu_ns, caught, sa.handlers};
-        if (hang_analyze(p->why_waits, &sa, &sb, interval_ms, &why) == 0) {
+        struct diagnosis_queries queries;
+        waits_queries(p->why_waits, &queries);
+        if (hang_analyze(&queries, &sa, &sb, interval_ms, &why) == 0) {
             why.progress.watched_ms = interval_ms;
             char *json = NULL;
             size_t len = 0;

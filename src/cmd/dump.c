@@ -14,7 +14,7 @@
 #include "cmd/cli.h"
 #include "cmd/commands.h"
 #include "cmd/tree.h"
-#include "output/stack_report.h"
+#include "output/dump_writers.h"
 #include "python/variables_report.h"
 #include "python/runtime.h"
 #include "target/core.h"

@@ -18,7 +18,7 @@
 #include "cmd/commands.h"
 #include "elf/elf_image.h"
 #include "output/profile_formats.h"
-#include "output/stack_report.h"
+#include "output/dump_writers.h"
 #include "python/runtime.h"
 #include "python/uncaught.h"
 #include "sampling/flight.h"

@@ -15,10 +15,11 @@
 #include "cmd/cli.h"
 #include "cmd/commands.h"
 #include "cmd/tree.h"
-#include "output/why_report.h"
+#include "output/why_writers.h"
 #include "python/asyncio_tasks.h"
-#include "python/asyncio_why.h"
-#include "python/hang.h"
+#include "diagnosis/asyncio_why.h"
+#include "diagnosis/hang.h"
+#include "python/hang_live.h"
 #include "python/runtime.h"
 #include "python/stacks.h"
 #include "python/waits.h"
@@ -182,7 +183,9 @@ int cmd_why(int argc, char **argv)
     struct hang_snapshot a = {&first.report, &first.raw, first.cpu_ns, caught, {0}};
     py_signal_handlers_read(&rt, &a.handlers);
     struct hang_snapshot b = {&second.report, &second.raw, second.cpu_ns, caught, a.handlers};
-    if (hang_analyze(waits, &a, interval > 0 ? &b : NULL, (int)interval, &why) != 0) {
+    struct diagnosis_queries queries;
+    waits_queries(waits, &queries);
+    if (hang_analyze(&queries, &a, interval > 0 ? &b : NULL, (int)interval, &why) != 0) {
         error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
     }

@@ -3,7 +3,7 @@
  * selector, so no other task or callback of that loop can run (asyncio's
  * debug-mode "Executing <Task ...> took 1.2 seconds", seen from outside);
  * and a task suspended on a Future nothing else refers to. */
-#include "python/asyncio_why.h"
+#include "diagnosis/asyncio_why.h"
 
 #include <stdlib.h>
 #include <string.h>
