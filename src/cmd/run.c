@@ -425,7 +425,7 @@ static void on_breakpoint(struct recorder *rec, struct traced *tr, pid_t tid)
     uint64_t end = flight_now(&rec->flight);
     struct py_uncaught u;
     char why[256];
-    if (py_uncaught_read(rt, child_pid, tid, &u, why, sizeof why) != 0) {
+    if (py_uncaught_read(rt, tid, &u, why, sizeof why) != 0) {
         fprintf(stderr, "pyscope: thread %d is printing an uncaught exception, but %s\n",
                 (int)tid, why);
         return;

@@ -153,8 +153,8 @@ int cmd_why(int argc, char **argv)
         snprintf(first.report.executable, sizeof first.report.executable, "%s",
                  exe ? exe : info->exe);
     } else {
-        process_cmdline(pid, first.report.command, sizeof first.report.command);
-        process_exe(pid, first.report.executable, sizeof first.report.executable);
+        target_cmdline(t, first.report.command, sizeof first.report.command);
+        target_exe(t, first.report.executable, sizeof first.report.executable);
     }
     snprintf(first.report.python_version, sizeof first.report.python_version, "%s", rt.version);
 
@@ -168,7 +168,7 @@ int cmd_why(int argc, char **argv)
         struct timespec delay = {interval / 1000, (interval % 1000) * 1000000L};
         while (nanosleep(&delay, &delay) != 0 && errno == EINTR)
             ;
-        if (process_gone(pid)) {
+        if (target_gone(t)) {
             error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the %ld ms interval",
                       (int)pid, interval);
             goto fail;
@@ -178,8 +178,7 @@ int cmd_why(int argc, char **argv)
         watched_ms = monotonic_ms() - first_at;
     }
     uint64_t caught = 0;
-    if (!info)
-        process_caught_signals(pid, &caught);
+    target_caught_signals(t, &caught);
     struct hang_snapshot a = {&first.report, &first.raw, first.cpu_ns, caught, {0}};
     py_signal_handlers_read(&rt, &a.handlers);
     struct hang_snapshot b = {&second.report, &second.raw, second.cpu_ns, caught, a.handlers};
@@ -195,7 +194,7 @@ int cmd_why(int argc, char **argv)
         error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
     }
-    if (!info && process_gone(pid)) {
+    if (target_gone(t)) {
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the diagnosis", (int)pid);
         goto fail;
     }
@@ -208,8 +207,8 @@ int cmd_why(int argc, char **argv)
     fflush(stdout);
     goto out;
 fail:
-    if (!info && err.status != PYSCOPE_ERR_EXITED && err.status != PYSCOPE_ERR_NO_PROCESS &&
-        process_gone_soon(pid))
+    if (err.status != PYSCOPE_ERR_EXITED && err.status != PYSCOPE_ERR_NO_PROCESS &&
+        target_gone_soon(t))
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the diagnosis", (int)pid);
     status = error_report(&err);
 out:

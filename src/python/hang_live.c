@@ -22,8 +22,9 @@ int hang_live_take(struct py_runtime *rt, pid_t pid, struct hang_live *s,
 {
     memset(s, 0, sizeof *s);
     s->report.pid = pid;
-    bool core = target_is_core(rt->target);
-    struct stacks_options opts = {.paused = core, .max_retries = 3, .raw = &s->raw};
+    /* A core does not move: read as a paused process is. */
+    bool frozen = !target_can(rt->target, TARGET_CAN_CHANGE);
+    struct stacks_options opts = {.paused = frozen, .max_retries = 3, .raw = &s->raw};
     target_cache_invalidate(rt->target);
     if (stacks_collect(rt, &opts, &s->report, err) != 0)
         return -1;
@@ -36,8 +37,8 @@ int hang_live_take(struct py_runtime *rt, pid_t pid, struct hang_live *s,
     }
     for (size_t i = 0; i < s->report.n_threads; i++) {
         uint64_t ns;
-        s->cpu_ns[i] = !core && s->report.threads[i].tid &&
-                               process_thread_cpu_ns(pid, s->report.threads[i].tid, &ns) == 0
+        s->cpu_ns[i] = s->report.threads[i].tid &&
+                               target_thread_cpu_ns(rt->target, s->report.threads[i].tid, &ns) == 0
                            ? (int64_t)ns
                            : -1;
     }

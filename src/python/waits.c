@@ -549,12 +549,12 @@ static void analyze_futex(struct waits_ctx *c, const struct stacks_thread_raw *r
 /* ------------------------------------------------------------------------ */
 /* File descriptors, sockets, select */
 
-/* The process whose /proc tells file descriptors, sockets and children;
- * 0 for a core: its notes keep none of them, and its PID may belong to
- * another process by now. */
+/* The process whose /proc tells file descriptors and sockets; 0 for a
+ * target without TARGET_CAN_PROC (a core: its notes keep none of them, and
+ * its PID may belong to another process by now). */
 static pid_t proc_pid(const struct waits_ctx *c)
 {
-    return target_is_core(c->rt->target) ? 0 : c->rt->target->pid;
+    return target_can(c->rt->target, TARGET_CAN_PROC) ? c->rt->target->pid : 0;
 }
 
 static void load_net(struct waits_ctx *c)
@@ -805,7 +805,7 @@ static void analyze_sleep(struct waits_ctx *c, const struct thread_activity *a, 
     /* A core does not say what the clock read when it was taken: the time
      * left until an absolute deadline is unknown there. */
     struct timespec now;
-    if (!proc_pid(c) || clock_gettime(clock, &now) != 0)
+    if (!target_can(c->reader.t, TARGET_CAN_CLOCK) || clock_gettime(clock, &now) != 0)
         return;
     double left = when - ((double)now.tv_sec + (double)now.tv_nsec / 1e9);
     w->sleep_seconds = left > 0 ? left : 0;
@@ -831,8 +831,7 @@ static void analyze_thread(struct waits_ctx *c, const struct report_thread *th,
         break;
     }
     if (w->kind == WAIT_CHILD && w->child > 0 &&
-        (!proc_pid(c) ||
-         process_thread_comm(w->child, w->child, w->child_command, sizeof w->child_command) != 0))
+        target_peer_comm(c->rt->target, w->child, w->child_command, sizeof w->child_command) != 0)
         w->child_command[0] = '\0';
 }
 
@@ -897,7 +896,7 @@ int waits_analyze(struct waits_ctx *c, struct stack_report *report, const struct
         th->wait = w;
         wait_report_init(w);
         analyze_thread(c, th, &raw->threads[i], w);
-        if (!c->rt->target->ops->is_core && w->kind != WAIT_NONE && w->kind != WAIT_GIL)
+        if (target_can(c->rt->target, TARGET_CAN_PROC) && w->kind != WAIT_NONE && w->kind != WAIT_GIL)
             w->waited_ms = sched_clock_off_cpu_ms(&clock, c->rt->target->pid, th->tid);
     }
     struct diagnosis_queries q;
@@ -1087,8 +1086,8 @@ static int query_held_locks(void *ctx, size_t thread, uint64_t *locks, int *fram
 
 static int query_blocked_pipe_writer(void *ctx, uint64_t read_pipe, struct pipe_blocked_writer *out)
 {
-    pid_t pid = proc_pid(ctx);
-    return pid ? pipe_find_blocked_writer(pid, read_pipe, 16, out) : -1;
+    struct target *t = ((struct waits_ctx *)ctx)->rt->target;
+    return target_can(t, TARGET_CAN_PEERS) ? pipe_find_blocked_writer(t->pid, read_pipe, 16, out) : -1;
 }
 
 void waits_queries(struct waits_ctx *c, struct diagnosis_queries *q)
