@@ -21,7 +21,7 @@ enum why_verdict {
     WHY_NETWORK_WAIT,
     WHY_STOPPED,                /* the process (or some threads) is stopped: SIGSTOP or a tracer */
     WHY_GIL_HOG,                /* one thread keeps the GIL, running, while others wait for it */
-    WHY_LOOP_BLOCKED,           /* an asyncio loop stays inside one task step (python/asyncio_why.c) */
+    WHY_LOOP_BLOCKED,           /* an asyncio loop stays inside one task step (diagnosis/asyncio_why.c) */
 };
 
 /* How sure a hang finding is. */
