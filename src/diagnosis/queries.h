@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "target/pipe_peers.h"
 
@@ -23,9 +24,11 @@ struct diagnosis_queries {
     /* The locks thread holds through `with` blocks, innermost frame first,
      * with the index of the frame holding each. Returns how many (<= max). */
     int (*held_locks)(void *ctx, size_t thread, uint64_t *locks, int *frames, int max);
-    /* A child of the process blocked writing to a pipe, other than
-     * read_pipe, whose read end the process holds: 0 and *out, or -1. */
-    int (*blocked_pipe_writer)(void *ctx, uint64_t read_pipe, struct pipe_blocked_writer *out);
+    /* A child of the process (only_child when > 0) blocked writing to a
+     * pipe, other than read_pipe (0: none excluded), whose read end the
+     * process holds: 0 and *out, or -1. */
+    int (*blocked_pipe_writer)(void *ctx, uint64_t read_pipe, pid_t only_child,
+                               struct pipe_blocked_writer *out);
 };
 
 #endif

@@ -1084,10 +1084,13 @@ static int query_held_locks(void *ctx, size_t thread, uint64_t *locks, int *fram
     return n;
 }
 
-static int query_blocked_pipe_writer(void *ctx, uint64_t read_pipe, struct pipe_blocked_writer *out)
+static int query_blocked_pipe_writer(void *ctx, uint64_t read_pipe, pid_t only_child,
+                                     struct pipe_blocked_writer *out)
 {
     struct target *t = ((struct waits_ctx *)ctx)->rt->target;
-    return target_can(t, TARGET_CAN_PEERS) ? pipe_find_blocked_writer(t->pid, read_pipe, 16, out) : -1;
+    return target_can(t, TARGET_CAN_PEERS)
+               ? pipe_find_blocked_writer(t->pid, read_pipe, only_child, 16, out)
+               : -1;
 }
 
 void waits_queries(struct waits_ctx *c, struct diagnosis_queries *q)
