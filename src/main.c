@@ -6,6 +6,7 @@
 #include "cmd/commands.h"
 #include "util/error.h"
 #include "util/outfile.h"
+#include "util/version.h"
 
 struct command {
     const char *name;

@@ -14,9 +14,10 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "output/why_report.h"
+#include "report/why_report.h"
 #include "profile/profile.h"
-#include "python/hang.h"
+#include "diagnosis/hang.h"
+#include "python/hang_live.h"
 #include "sampling/ring.h"
 #include "sampling/sampler.h"
 

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "output/dump_writers.h"
+#include "output/why_writers.h"
 #include "python/stacks.h"
 #include "python/waits.h"
 #include "target/process.h"
@@ -413,12 +415,14 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     int interval_ms = (int)((now_ns - p->why_first_ns) / 1000000ull);
     if (hang_live_take(rt, p->pid, &second, &err) == 0) {
         uint64_t caught = 0;
-        process_caught_signals(p->pid, &caught);
+        target_caught_signals(rt->target, &caught);
         struct hang_live *first = &p->why_first;
         struct hang_snapshot sa = {&first->report, &first->raw, first->cpu_ns, caught, {0}};
         py_signal_handlers_read(rt, &sa.handlers);
         struct hang_snapshot sb = {&second.report, &second.raw, second.cpu_ns, caught, sa.handlers};
-        if (hang_analyze(p->why_waits, &sa, &sb, interval_ms, &why) == 0) {
+        struct diagnosis_queries queries;
+        waits_queries(p->why_waits, &queries);
+        if (hang_analyze(&queries, &sa, &sb, interval_ms, &why) == 0) {
             why.progress.watched_ms = interval_ms;
             char *json = NULL;
             size_t len = 0;
@@ -470,7 +474,7 @@ void agent_why_step(struct agent *a, uint64_t now_ns)
         }
         struct stack_report *r = &p->why_first.report;
         snprintf(r->command, sizeof r->command, "%s", p->command);
-        process_exe(p->pid, r->executable, sizeof r->executable);
+        target_exe(rt->target, r->executable, sizeof r->executable);
         snprintf(r->python_version, sizeof r->python_version, "%s", rt->version);
         p->why_waits = waits_new(rt);
         if (!p->why_waits || waits_analyze(p->why_waits, r, &p->why_first.raw) != 0) {
@@ -502,7 +506,7 @@ char *agent_dump_json(struct agent *a, struct agent_proc *p, size_t *len, int *s
     if (stacks_collect(rt, &opts, &report, &err) == 0) {
         report.pid = p->pid;
         snprintf(report.command, sizeof report.command, "%s", p->command);
-        process_exe(p->pid, report.executable, sizeof report.executable);
+        target_exe(rt->target, report.executable, sizeof report.executable);
         snprintf(report.python_version, sizeof report.python_version, "%s", rt->version);
         FILE *f = open_memstream(&json, len);
         if (f) {

@@ -2,8 +2,6 @@
 #ifndef PYSCOPE_CMD_COMMANDS_H
 #define PYSCOPE_CMD_COMMANDS_H
 
-#include "util/version.h"
-
 int cmd_dump(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_top(int argc, char **argv);

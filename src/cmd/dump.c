@@ -13,7 +13,7 @@
 #include "cmd/cli.h"
 #include "cmd/commands.h"
 #include "cmd/tree.h"
-#include "output/stack_report.h"
+#include "output/dump_writers.h"
 #include "python/variables_report.h"
 #include "python/runtime.h"
 #include "target/core.h"
@@ -151,14 +151,14 @@ static int dump_live(pid_t pid, bool pause, const struct collect_request *req, b
         }
         report.pid = pid;
         report.paused = pause;
-        process_cmdline(pid, report.command, sizeof report.command);
-        process_exe(pid, report.executable, sizeof report.executable);
+        target_cmdline(t, report.command, sizeof report.command);
+        target_exe(t, report.executable, sizeof report.executable);
         snprintf(report.python_version, sizeof report.python_version, "%s", rt.version);
         rc = collect_report(t, &rt, req, &report, &err);
         if (pause)
             tracer_release(&tr);
         if (rc == 0 || !pause || !report.no_interpreter || attempt == PAUSED_RETRIES ||
-            process_gone(pid))
+            target_gone(t))
             break;
         stack_report_free(&report);
         memset(&report, 0, sizeof report);
@@ -168,7 +168,7 @@ static int dump_live(pid_t pid, bool pause, const struct collect_request *req, b
     if (rc != 0)
         goto fail;
     /* A target that died while we read leaves partial, meaningless stacks. */
-    if (process_gone(pid)) {
+    if (target_gone(t)) {
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the dump", (int)pid);
         goto fail;
     }
@@ -188,7 +188,7 @@ fail:
     if (pause)
         tracer_release(&tr);
     if (err.status != PYSCOPE_ERR_EXITED && err.status != PYSCOPE_ERR_NO_PROCESS &&
-        process_gone_soon(pid))
+        target_gone_soon(t))
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the dump", (int)pid);
     status = error_report(&err);
     stack_report_free(&report);

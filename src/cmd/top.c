@@ -407,8 +407,8 @@ static void build(struct session *s, struct top_view *v)
         char stop_state;
         pid_t tracer;
         /* A stopped process gives samples that look like a frozen one. */
-        if (process_thread_stopped(p->meta.pid, p->meta.pid, &stop_state, &tracer) == 0 &&
-            stop_state) {
+        struct target *t = session_target(s, p->meta.pid);
+        if (t && target_thread_stopped(t, p->meta.pid, &stop_state, &tracer) == 0 && stop_state) {
             if (tracer)
                 lines_add(&v->header, "STOPPED by its tracer, process %d: it runs nothing until "
                           "the debugger detaches", (int)tracer);

@@ -14,10 +14,11 @@
 #include "cmd/cli.h"
 #include "cmd/commands.h"
 #include "cmd/tree.h"
-#include "output/why_report.h"
+#include "output/why_writers.h"
 #include "python/asyncio_tasks.h"
-#include "python/asyncio_why.h"
-#include "python/hang.h"
+#include "diagnosis/asyncio_why.h"
+#include "diagnosis/hang.h"
+#include "python/hang_live.h"
 #include "python/runtime.h"
 #include "python/stacks.h"
 #include "python/waits.h"
@@ -145,8 +146,8 @@ int cmd_why(int argc, char **argv)
         snprintf(first.report.executable, sizeof first.report.executable, "%s",
                  exe ? exe : info->exe);
     } else {
-        process_cmdline(pid, first.report.command, sizeof first.report.command);
-        process_exe(pid, first.report.executable, sizeof first.report.executable);
+        target_cmdline(t, first.report.command, sizeof first.report.command);
+        target_exe(t, first.report.executable, sizeof first.report.executable);
     }
     snprintf(first.report.python_version, sizeof first.report.python_version, "%s", rt.version);
 
@@ -160,7 +161,7 @@ int cmd_why(int argc, char **argv)
         struct timespec delay = {interval / 1000, (interval % 1000) * 1000000L};
         while (nanosleep(&delay, &delay) != 0 && errno == EINTR)
             ;
-        if (process_gone(pid)) {
+        if (target_gone(t)) {
             error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the %ld ms interval",
                       (int)pid, interval);
             goto fail;
@@ -170,12 +171,13 @@ int cmd_why(int argc, char **argv)
         watched_ms = monotonic_ms() - first_at;
     }
     uint64_t caught = 0;
-    if (!info)
-        process_caught_signals(pid, &caught);
+    target_caught_signals(t, &caught);
     struct hang_snapshot a = {&first.report, &first.raw, first.cpu_ns, caught, {0}};
     py_signal_handlers_read(&rt, &a.handlers);
     struct hang_snapshot b = {&second.report, &second.raw, second.cpu_ns, caught, a.handlers};
-    if (hang_analyze(waits, &a, interval > 0 ? &b : NULL, (int)interval, &why) != 0) {
+    struct diagnosis_queries queries;
+    waits_queries(waits, &queries);
+    if (hang_analyze(&queries, &a, interval > 0 ? &b : NULL, (int)interval, &why) != 0) {
         error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
     }
@@ -186,7 +188,7 @@ int cmd_why(int argc, char **argv)
         error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
     }
-    if (!info && process_gone(pid)) {
+    if (target_gone(t)) {
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the diagnosis", (int)pid);
         goto fail;
     }
@@ -199,8 +201,8 @@ int cmd_why(int argc, char **argv)
     fflush(stdout);
     goto out;
 fail:
-    if (!info && err.status != PYSCOPE_ERR_EXITED && err.status != PYSCOPE_ERR_NO_PROCESS &&
-        process_gone_soon(pid))
+    if (err.status != PYSCOPE_ERR_EXITED && err.status != PYSCOPE_ERR_NO_PROCESS &&
+        target_gone_soon(t))
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the diagnosis", (int)pid);
     status = error_report(&err);
 out:

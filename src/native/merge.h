@@ -4,7 +4,7 @@
 #ifndef PYSCOPE_NATIVE_MERGE_H
 #define PYSCOPE_NATIVE_MERGE_H
 
-#include "output/stack_report.h"
+#include "report/stack_report.h"
 
 /* Sets native->entries and native->merged. The Python frames are split into
  * activations at their is_entry marks (every frame on <=3.10); when the

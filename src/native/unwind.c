@@ -106,7 +106,7 @@ static bool cb_set_initial_registers(Dwfl_Thread *thread, void *arg)
 {
     struct native_unwinder *u = arg;
     uint64_t r[CORE_NREGS];
-    if (u->t->ops->is_core) {
+    if (target_can(u->t, TARGET_CAN_SAVED_REGISTERS)) {
         const struct core_thread *th = core_thread(u->t, u->current_tid);
         if (!th)
             return false;

@@ -6,7 +6,7 @@
 #ifndef PYSCOPE_NATIVE_UNWIND_H
 #define PYSCOPE_NATIVE_UNWIND_H
 
-#include "output/stack_report.h"
+#include "report/stack_report.h"
 #include "target/target.h"
 #include "util/error.h"
 

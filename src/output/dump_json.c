@@ -1,7 +1,9 @@
 /* The --json form of a dump; docs/json.md is its contract, and the
  * integration tests read it field by field. */
 #include "output/json_writer.h"
-#include "output/stack_report.h"
+#include "output/dump_writers.h"
+#include "output/task_writers.h"
+#include "output/wait_writers.h"
 #include "util/version.h"
 
 static void member_tid(struct json_writer *w, const char *key, const struct report_thread *th)

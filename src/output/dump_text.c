@@ -3,7 +3,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "output/stack_report.h"
+#include "diagnosis/reentry_marks.h"
+#include "output/dump_writers.h"
+#include "output/task_writers.h"
+#include "output/wait_writers.h"
 #include "target/syscalls.h"
 
 struct palette {

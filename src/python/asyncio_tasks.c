@@ -465,7 +465,7 @@ static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited
         struct timespec now;
         if (sleep_due(c, t, &when) != 0)
             snprintf(t->awaits, sizeof t->awaits, "asyncio.sleep (%s)", type);
-        else if (!target_is_core(c->r.t) && clock_gettime(CLOCK_MONOTONIC, &now) == 0)
+        else if (target_can(c->r.t, TARGET_CAN_CLOCK) && clock_gettime(CLOCK_MONOTONIC, &now) == 0)
             /* Same machine, same clock as the loop's time.monotonic(). */
             snprintf(t->awaits, sizeof t->awaits, "asyncio.sleep (%s), %.1f s left", type,
                      when - ((double)now.tv_sec + (double)now.tv_nsec / 1e9));

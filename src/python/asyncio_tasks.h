@@ -5,7 +5,7 @@
 #define PYSCOPE_PYTHON_ASYNCIO_TASKS_H
 
 #include <stddef.h>
-#include "output/task_report.h"
+#include "report/task_report.h"
 #include "python/runtime.h"
 
 /* The most tasks one read collects, over all loops. */

@@ -122,7 +122,9 @@ int collect_report(struct target *t, struct py_runtime *rt, const struct collect
         return 0;
     }
     struct stacks_raw raw = {0};
-    bool waits = req->waits && !target_is_core(t);
+    /* The wait analysis explains a wait from the kernel's view of the
+     * process (fds, sockets, scheduler); a core does not keep it. */
+    bool waits = req->waits && target_can(t, TARGET_CAN_PROC);
     if (waits)
         opts.raw = &raw;
     if (stacks_collect(rt, &opts, report, err) != 0) {

@@ -6,7 +6,7 @@
 #define PYSCOPE_PYTHON_COLLECT_H
 
 #include <stdbool.h>
-#include "output/stack_report.h"
+#include "report/stack_report.h"
 #include "python/runtime.h"
 #include "target/target.h"
 #include "util/error.h"

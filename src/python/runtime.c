@@ -195,13 +195,13 @@ int py_runtime_find(struct target *t, struct py_runtime *rt, struct pyscope_erro
         err = &local;
     for (int tries = 0;; tries++) {
         int rc = find_once(t, rt, err);
-        if (rc == 0 || target_is_core(t) || tries >= 10 ||
+        if (rc == 0 || !target_can(t, TARGET_CAN_CHANGE) || tries >= 10 ||
             (err->status != PYSCOPE_ERR_NOT_PYTHON && err->status != PYSCOPE_ERR_UNSUPPORTED))
             return rc;
         size_t before = t->nmaps;
         struct timespec ts = {0, 10000000L};
         nanosleep(&ts, NULL);
-        if (process_read_maps(t) != 0 || t->nmaps == before)
+        if (target_refresh_maps(t) != 0 || t->nmaps == before)
             return rc;
     }
 }

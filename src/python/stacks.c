@@ -102,8 +102,8 @@ static void recheck_running_threads(struct py_reader *r, const struct py_snapsho
                                     struct thread_activity *activities)
 {
     uint64_t gil_size = (uint64_t)r->L->gil_size;
-    /* A core file or a paused process does not move: nothing to watch. */
-    if (target_is_core(r->t))
+    /* A core file does not move: nothing to watch. */
+    if (!target_can(r->t, TARGET_CAN_CHANGE))
         return;
     bool *pending = calloc((size_t)(snap->n_threads ? snap->n_threads : 1), sizeof *pending);
     if (!pending)
@@ -233,24 +233,24 @@ static void prefetch_stacks(struct py_reader *r, const struct py_snapshot *snap)
 /* A stopped process runs nothing: dump, why and top must say so instead of
  * what the last syscall state suggests. The leader's status answers for a
  * group stop (SIGSTOP) and a debugger; each thread is looked at only then. */
-static void note_stopped(pid_t pid, struct stack_report *report)
+static void note_stopped(struct target *t, struct stack_report *report)
 {
     char state;
     pid_t tracer;
     report->n_stopped = 0;
     report->tracer = 0;
-    if (process_thread_stopped(pid, pid, &state, &tracer) != 0 || !state)
+    if (target_thread_stopped(t, t->pid, &state, &tracer) != 0 || !state)
         return;
     for (size_t i = 0; i < report->n_threads; i++) {
         struct report_thread *th = &report->threads[i];
-        if (!th->tid || process_thread_stopped(pid, th->tid, &th->stopped, &th->tracer) != 0)
+        if (!th->tid || target_thread_stopped(t, th->tid, &th->stopped, &th->tracer) != 0)
             continue;
         if (!th->stopped)
             continue;
         report->n_stopped++;
         if (th->tracer && !report->tracer) {
             report->tracer = th->tracer;
-            process_thread_comm(th->tracer, th->tracer, report->tracer_comm, sizeof report->tracer_comm);
+            target_peer_comm(t, th->tracer, report->tracer_comm, sizeof report->tracer_comm);
         }
     }
 }
@@ -288,12 +288,12 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
             error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
             goto out;
         }
-        if (snap.n_interps > 0 || opts->paused || target_is_core(t) || process_gone(t->pid))
+        if (snap.n_interps > 0 || opts->paused || !target_can(t, TARGET_CAN_CHANGE) || target_gone(t))
             break;
         usleep(10000);
         target_cache_invalidate(t);
     }
-    if (snap.n_interps == 0 && !target_is_core(t) && process_gone(t->pid)) {
+    if (snap.n_interps == 0 && target_gone(t)) {
         error_set(err, PYSCOPE_ERR_EXITED, "process %d exited during the dump", (int)t->pid);
         goto out;
     }
@@ -397,8 +397,8 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
             goto out;
         }
     }
-    if (!t->ops->is_core && !opts->paused)
-        note_stopped(t->pid, report);
+    if (target_can(t, TARGET_CAN_PROC) && !opts->paused)
+        note_stopped(t, report);
     rc = 0;
 out:
     if (codes) {

@@ -5,7 +5,7 @@
 #define PYSCOPE_PYTHON_STACKS_H
 
 #include <stdbool.h>
-#include "output/stack_report.h"
+#include "report/stack_report.h"
 #include "python/frames.h"
 #include "python/runtime.h"
 #include "target/process.h"

@@ -24,12 +24,12 @@ static bool is_exception_type(struct py_reader *r, uint64_t type)
 }
 
 /* The thread state of kernel thread tid, or 0. */
-static uint64_t tstate_of(struct py_reader *r, pid_t pid, pid_t tid, char *name, size_t namesize)
+static uint64_t tstate_of(struct py_reader *r, pid_t tid, char *name, size_t namesize)
 {
     pid_t *tids = malloc(PROCESS_MAX_THREADS * sizeof *tids);
     if (!tids)
         return 0;
-    int n = process_list_tids(pid, tids, PROCESS_MAX_THREADS);
+    int n = target_list_threads(r->t, tids, PROCESS_MAX_THREADS);
     struct py_snapshot snap;
     uint64_t tstate = 0;
     if (n > 0 && py_snapshot_read(r, tids, n, &snap) == 0) {
@@ -43,7 +43,7 @@ static uint64_t tstate_of(struct py_reader *r, pid_t pid, pid_t tid, char *name,
             if (names && names[i][0])
                 snprintf(name, namesize, "%s", names[i]);
             else
-                process_thread_comm(pid, tid, name, namesize);
+                target_thread_comm(r->t, tid, name, namesize);
         }
         free(names);
         py_snapshot_free(&snap);
@@ -127,7 +127,7 @@ static int read_tb_frame(struct py_reader *r, struct py_code_cache *codes, uint6
     return 0;
 }
 
-int py_uncaught_read(struct py_runtime *rt, pid_t pid, pid_t tid, struct py_uncaught *out,
+int py_uncaught_read(struct py_runtime *rt, pid_t tid, struct py_uncaught *out,
                      char *why, size_t whysize)
 {
     memset(out, 0, sizeof *out);
@@ -142,7 +142,7 @@ int py_uncaught_read(struct py_runtime *rt, pid_t pid, pid_t tid, struct py_unca
     struct py_reader reader;
     py_reader_init(&reader, rt);
     struct py_reader *r = &reader;
-    uint64_t tstate = tstate_of(r, pid, tid, out->thread_name, sizeof out->thread_name);
+    uint64_t tstate = tstate_of(r, tid, out->thread_name, sizeof out->thread_name);
     if (!tstate) {
         snprintf(why, whysize, "thread %d has no Python thread state", (int)tid);
         return -1;

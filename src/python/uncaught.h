@@ -34,9 +34,9 @@ struct py_uncaught {
     bool truncated;           /* more than PY_TRACEBACK_MAX frames, or a broken link */
 };
 
-/* Reads the exception pending in thread tid of process pid. Returns 0, or
+/* Reads the exception pending in thread tid of rt's target. Returns 0, or
  * -1 with why (a sentence) when there is none or it cannot be read. */
-int py_uncaught_read(struct py_runtime *rt, pid_t pid, pid_t tid, struct py_uncaught *out,
+int py_uncaught_read(struct py_runtime *rt, pid_t tid, struct py_uncaught *out,
                      char *why, size_t whysize);
 
 /* Prints it the way Python will, innermost frame last, with every frame's

@@ -3,7 +3,7 @@
 #ifndef PYSCOPE_PYTHON_VARIABLES_REPORT_H
 #define PYSCOPE_PYTHON_VARIABLES_REPORT_H
 
-#include "output/stack_report.h"
+#include "report/stack_report.h"
 #include "python/object_repr.h"
 #include "python/runtime.h"
 

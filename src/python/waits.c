@@ -5,6 +5,7 @@
  * syscalls are explained from their arguments and /proc. Every read can
  * fail: a wait that cannot be tied to an object is reported as such. */
 #include "python/waits.h"
+#include "diagnosis/waits.h"
 #include "python/object_repr.h"
 #include "target/sched_clock.h"
 
@@ -17,6 +18,7 @@
 #include "python/frame_vars.h"
 #include "python/primitives.h"
 #include "target/process.h"
+#include "target/pipe_peers.h"
 #include "target/procnet.h"
 #include "target/syscalls.h"
 #include "util/text.h"
@@ -28,37 +30,10 @@
 #define REACH_SEARCH_FRAMES 64
 #define ATTRS_PER_OBJECT 64
 #define GLOBALS_PER_DICT 4096
-#define MAX_HELD 16
+#define MAX_HELD DIAGNOSIS_MAX_HELD
 #define REACH_GLOBALS_PER_THREAD 32
 #define REACH_CONTAINER_ITEMS 256
 #define REACH_SET_MAX (1u << 20)
-
-/* x86-64 syscall numbers, as /proc/PID/task/TID/syscall reports them. */
-#define NR_READ 0
-#define NR_WRITE 1
-#define NR_POLL 7
-#define NR_PREAD64 17
-#define NR_PWRITE64 18
-#define NR_READV 19
-#define NR_WRITEV 20
-#define NR_SELECT 23
-#define NR_NANOSLEEP 35
-#define NR_CONNECT 42
-#define NR_ACCEPT 43
-#define NR_SENDTO 44
-#define NR_RECVFROM 45
-#define NR_SENDMSG 46
-#define NR_RECVMSG 47
-#define NR_WAIT4 61
-#define NR_CLOCK_NANOSLEEP 230
-#define NR_EPOLL_WAIT 232
-#define NR_WAITID 247
-#define NR_PSELECT6 270
-#define NR_PPOLL 271
-#define NR_EPOLL_PWAIT 281
-#define NR_ACCEPT4 288
-#define NR_RECVMMSG 299
-#define NR_EPOLL_PWAIT2 441
 
 struct held_locks {
     uint64_t locks[MAX_HELD];
@@ -97,6 +72,7 @@ struct waits_ctx {
     size_t n_held;
     struct thread_reach *reach;       /* per thread, computed on demand */
     size_t n_reach;
+    const struct stacks_raw *raw;     /* what the last waits_analyze was given */
     struct globals_reach *globals;    /* per module globals dict */
     int n_globals, cap_globals;
 };
@@ -135,25 +111,6 @@ void waits_free(struct waits_ctx *c)
     free(c->held);
     reach_free(c);
     free(c);
-}
-
-const char *wait_kind_name(enum wait_kind kind)
-{
-    switch (kind) {
-    case WAIT_NONE: return "none";
-    case WAIT_GIL: return "gil";
-    case WAIT_LOCK: return "lock";
-    case WAIT_NOTIFY: return "notify";
-    case WAIT_JOIN: return "join";
-    case WAIT_SOCKET: return "socket";
-    case WAIT_SELECT: return "select";
-    case WAIT_SLEEP: return "sleep";
-    case WAIT_CHILD: return "child";
-    case WAIT_IO: return "io";
-    case WAIT_FUTEX: return "futex";
-    case WAIT_SYSCALL: return "syscall";
-    }
-    return "?";
 }
 
 /* ------------------------------------------------------------------------ */
@@ -592,12 +549,12 @@ static void analyze_futex(struct waits_ctx *c, const struct stacks_thread_raw *r
 /* ------------------------------------------------------------------------ */
 /* File descriptors, sockets, select */
 
-/* The process whose /proc tells file descriptors, sockets and children;
- * 0 for a core: its notes keep none of them, and its PID may belong to
- * another process by now. */
+/* The process whose /proc tells file descriptors and sockets; 0 for a
+ * target without TARGET_CAN_PROC (a core: its notes keep none of them, and
+ * its PID may belong to another process by now). */
 static pid_t proc_pid(const struct waits_ctx *c)
 {
-    return target_is_core(c->rt->target) ? 0 : c->rt->target->pid;
+    return target_can(c->rt->target, TARGET_CAN_PROC) ? c->rt->target->pid : 0;
 }
 
 static void load_net(struct waits_ctx *c)
@@ -848,7 +805,7 @@ static void analyze_sleep(struct waits_ctx *c, const struct thread_activity *a, 
     /* A core does not say what the clock read when it was taken: the time
      * left until an absolute deadline is unknown there. */
     struct timespec now;
-    if (!proc_pid(c) || clock_gettime(clock, &now) != 0)
+    if (!target_can(c->reader.t, TARGET_CAN_CLOCK) || clock_gettime(clock, &now) != 0)
         return;
     double left = when - ((double)now.tv_sec + (double)now.tv_nsec / 1e9);
     w->sleep_seconds = left > 0 ? left : 0;
@@ -857,73 +814,24 @@ static void analyze_sleep(struct waits_ctx *c, const struct thread_activity *a, 
 static void analyze_thread(struct waits_ctx *c, const struct report_thread *th,
                            const struct stacks_thread_raw *raw, struct report_wait *w)
 {
-    const struct thread_activity *a = &raw->activity;
-    w->syscall = th->state == THREAD_WAITING_GIL ? NULL : syscall_name(a->syscall_nr);
-    if (th->state == THREAD_WAITING_GIL) {
-        w->kind = WAIT_GIL;
-        return;
-    }
-    if (a->syscall_nr < 0) {
-        if (a->run_state == 'D') {
-            w->kind = WAIT_IO;
-            w->uninterruptible = true;
-        }
-        return;
-    }
-    w->uninterruptible = a->run_state == 'D';
-    switch (a->syscall_nr) {
-    case SYSCALL_NR_FUTEX:
+    switch (waits_classify(th, &raw->activity, w)) {
+    case WAIT_PROBE_FUTEX:
         analyze_futex(c, raw, w);
         break;
-    case NR_NANOSLEEP:
-    case NR_CLOCK_NANOSLEEP:
-        analyze_sleep(c, a, w);
+    case WAIT_PROBE_SLEEP:
+        analyze_sleep(c, &raw->activity, w);
         break;
-    case NR_POLL:
-    case NR_PPOLL:
-    case NR_SELECT:
-    case NR_PSELECT6:
-    case NR_EPOLL_WAIT:
-    case NR_EPOLL_PWAIT:
-    case NR_EPOLL_PWAIT2:
+    case WAIT_PROBE_SELECT:
         analyze_select(c, raw, w);
         break;
-    case NR_READ:
-    case NR_WRITE:
-    case NR_PREAD64:
-    case NR_PWRITE64:
-    case NR_READV:
-    case NR_WRITEV:
-    case NR_CONNECT:
-    case NR_ACCEPT:
-    case NR_ACCEPT4:
-    case NR_SENDTO:
-    case NR_RECVFROM:
-    case NR_SENDMSG:
-    case NR_RECVMSG:
-    case NR_RECVMMSG:
+    case WAIT_PROBE_FD_IO:
         analyze_fd_io(c, raw, w);
         break;
-    case NR_WAIT4:
-        w->kind = WAIT_CHILD;
-        w->timeout = WAIT_TIMEOUT_NONE;
-        w->child = (pid_t)(int32_t)a->syscall_args[0];
-        if (w->child <= 0)
-            w->child = -1;
-        break;
-    case NR_WAITID:
-        w->kind = WAIT_CHILD;
-        w->timeout = WAIT_TIMEOUT_NONE;
-        /* waitid(P_PID = 1, id, ...); anything else waits for any child. */
-        w->child = a->syscall_args[0] == 1 ? (pid_t)a->syscall_args[1] : -1;
-        break;
-    default:
-        w->kind = w->uninterruptible ? WAIT_IO : WAIT_SYSCALL;
+    case WAIT_PROBE_NONE:
         break;
     }
     if (w->kind == WAIT_CHILD && w->child > 0 &&
-        (!proc_pid(c) ||
-         process_thread_comm(w->child, w->child, w->child_command, sizeof w->child_command) != 0))
+        target_peer_comm(c->rt->target, w->child, w->child_command, sizeof w->child_command) != 0)
         w->child_command[0] = '\0';
 }
 
@@ -966,103 +874,34 @@ static const struct held_locks *held_by(struct waits_ctx *c, const struct stacks
     return h;
 }
 
-static int thread_with_ident(const struct stack_report *report, uint64_t ident)
-{
-    for (size_t i = 0; i < report->n_threads && ident; i++)
-        if (report->threads[i].thread_id == ident)
-            return (int)i;
-    return -1;
-}
-
-static void resolve_owner(struct waits_ctx *c, struct stack_report *report, const struct stacks_raw *raw,
-                          size_t i)
-{
-    struct report_wait *w = report->threads[i].wait;
-    if (w->kind != WAIT_LOCK || !w->lock)
-        return;
-    if (w->lock_locked == 0) {
-        w->owner_status = WAIT_OWNER_FREE;
-        return;
-    }
-    if (w->owner_source == WAIT_OWNER_SOURCE_RECORDED) {
-        w->owner = thread_with_ident(report, w->owner_ident);
-        w->owner_status = w->owner >= 0 ? WAIT_OWNER_ALIVE : WAIT_OWNER_GONE;
-        return;
-    }
-    w->owner_status = WAIT_OWNER_UNKNOWN;
-    for (size_t j = 0; j < report->n_threads && j < raw->n_threads; j++) {
-        const struct held_locks *h = held_by(c, raw, j);
-        const struct report_wait *wj = report->threads[j].wait;
-        bool acquiring = wj && wj->kind == WAIT_LOCK && wj->lock == w->lock;
-        for (int k = 0; k < h->count; k++) {
-            /* A thread blocked entering `with lock:` already has the
-             * block's __exit__ on its innermost frame's stack (3.8-3.11,
-             * 3.14+): that is the acquire in progress, not a hold. */
-            if (h->locks[k] != w->lock || (acquiring && h->frame[k] == 0))
-                continue;
-            w->owner = (int)j;
-            w->owner_ident = report->threads[j].thread_id;
-            w->owner_status = WAIT_OWNER_ALIVE;
-            w->owner_source = WAIT_OWNER_SOURCE_WITH;
-            return;
-        }
-    }
-}
-
 int waits_analyze(struct waits_ctx *c, struct stack_report *report, const struct stacks_raw *raw)
 {
     free(c->held);
     reach_free(c);
+    c->raw = raw;
     c->n_held = raw->n_threads;
     c->held = calloc(raw->n_threads ? raw->n_threads : 1, sizeof *c->held);
     c->n_reach = raw->n_threads;
     c->reach = calloc(raw->n_threads ? raw->n_threads : 1, sizeof *c->reach);
     if (!c->held || !c->reach)
         return -1;
-    int gil_holder = -1;
     struct sched_clock clock;
     sched_clock_init(&clock);
-    for (size_t i = 0; i < report->n_threads; i++)
-        if (report->threads[i].holds_gil && gil_holder < 0)
-            gil_holder = (int)i;
-    for (size_t i = 0; i < report->n_threads && i < raw->n_threads; i++) {
+    size_t n = report->n_threads < raw->n_threads ? report->n_threads : raw->n_threads;
+    for (size_t i = 0; i < n; i++) {
         struct report_thread *th = &report->threads[i];
-        struct report_wait *w = calloc(1, sizeof *w);
+        struct report_wait *w = malloc(sizeof *w);
         if (!w)
             return -1;
         th->wait = w;
-        w->gil_holder = -1;
-        w->reference_frame = -1;
-        w->socket.fd = -1;
-        w->socket.reference_frame = -1;
-        w->owner = -1;
-        w->join_target = -1;
-        w->queue_length = -1;
-        w->lock_locked = -1;
-        w->timeout_seconds = -1;
-        w->sleep_seconds = -1;
-        w->io_fd = -1;
-        w->total_fds = -1;
-        w->waited_ms = -1;
+        wait_report_init(w);
         analyze_thread(c, th, &raw->threads[i], w);
-        if (!c->rt->target->ops->is_core && w->kind != WAIT_NONE && w->kind != WAIT_GIL)
+        if (target_can(c->rt->target, TARGET_CAN_PROC) && w->kind != WAIT_NONE && w->kind != WAIT_GIL)
             w->waited_ms = sched_clock_off_cpu_ms(&clock, c->rt->target->pid, th->tid);
-        if (w->kind == WAIT_GIL)
-            w->gil_holder = gil_holder;
     }
-    for (size_t i = 0; i < report->n_threads && i < raw->n_threads; i++) {
-        struct report_wait *w = report->threads[i].wait;
-        resolve_owner(c, report, raw, i);
-        if (w->kind == WAIT_JOIN)
-            w->join_target = thread_with_ident(report, w->join_ident);
-        if (w->kind == WAIT_LOCK || w->kind == WAIT_NOTIFY || w->kind == WAIT_JOIN) {
-            for (size_t j = 0; j < report->n_threads && j < raw->n_threads; j++) {
-                const struct report_wait *o = report->threads[j].wait;
-                if (o && o->kind == w->kind && o->object == w->object && w->object)
-                    w->waiters++;
-            }
-        }
-    }
+    struct diagnosis_queries q;
+    waits_queries(c, &q);
+    waits_link(report, n, &q);
     return 0;
 }
 
@@ -1207,7 +1046,7 @@ static void thread_reach_build(struct waits_ctx *c, const struct stacks_thread_r
     set_finish(&tr->objects);
 }
 
-bool waits_thread_reaches(struct waits_ctx *c, const struct stacks_raw *raw, size_t index, uint64_t obj)
+static bool thread_reaches(struct waits_ctx *c, const struct stacks_raw *raw, size_t index, uint64_t obj)
 {
     if (index >= raw->n_threads || index >= c->n_reach)
         return false;
@@ -1222,4 +1061,39 @@ bool waits_thread_reaches(struct waits_ctx *c, const struct stacks_raw *raw, siz
             return true;
     }
     return false;
+}
+
+/* The queries the diagnoses ask, answered from the last analysed snapshot. */
+static bool query_reaches(void *ctx, size_t thread, uint64_t obj)
+{
+    struct waits_ctx *c = ctx;
+    return c->raw && thread_reaches(c, c->raw, thread, obj);
+}
+
+static int query_held_locks(void *ctx, size_t thread, uint64_t *locks, int *frames, int max)
+{
+    struct waits_ctx *c = ctx;
+    if (!c->raw || thread >= c->n_held || thread >= c->raw->n_threads)
+        return 0;
+    const struct held_locks *h = held_by(c, c->raw, thread);
+    int n = h->count < max ? h->count : max;
+    for (int k = 0; k < n; k++) {
+        locks[k] = h->locks[k];
+        frames[k] = h->frame[k];
+    }
+    return n;
+}
+
+static int query_blocked_pipe_writer(void *ctx, uint64_t read_pipe, pid_t only_child,
+                                     struct pipe_blocked_writer *out)
+{
+    struct target *t = ((struct waits_ctx *)ctx)->rt->target;
+    return target_can(t, TARGET_CAN_PEERS)
+               ? pipe_find_blocked_writer(t->pid, read_pipe, only_child, 16, out)
+               : -1;
+}
+
+void waits_queries(struct waits_ctx *c, struct diagnosis_queries *q)
+{
+    *q = (struct diagnosis_queries){c, query_reaches, query_held_locks, query_blocked_pipe_writer};
 }

@@ -8,7 +8,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "output/stack_report.h"
+#include "diagnosis/queries.h"
+#include "report/stack_report.h"
 #include "python/runtime.h"
 #include "python/stacks.h"
 
@@ -21,11 +22,8 @@ void waits_free(struct waits_ctx *ctx);
  * kernel state in raw (collected with the report). 0, or -1 out of memory. */
 int waits_analyze(struct waits_ctx *ctx, struct stack_report *report, const struct stacks_raw *raw);
 
-/* Can thread index reach obj from its frames: a local or cell variable, an
- * attribute of one (two levels for `self`), or a global of a frame's module?
- * Threads that can reach an object are the ones that can release, notify or
- * feed it. */
-bool waits_thread_reaches(struct waits_ctx *ctx, const struct stacks_raw *raw, size_t index,
-                          uint64_t obj);
+/* The questions the diagnoses ask (diagnosis/queries.h), answered from
+ * the snapshot the last waits_analyze was given. */
+void waits_queries(struct waits_ctx *ctx, struct diagnosis_queries *q);
 
 #endif

@@ -17,7 +17,8 @@
 #include "python/collect.h"
 #include "elf/elf_image.h"
 #include "output/profile_formats.h"
-#include "output/stack_report.h"
+#include "output/dump_writers.h"
+#include "report/stack_report.h"
 #include "python/runtime.h"
 #include "python/uncaught.h"
 #include "run/run.h"
@@ -328,7 +329,7 @@ static void on_breakpoint(struct recorder *rec, pid_t tid)
     uint64_t end = flight_now(&rec->flight);
     struct py_uncaught u;
     char why[256];
-    if (py_uncaught_read(rt, child_pid, tid, &u, why, sizeof why) != 0) {
+    if (py_uncaught_read(rt, tid, &u, why, sizeof why) != 0) {
         fprintf(stderr, "pyscope: thread %d is printing an uncaught exception, but %s\n",
                 (int)tid, why);
         return;

@@ -111,7 +111,7 @@ static bool try_attach(struct flight *f, uint64_t now)
     f->next_attach_ns = NO_DEADLINE;
     f->next_pass_ns = now;
     f->profile.meta.pid = f->pid;
-    process_cmdline(f->pid, f->profile.meta.command, sizeof f->profile.meta.command);
+    target_cmdline(f->sampler.target, f->profile.meta.command, sizeof f->profile.meta.command);
     snprintf(f->profile.meta.python_version, sizeof f->profile.meta.python_version, "%s",
              f->sampler.rt.version);
     return true;

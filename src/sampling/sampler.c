@@ -131,6 +131,7 @@ int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t
     s->fd_budget = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
                        ? (rl.rlim_cur > FD_RESERVE ? (size_t)(rl.rlim_cur - FD_RESERVE) : 0)
                        : SIZE_MAX;
+    /* Before the target exists, so that an exec while it opens is seen. */
     s->image_id = process_image_id(pid);
     s->target = process_open(pid, err);
     if (!s->target)
@@ -225,7 +226,7 @@ static void refresh_names(struct sampler *s)
             if (names[i][0])
                 memcpy(pt->name, names[i], sizeof pt->name);
             else if (!pt->name[0])
-                process_thread_comm(s->pid, s->threads[i].tid, pt->name, sizeof pt->name);
+                target_thread_comm(s->target, s->threads[i].tid, pt->name, sizeof pt->name);
         }
     }
     free(snap.threads);
@@ -245,7 +246,7 @@ static struct sampled_thread *find_thread(struct sampler *s, uint64_t tstate, ui
 static pid_t tid_from_snapshot(struct sampler *s, uint64_t tstate)
 {
     pid_t tids[PROCESS_MAX_THREADS];
-    int n = process_list_tids(s->pid, tids, PROCESS_MAX_THREADS);
+    int n = target_list_threads(s->target, tids, PROCESS_MAX_THREADS);
     struct py_snapshot snap;
     pid_t tid = 0;
     if (n > 0 && py_snapshot_read(&s->reader, tids, n, &snap) == 0) {
@@ -284,7 +285,7 @@ static struct sampled_thread *add_thread(struct sampler *s, const struct py_thre
      * others (and the ELF files, the maps): those are opened per read. */
     th->syscall_fd = -1;
     if (tid && s->kept_fds < s->fd_budget) {
-        th->syscall_fd = process_thread_syscall_fd(s->pid, tid);
+        th->syscall_fd = target_thread_activity_open(s->target, tid);
         if (th->syscall_fd >= 0)
             s->kept_fds++;
         else if (errno == EMFILE || errno == ENFILE)
@@ -362,7 +363,7 @@ static uint32_t callable_frame_for(struct sampler *s, const struct py_frame *f, 
         return slot->frame;
     char name[PY_C_CALLABLE_MAX + 8] = "[C] ";
     int named = py_c_callable_name(&s->reader, obj, name + 4, sizeof name - 4);
-    if (named == 1 && process_read_maps(s->target) == 0)
+    if (named == 1 && target_refresh_maps(s->target) == 0)
         named = py_c_callable_name(&s->reader, obj, name + 4, sizeof name - 4);
     if (named < 0)
         return UINT32_MAX;
@@ -389,8 +390,8 @@ static int read_activity(struct sampler *s, const struct sampled_thread *th,
                          struct thread_activity *a)
 {
     if (th->syscall_fd >= 0)
-        return process_thread_activity_fd(th->syscall_fd, a);
-    return th->tid ? process_thread_activity(s->pid, th->tid, a) : -1;
+        return target_thread_activity_read(s->target, th->syscall_fd, a);
+    return th->tid ? target_thread_activity(s->target, th->tid, a) : -1;
 }
 
 static bool seen_back_in_gil(struct sampler *s, const struct sampled_thread *th,
@@ -776,7 +777,7 @@ static int prepare_pass(struct sampler *s, uint64_t now_ns)
     }
     if (s->n_interps == 0 || now_ns - s->interps_read_ns > INTERP_REFRESH_NS) {
         /* After an exec nothing we know about the process holds. */
-        uint64_t image = process_image_id(s->pid);
+        uint64_t image = target_image_id(s->target);
         if (image && s->image_id && image != s->image_id) {
             s->exec_seen = true;
             return -1;
@@ -784,7 +785,7 @@ static int prepare_pass(struct sampler *s, uint64_t now_ns)
         refresh_interpreters(s, now_ns);
     }
     if (s->n_interps == 0)
-        return process_gone(s->pid) ? -1 : 0;
+        return target_gone(s->target) ? -1 : 0;
     return 1;
 }
 
@@ -997,7 +998,7 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
     int n_pass = read_thread_states(s, now_ns);
     if (n_pass < 0) {
         s->profile->meta.passes_failed++;
-        return process_gone(s->pid) ? -1 : 0;
+        return target_gone(s->target) ? -1 : 0;
     }
     remember_chain(s, n_pass);
     match_threads(s, n_pass);

@@ -59,7 +59,7 @@ static void describe_process(struct session *s, struct sampler *sampler)
     proc->ppid = ppid;
     proctree_role(depth, ppid && proctree_forked(sampler->pid, ppid), proc->role,
                   sizeof proc->role);
-    process_cmdline(sampler->pid, proc->command, sizeof proc->command);
+    target_cmdline(sampler->target, proc->command, sizeof proc->command);
 }
 
 static int add_process(struct session *s, pid_t pid, struct pyscope_error *err)
@@ -155,7 +155,7 @@ int session_start(struct session *s, pid_t pid, const struct session_options *op
         usleep(2000);
     }
     profile->meta.pid = pid;
-    process_cmdline(pid, profile->meta.command, sizeof profile->meta.command);
+    target_cmdline(s->samplers[0].target, profile->meta.command, sizeof profile->meta.command);
     snprintf(profile->meta.python_version, sizeof profile->meta.python_version, "%s",
              s->samplers[0].rt.version);
     /* Passes are timed from here, once the target is ready. */
@@ -360,4 +360,12 @@ int session_exit_status(const struct session *s)
     if (WIFSIGNALED(s->child_status))
         return 128 + WTERMSIG(s->child_status);
     return 1;
+}
+
+struct target *session_target(struct session *s, pid_t pid)
+{
+    for (int i = 0; i < SESSION_MAX_PROCESSES; i++)
+        if (s->active[i] && s->samplers[i].pid == pid)
+            return s->samplers[i].target;
+    return NULL;
 }

@@ -65,6 +65,9 @@ void session_wait_command(struct session *s, volatile sig_atomic_t *forward);
 /* Ends the session: session_stop, then (when the command was started by us)
  * waits for it, after sending it SIGTERM if kill_child. */
 void session_finish(struct session *s, bool kill_child);
+/* The target of the process pid is sampled through, or NULL when it is not
+ * sampled (any more). */
+struct target *session_target(struct session *s, pid_t pid);
 
 /* The exit status to report for a started command (its own), or 0. */
 int session_exit_status(const struct session *s);

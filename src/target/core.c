@@ -530,7 +530,7 @@ static const struct target_ops core_ops = {
     .thread_activity = core_thread_activity,
     .thread_comm = core_thread_comm,
     .open_file = core_open_file,
-    .is_core = true,
+    .capabilities = TARGET_CAN_SAVED_REGISTERS,
 };
 
 const struct core_info *core_get_info(const struct target *t)

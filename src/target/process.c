@@ -121,10 +121,117 @@ static void process_close(struct target *t)
     free(p);
 }
 
+/* The rest of the interface: what /proc says of the process and its threads. */
+static int op_list_threads(struct target *t, pid_t *tids, int max)
+{
+    return process_list_tids(t->pid, tids, max);
+}
+
+static int op_thread_activity(struct target *t, pid_t tid, struct thread_activity *out)
+{
+    return process_thread_activity(t->pid, tid, out);
+}
+
+static int op_thread_comm(struct target *t, pid_t tid, char *out, size_t outsize)
+{
+    return process_thread_comm(t->pid, tid, out, outsize);
+}
+
+/* Mapped files are opened below /proc/PID/root, so that a process in a
+ * container shows its own files; the path as it is when that fails. */
+static int op_open_file(const struct target *t, const char *path)
+{
+    char full[4096];
+    if (t->root[0]) {
+        if ((size_t)snprintf(full, sizeof full, "%s%s", t->root, path) >= sizeof full) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(full, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0)
+            return fd;
+    }
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+static bool op_gone(struct target *t)
+{
+    return process_gone(t->pid);
+}
+
+static bool op_gone_soon(struct target *t)
+{
+    return process_gone_soon(t->pid);
+}
+
+static uint64_t op_image_id(struct target *t)
+{
+    return process_image_id(t->pid);
+}
+
+static int op_thread_activity_open(struct target *t, pid_t tid)
+{
+    return process_thread_syscall_fd(t->pid, tid);
+}
+
+static int op_thread_activity_read(struct target *t, int handle, struct thread_activity *out)
+{
+    (void)t;
+    return process_thread_activity_fd(handle, out);
+}
+
+static int op_thread_stopped(struct target *t, pid_t tid, char *state, pid_t *tracer)
+{
+    return process_thread_stopped(t->pid, tid, state, tracer);
+}
+
+static int op_thread_cpu_ns(struct target *t, pid_t tid, uint64_t *ns)
+{
+    return process_thread_cpu_ns(t->pid, tid, ns);
+}
+
+static int op_caught_signals(struct target *t, uint64_t *mask)
+{
+    return process_caught_signals(t->pid, mask);
+}
+
+static int op_cmdline(struct target *t, char *out, size_t outsize)
+{
+    return process_cmdline(t->pid, out, outsize);
+}
+
+static int op_exe(struct target *t, char *out, size_t outsize)
+{
+    return process_exe(t->pid, out, outsize);
+}
+
+static int op_peer_comm(struct target *t, pid_t pid, char *out, size_t outsize)
+{
+    (void)t;
+    return process_thread_comm(pid, pid, out, outsize);
+}
+
 static const struct target_ops process_ops = {
     .read_raw = process_read_raw,
     .read_spans = process_read_spans,
     .close = process_close,
+    .list_threads = op_list_threads,
+    .thread_activity = op_thread_activity,
+    .thread_comm = op_thread_comm,
+    .open_file = op_open_file,
+    .refresh_maps = process_read_maps,
+    .gone = op_gone,
+    .gone_soon = op_gone_soon,
+    .image_id = op_image_id,
+    .thread_activity_open = op_thread_activity_open,
+    .thread_activity_read = op_thread_activity_read,
+    .thread_stopped = op_thread_stopped,
+    .thread_cpu_ns = op_thread_cpu_ns,
+    .caught_signals = op_caught_signals,
+    .cmdline = op_cmdline,
+    .exe = op_exe,
+    .peer_comm = op_peer_comm,
+    .capabilities = TARGET_CAN_CHANGE | TARGET_CAN_PROC | TARGET_CAN_PEERS | TARGET_CAN_CLOCK,
 };
 
 static int read_small_file(const char *path, char *out, size_t outsize, size_t *len_out)

@@ -3,7 +3,6 @@
  * supply only read_raw. */
 #include "target/target.h"
 
-#include "target/process.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -382,45 +381,87 @@ const struct target_map *target_find_map(const struct target *t, uint64_t addr)
 
 int target_list_threads(struct target *t, pid_t *tids, int max)
 {
-    if (t->ops->list_threads)
-        return t->ops->list_threads(t, tids, max);
-    return process_list_tids(t->pid, tids, max);
+    return t->ops->list_threads ? t->ops->list_threads(t, tids, max) : -1;
 }
 
 int target_thread_activity(struct target *t, pid_t tid, struct thread_activity *out)
 {
-    if (t->ops->thread_activity)
-        return t->ops->thread_activity(t, tid, out);
-    return process_thread_activity(t->pid, tid, out);
+    return t->ops->thread_activity ? t->ops->thread_activity(t, tid, out) : -1;
 }
 
 int target_thread_comm(struct target *t, pid_t tid, char *out, size_t outsize)
 {
-    if (t->ops->thread_comm)
-        return t->ops->thread_comm(t, tid, out, outsize);
-    return process_thread_comm(t->pid, tid, out, outsize);
+    return t->ops->thread_comm ? t->ops->thread_comm(t, tid, out, outsize) : -1;
 }
 
-int target_is_core(const struct target *t)
+bool target_can(const struct target *t, enum target_capability cap)
 {
-    return t->ops->is_core;
+    return (t->ops->capabilities & (unsigned)cap) == (unsigned)cap;
+}
+
+int target_refresh_maps(struct target *t)
+{
+    return t->ops->refresh_maps ? t->ops->refresh_maps(t) : -1;
+}
+
+bool target_gone(struct target *t)
+{
+    return t->ops->gone && t->ops->gone(t);
+}
+
+bool target_gone_soon(struct target *t)
+{
+    return t->ops->gone_soon && t->ops->gone_soon(t);
+}
+
+uint64_t target_image_id(struct target *t)
+{
+    return t->ops->image_id ? t->ops->image_id(t) : 0;
+}
+
+int target_thread_activity_open(struct target *t, pid_t tid)
+{
+    return t->ops->thread_activity_open ? t->ops->thread_activity_open(t, tid) : -1;
+}
+
+int target_thread_activity_read(struct target *t, int handle, struct thread_activity *out)
+{
+    return t->ops->thread_activity_read ? t->ops->thread_activity_read(t, handle, out) : -1;
+}
+
+int target_thread_stopped(struct target *t, pid_t tid, char *state, pid_t *tracer)
+{
+    return t->ops->thread_stopped ? t->ops->thread_stopped(t, tid, state, tracer) : -1;
+}
+
+int target_thread_cpu_ns(struct target *t, pid_t tid, uint64_t *ns)
+{
+    return t->ops->thread_cpu_ns ? t->ops->thread_cpu_ns(t, tid, ns) : -1;
+}
+
+int target_caught_signals(struct target *t, uint64_t *mask)
+{
+    return t->ops->caught_signals ? t->ops->caught_signals(t, mask) : -1;
+}
+
+int target_cmdline(struct target *t, char *out, size_t outsize)
+{
+    return t->ops->cmdline ? t->ops->cmdline(t, out, outsize) : -1;
+}
+
+int target_exe(struct target *t, char *out, size_t outsize)
+{
+    return t->ops->exe ? t->ops->exe(t, out, outsize) : -1;
+}
+
+int target_peer_comm(struct target *t, pid_t pid, char *out, size_t outsize)
+{
+    return t->ops->peer_comm ? t->ops->peer_comm(t, pid, out, outsize) : -1;
 }
 
 int target_open_file(const struct target *t, const char *path)
 {
-    if (t->ops->open_file)
-        return t->ops->open_file(t, path);
-    char full[4096];
-    if (t->root[0]) {
-        if ((size_t)snprintf(full, sizeof full, "%s%s", t->root, path) >= sizeof full) {
-            errno = ENAMETOOLONG;
-            return -1;
-        }
-        int fd = open(full, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0)
-            return fd;
-    }
-    return open(path, O_RDONLY | O_CLOEXEC);
+    return t->ops->open_file ? t->ops->open_file(t, path) : -1;
 }
 
 void target_close(struct target *t)

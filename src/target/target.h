@@ -1,6 +1,7 @@
-/* The one interface through which pyscope sees a target: memory, threads and
- * mappings of a live process or of a core file (target/core.c). Nothing here
- * writes to the target. */
+/* The one interface through which pyscope sees a target: memory, threads,
+ * mappings and what the kernel says of a live process (target/process.c) or
+ * of a core file (target/core.c), each declaring which it can answer.
+ * Nothing here writes to the target. */
 #ifndef PYSCOPE_TARGET_TARGET_H
 #define PYSCOPE_TARGET_TARGET_H
 
@@ -28,6 +29,27 @@ struct target_span {
     bool ok;                /* set by target_read_spans */
 };
 
+/* What a target can answer besides its memory, threads, thread activity and
+ * mapped files, which every target has. A live process answers all of it; a
+ * core file is one instant of memory and registers, with no kernel around
+ * it. Code asks target_can() for the answer it needs, never which kind of
+ * target it has, so that an analysis runs on every target that can answer. */
+enum target_capability {
+    /* It runs on: memory changes between reads, maps grow, it can exit or
+     * exec (refresh_maps, gone, image_id). */
+    TARGET_CAN_CHANGE = 1u << 0,
+    /* The kernel's view of it now: fds and sockets, per-thread status and
+     * schedstat, caught signals, command line and executable (/proc). */
+    TARGET_CAN_PROC = 1u << 1,
+    /* Other processes it refers to: its children, a thread's tracer. */
+    TARGET_CAN_PEERS = 1u << 2,
+    /* Its clocks read now are the ones it runs on (the time left until an
+     * absolute deadline means something). */
+    TARGET_CAN_CLOCK = 1u << 3,
+    /* Each thread's registers are recorded (no tracer needed to get them). */
+    TARGET_CAN_SAVED_REGISTERS = 1u << 4,
+};
+
 struct target_ops {
     /* Copies len bytes at addr straight from the target, bypassing the page
      * cache; returns 0, or -1 if any byte is unreadable. */
@@ -36,13 +58,25 @@ struct target_ops {
      * each span's ok; returns how many succeeded. */
     size_t (*read_spans)(struct target *t, struct target_span *spans, size_t n);
     void (*close)(struct target *t);
-    /* The optional rest: a NULL member means "the live process way"
-     * (/proc for threads, t->root for files). */
     int (*list_threads)(struct target *t, pid_t *tids, int max);
     int (*thread_activity)(struct target *t, pid_t tid, struct thread_activity *out);
     int (*thread_comm)(struct target *t, pid_t tid, char *out, size_t outsize);
     int (*open_file)(const struct target *t, const char *path);
-    bool is_core;       /* memory and threads come from a core file */
+    /* The rest is there with its capability, NULL without: the target_*
+     * functions below then answer "unknown" (-1, 0 or false). */
+    int (*refresh_maps)(struct target *t);
+    bool (*gone)(struct target *t);
+    bool (*gone_soon)(struct target *t);
+    uint64_t (*image_id)(struct target *t);
+    int (*thread_activity_open)(struct target *t, pid_t tid);
+    int (*thread_activity_read)(struct target *t, int handle, struct thread_activity *out);
+    int (*thread_stopped)(struct target *t, pid_t tid, char *state, pid_t *tracer);
+    int (*thread_cpu_ns)(struct target *t, pid_t tid, uint64_t *ns);
+    int (*caught_signals)(struct target *t, uint64_t *mask);
+    int (*cmdline)(struct target *t, char *out, size_t outsize);
+    int (*exe)(struct target *t, char *out, size_t outsize);
+    int (*peer_comm)(struct target *t, pid_t pid, char *out, size_t outsize);
+    unsigned capabilities;   /* enum target_capability bits */
 };
 
 /* A small direct-mapped cache of target pages. It makes one dump or one
@@ -115,8 +149,38 @@ int target_list_threads(struct target *t, pid_t *tids, int max);
 int target_thread_activity(struct target *t, pid_t tid, struct thread_activity *out);
 /* A thread's name as the kernel knows it (comm); -1 when unknown. */
 int target_thread_comm(struct target *t, pid_t tid, char *out, size_t outsize);
-/* Is this a core file rather than a live process? */
-int target_is_core(const struct target *t);
+
+/* Does the target answer what cap names? */
+bool target_can(const struct target *t, enum target_capability cap);
+
+/* TARGET_CAN_CHANGE. Re-reads the mappings into t->maps: 0 or -1. */
+int target_refresh_maps(struct target *t);
+/* Has it exited (or is it exiting, its memory gone)? false when it cannot. */
+bool target_gone(struct target *t);
+/* After a failure: has it exited, or does it within a few tens of ms? */
+bool target_gone_soon(struct target *t);
+/* Changes when it execs a new program; 0 when unknown. */
+uint64_t target_image_id(struct target *t);
+
+/* TARGET_CAN_PROC. A handle on a thread's activity that is cheaper to read
+ * again and again (a sampler's); -1 with errno EMFILE past the limit of
+ * open files. Closed with close(2). */
+int target_thread_activity_open(struct target *t, pid_t tid);
+int target_thread_activity_read(struct target *t, int handle, struct thread_activity *out);
+/* Is the thread stopped? *state 'T' (by a signal), 't' (by its tracer) or
+ * 0; *tracer is its tracer's pid (0: none). -1 when unknown. */
+int target_thread_stopped(struct target *t, pid_t tid, char *state, pid_t *tracer);
+/* CPU time the thread has run, in ns. */
+int target_thread_cpu_ns(struct target *t, pid_t tid, uint64_t *ns);
+/* The signals it catches: bit n-1 for signal n. */
+int target_caught_signals(struct target *t, uint64_t *mask);
+/* Its command line (arguments separated by spaces) and executable path. */
+int target_cmdline(struct target *t, char *out, size_t outsize);
+int target_exe(struct target *t, char *out, size_t outsize);
+
+/* TARGET_CAN_PEERS. The name of another process it refers to (a child it
+ * waits for, a thread's tracer). */
+int target_peer_comm(struct target *t, pid_t pid, char *out, size_t outsize);
 
 void target_close(struct target *t);
 

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "target/process.h"
+
 struct fake_region {
     uint64_t start;
     size_t len;
@@ -16,6 +18,13 @@ struct fake_target {
     struct fake_region *regions;
     size_t nregions;
     size_t span_calls, spans_read;  /* scattered reads, and the pieces they asked for */
+    struct fake_thread *threads;
+    size_t nthreads;
+};
+
+struct fake_thread {
+    pid_t tid;
+    struct thread_activity activity;
 };
 
 static struct fake_target *as_fake(struct target *t)
@@ -68,12 +77,37 @@ static void fake_close(struct target *t)
     for (size_t i = 0; i < f->nregions; i++)
         free(f->regions[i].bytes);
     free(f->regions);
+    free(f->threads);
     free(f);
 }
 
+static int fake_list_threads(struct target *t, pid_t *tids, int max)
+{
+    struct fake_target *f = as_fake(t);
+    int n = 0;
+    for (size_t i = 0; i < f->nthreads && n < max; i++)
+        tids[n++] = f->threads[i].tid;
+    return n;
+}
+
+static int fake_thread_activity(struct target *t, pid_t tid, struct thread_activity *out)
+{
+    struct fake_target *f = as_fake(t);
+    for (size_t i = 0; i < f->nthreads; i++) {
+        if (f->threads[i].tid == tid) {
+            *out = f->threads[i].activity;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* A fixed instant of memory and threads, as a core is: no capabilities. */
 static const struct target_ops fake_ops = {
     .read_raw = fake_read_raw,
     .close = fake_close,
+    .list_threads = fake_list_threads,
+    .thread_activity = fake_thread_activity,
 };
 
 /* process_vm_readv's contract: spans in order, each whole or not at all. */
@@ -94,6 +128,8 @@ static const struct target_ops fake_span_ops = {
     .read_raw = fake_read_raw,
     .read_spans = fake_read_spans,
     .close = fake_close,
+    .list_threads = fake_list_threads,
+    .thread_activity = fake_thread_activity,
 };
 
 void fake_target_enable_spans(struct target *t)
@@ -159,4 +195,21 @@ int fake_target_map(struct target *t, uint64_t addr, const void *bytes, size_t l
 void fake_target_free(struct target *t)
 {
     target_close(t);
+}
+
+int fake_target_set_thread(struct target *t, pid_t tid, const struct thread_activity *activity)
+{
+    struct fake_target *f = as_fake(t);
+    for (size_t i = 0; i < f->nthreads; i++) {
+        if (f->threads[i].tid == tid) {
+            f->threads[i].activity = *activity;
+            return 0;
+        }
+    }
+    struct fake_thread *grown = realloc(f->threads, (f->nthreads + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    f->threads = grown;
+    f->threads[f->nthreads++] = (struct fake_thread){tid, *activity};
+    return 0;
 }

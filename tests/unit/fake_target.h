@@ -6,12 +6,14 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "target/target.h"
 
-/* A target with no memory and no page cache (target_cache_enable turns it
- * on); raw reads are counted in t->stats as for a live target. Reads go
- * through src/target/target.c, so tests link it. */
+/* A target with no memory, no threads and no page cache (target_cache_enable
+ * turns it on); raw reads are counted in t->stats as for a live target. Like
+ * a core it declares no capabilities: one instant of memory and threads.
+ * Reads go through src/target/target.c, so tests link it. */
 struct target *fake_target_new(void);
 
 /* Copies len bytes so they appear at [addr, addr+len). Regions may touch but
@@ -23,6 +25,11 @@ int fake_target_map(struct target *t, uint64_t addr, const void *bytes, size_t l
  * and the pieces asked for, as a live process has. */
 void fake_target_enable_spans(struct target *t);
 void fake_target_span_counts(struct target *t, size_t *calls, size_t *spans);
+
+struct thread_activity;
+/* Adds kernel thread tid (or changes it): target_list_threads lists it and
+ * target_thread_activity answers activity for it. Returns 0 or -1. */
+int fake_target_set_thread(struct target *t, pid_t tid, const struct thread_activity *activity);
 
 /* Same as target_close. */
 void fake_target_free(struct target *t);

@@ -1,8 +1,9 @@
-/* Thread listing (py_snapshot_read) and frame walking (py_walk_frames) on
- * in-memory images of a process, laid out with the generated layout of each
- * version: 3.8 and 3.10 (PyFrameObject chains, kernel tids found through the
- * pthread struct), 3.11 (cframe, is_entry), 3.13 (current_frame, a C-stack
- * entry frame) and 3.14 (tagged executables, an interpreter base frame). */
+/* Thread listing (py_snapshot_read), frame walking (py_walk_frames) and the
+ * wait analysis (python/waits.c with diagnosis/waits.c) on in-memory images
+ * of a process, laid out with the generated layout of each version: 3.8 and
+ * 3.10 (PyFrameObject chains, kernel tids found through the pthread struct),
+ * 3.11 (cframe, is_entry), 3.13 (current_frame, a C-stack entry frame) and
+ * 3.14 (tagged executables, an interpreter base frame). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,11 @@
 #include "python/layout.h"
 #include "python/objects.h"
 #include "python/runtime.h"
+#include "python/stacks.h"
 #include "python/threads.h"
+#include "python/waits.h"
+#include "target/process.h"
+#include "target/syscalls.h"
 #include "unit.h"
 
 #define BASE 0x100000u
@@ -136,6 +141,7 @@ struct process {
     uint64_t top[2];
     uint64_t codes[3];
     pid_t tids[2];
+    uint64_t gil;
 };
 
 /* The bottom of a thread's chain, where C entered Python: a C-stack or base
@@ -214,6 +220,7 @@ static void build(struct process *p, unsigned version)
     put_u64(img, interp, L->interp_threads_head, p->tstates[0]);
     put_u64(img, p->tstates[0], L->tstate_next, p->tstates[1]);
     put_u64(img, p->tstates[1], L->tstate_prev, p->tstates[0]);
+    p->gil = gil;
     put_u64(img, gil, L->gil_last_holder, p->tstates[0]);
     put_i32(img, gil, L->gil_locked, 1);
 
@@ -335,6 +342,144 @@ static void test_version(unsigned version)
     destroy(&p);
 }
 
+/* Memory outside the process image for what a syscall's arguments point
+ * to (a nanosleep's timespec). */
+#define ARGS_BASE 0x900000u
+
+/* The main thread runs holding the GIL; the worker is as the kernel reports
+ * it in a. Collects the report as dump and why do, analyses its waits, and
+ * returns the worker's (NULL when the report is not what was built). */
+static const struct report_wait *worker_wait(struct process *p, const struct thread_activity *a,
+                                             struct stack_report *report, struct stacks_raw *raw)
+{
+    const struct thread_activity running = {.run_state = 'R', .on_cpu = true, .syscall_nr = -1};
+    CHECK_EQ_INT(fake_target_set_thread(p->t, p->tids[0], &running), 0);
+    CHECK_EQ_INT(fake_target_set_thread(p->t, p->tids[1], a), 0);
+    memset(report, 0, sizeof *report);
+    memset(raw, 0, sizeof *raw);
+    struct stacks_options opts = {.paused = true, .raw = raw};
+    struct pyscope_error err = {0};
+    CHECK_EQ_INT(stacks_collect(&p->rt, &opts, report, &err), 0);
+    CHECK_EQ_INT(report->n_threads, 2);
+    if (report->n_threads != 2)
+        return NULL;
+    CHECK_EQ_INT(report->threads[0].tid, p->tids[0]);
+    CHECK_EQ_INT(report->threads[1].tid, p->tids[1]);
+    struct waits_ctx *ctx = waits_new(&p->rt);
+    CHECK(ctx != NULL);
+    CHECK_EQ_INT(ctx ? waits_analyze(ctx, report, raw) : -1, 0);
+    waits_free(ctx);
+    const struct report_wait *main_wait = report->threads[0].wait;
+    CHECK(main_wait && main_wait->kind == WAIT_NONE);
+    return report->threads[1].wait;
+}
+
+static void done(struct stack_report *report, struct stacks_raw *raw)
+{
+    stack_report_free(report);
+    stacks_raw_free(raw);
+}
+
+static void test_waits(unsigned version)
+{
+    struct process p;
+    build(&p, version);
+    struct stack_report report;
+    struct stacks_raw raw;
+    const struct report_wait *w;
+
+    /* In futex on the GIL's own memory: a GIL wait, on the thread holding it. */
+    struct thread_activity a = {.run_state = 'S', .syscall_nr = SYSCALL_NR_FUTEX,
+                                .syscall_args = {p.gil, 0x80, 0, 0}};
+    w = worker_wait(&p, &a, &report, &raw);
+    CHECK(w && w->kind == WAIT_GIL && w->gil_holder == 0 && w->syscall == NULL);
+    CHECK_EQ_INT(report.threads[1].state, THREAD_WAITING_GIL);
+    done(&report, &raw);
+
+    /* A futex no lock in its frames sleeps on: a futex wait, its timeout
+     * the fourth argument's. */
+    uint64_t elsewhere = BASE + IMAGE_SIZE - 64;
+    a = (struct thread_activity){.run_state = 'S', .syscall_nr = SYSCALL_NR_FUTEX,
+                                 .syscall_args = {elsewhere, 0x80, 0, 0}};
+    w = worker_wait(&p, &a, &report, &raw);
+    CHECK(w && w->kind == WAIT_FUTEX && w->timeout == WAIT_TIMEOUT_NONE && w->lock == 0);
+    CHECK(w && w->syscall && strcmp(w->syscall, "futex") == 0);
+    done(&report, &raw);
+    a.syscall_args[3] = ARGS_BASE;
+    w = worker_wait(&p, &a, &report, &raw);
+    CHECK(w && w->kind == WAIT_FUTEX && w->timeout == WAIT_TIMEOUT_SET);
+    done(&report, &raw);
+
+    /* nanosleep(req): the time asked for, read where req points; only an
+     * upper bound of what is left. */
+    int64_t ts[2] = {2, 500000000};
+    CHECK_EQ_INT(fake_target_map(p.t, ARGS_BASE, ts, sizeof ts), 0);
+    a = (struct thread_activity){.run_state = 'S', .syscall_nr = NR_NANOSLEEP,
+                                 .syscall_args = {ARGS_BASE, 0}};
+    w = worker_wait(&p, &a, &report, &raw);
+    CHECK(w && w->kind == WAIT_SLEEP && w->timeout == WAIT_TIMEOUT_SET);
+    CHECK(w && w->sleep_seconds == 2.5 && w->sleep_upper_bound);
+    done(&report, &raw);
+    /* clock_nanosleep to an absolute deadline: the time left needs the
+     * target's clock now, which an instant of memory cannot tell. */
+    a = (struct thread_activity){.run_state = 'S', .syscall_nr = NR_CLOCK_NANOSLEEP,
+                                 .syscall_args = {1 /* CLOCK_MONOTONIC */, 1 /* TIMER_ABSTIME */,
+                                                  ARGS_BASE, 0}};
+    w = worker_wait(&p, &a, &report, &raw);
+    CHECK(w && w->kind == WAIT_SLEEP && w->sleep_seconds < 0);
+    done(&report, &raw);
+    /* A request pointer into nothing: still a sleep, of unknown length. */
+    a.syscall_args[2] = 0x10;
+    w = worker_wait(&p, &a, &report, &raw);
+    CHECK(w && w->kind == WAIT_SLEEP && w->sleep_seconds < 0);
+    done(&report, &raw);
+
+    /* wait4(777) and waitid(P_ALL): a child, without timeout; the child's
+     * name needs other processes, which this target cannot show. */
+    a = (struct thread_activity){.run_state = 'S', .syscall_nr = NR_WAIT4,
+                                 .syscall_args = {777, 0, 0, 0}};
+    w = worker_wait(&p, &a, &report, &raw);
+    CHECK(w && w->kind == WAIT_CHILD && w->child == 777 && w->timeout == WAIT_TIMEOUT_NONE);
+    CHECK(w && w->child_command[0] == '\0');
+    done(&report, &raw);
+    a = (struct thread_activity){.run_state = 'S', .syscall_nr = NR_WAITID,
+                                 .syscall_args = {0 /* P_ALL */, 0, 0, 4}};
+    w = worker_wait(&p, &a, &report, &raw);
+    CHECK(w && w->kind == WAIT_CHILD && w->child == -1);
+    done(&report, &raw);
+
+    /* read(5): file or pipe I/O on fd 5; without /proc, neither a socket
+     * nor the fd's target can be told. */
+    a = (struct thread_activity){.run_state = 'S', .syscall_nr = NR_READ,
+                                 .syscall_args = {5, 0x1000, 64}};
+    w = worker_wait(&p, &a, &report, &raw);
+    CHECK(w && w->kind == WAIT_IO && w->io_fd == 5 && w->io_target[0] == '\0' &&
+          !w->uninterruptible && w->syscall && strcmp(w->syscall, "read") == 0);
+    done(&report, &raw);
+
+    /* The same read in uninterruptible sleep (D): I/O, said so. */
+    a.run_state = 'D';
+    w = worker_wait(&p, &a, &report, &raw);
+    CHECK(w && w->kind == WAIT_IO && w->io_fd == 5 && w->uninterruptible);
+    done(&report, &raw);
+
+    /* pause(): blocked in a syscall no analysis explains. */
+    a = (struct thread_activity){.run_state = 'S', .syscall_nr = 34};
+    w = worker_wait(&p, &a, &report, &raw);
+    CHECK(w && w->kind == WAIT_SYSCALL && w->syscall && strcmp(w->syscall, "pause") == 0);
+    done(&report, &raw);
+
+    /* On a CPU without the GIL, its innermost frame at an instruction that
+     * calls nothing: no bytecode runs without the GIL, so it is between the
+     * futex wake-up and taking the GIL, a GIL wait on the holder. */
+    a = (struct thread_activity){.run_state = 'R', .on_cpu = true, .syscall_nr = -1};
+    w = worker_wait(&p, &a, &report, &raw);
+    CHECK_EQ_INT(report.threads[1].state, THREAD_WAITING_GIL);
+    CHECK(w && w->kind == WAIT_GIL && w->gil_holder == 0);
+    done(&report, &raw);
+    destroy(&p);
+}
+
 int main(void)
 {
     test_version(0x030812f0); /* 3.8.18 */
@@ -342,5 +487,10 @@ int main(void)
     test_version(0x030b07f0); /* 3.11.7 */
     test_version(0x030d00f0); /* 3.13.0 */
     test_version(0x030e0af0); /* 3.14.10 */
+    test_waits(0x030812f0);
+    test_waits(0x030a0df0);
+    test_waits(0x030b07f0);
+    test_waits(0x030d00f0);
+    test_waits(0x030e0af0);
     return unit_report("test_frames_threads");
 }

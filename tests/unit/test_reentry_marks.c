@@ -1,11 +1,11 @@
-/* Checks output/reentry_marks.c: the frames between two activations of a
+/* Checks diagnosis/reentry_marks.c: the frames between two activations of a
  * re-entered function, in merged and unmerged stacks, and the GC,
  * finalizer and dealloc categories of CPython's frames. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "native/merge.h"
-#include "output/stack_report.h"
+#include "diagnosis/reentry_marks.h"
 #include "unit.h"
 
 static void test_categories(void)

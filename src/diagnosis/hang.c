@@ -7,14 +7,11 @@
  * fixpoint is stuck for good; cycles among stuck threads are deadlocks, and
  * stuck threads without releasers are locks nobody will release, starved
  * queues or events nobody can set. */
-#include "python/hang.h"
+#include "diagnosis/hang.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "python/asyncio_tasks.h"
-#include "target/pipe_peers.h"
-#include "target/process.h"
 #include "util/text.h"
 
 #define MAX_RELEASERS 64
@@ -37,7 +34,7 @@ struct node {
 };
 
 struct analysis {
-    struct waits_ctx *ctx;
+    const struct diagnosis_queries *q;
     const struct hang_snapshot *first;
     struct why_report *why;
     struct node *nodes;
@@ -46,60 +43,6 @@ struct analysis {
     int *stack;
     int stack_size, next_index, n_components;
 };
-
-const char *why_verdict_name(enum why_verdict verdict)
-{
-    switch (verdict) {
-    case WHY_NOT_HUNG: return "not_hung";
-    case WHY_IDLE: return "idle";
-    case WHY_UNCHECKED: return "unchecked";
-    case WHY_DEADLOCK: return "deadlock";
-    case WHY_GIL_BLOCKED: return "gil_held_while_blocked";
-    case WHY_LOCK_NEVER_RELEASED: return "lock_never_released";
-    case WHY_QUEUE_STARVED: return "queue_starved";
-    case WHY_NEVER_NOTIFIED: return "never_notified";
-    case WHY_NETWORK_WAIT: return "network_wait";
-    case WHY_STOPPED: return "stopped";
-    case WHY_GIL_HOG: return "gil_hog";
-    case WHY_LOOP_BLOCKED: return "loop_blocked";
-    }
-    return "?";
-}
-
-const char *why_grade_name(enum why_grade grade)
-{
-    switch (grade) {
-    case WHY_GRADE_CERTAIN: return "certain";
-    case WHY_GRADE_PROBABLE: return "probable";
-    case WHY_GRADE_NONE: break;
-    }
-    return NULL;
-}
-
-const char *why_live_text(enum why_live reason)
-{
-    switch (reason) {
-    case WHY_LIVE_BLOCKED: return "blocked without timeout";
-    case WHY_LIVE_CHANGED: return "moved between the snapshots";
-    case WHY_LIVE_RUNS: return "runs or wants the GIL";
-    case WHY_LIVE_OUTSIDE: return "waits for something outside the process";
-    case WHY_LIVE_SIGNAL: return "main thread, and a signal with a Python handler can run code in it";
-    case WHY_LIVE_UNTIED: return "its wait is not tied to an object pyscope can follow";
-    case WHY_LIVE_SLEEPS: return "only sleeps";
-    case WHY_LIVE_TIMEOUT: return "only waits or polls with a timeout";
-    case WHY_LIVE_STOPPED: return "stopped";
-    }
-    return "?";
-}
-
-void why_report_free(struct why_report *why)
-{
-    free(why->threads);
-    free(why->findings);
-    why->threads = NULL;
-    why->findings = NULL;
-    why->n_findings = 0;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Progress between the snapshots */
@@ -277,7 +220,7 @@ static void resolve_reach(struct analysis *an)
                                            : other->blocked;
                 if (j == i || !in_pass || same_wait(an, i, j) || joins_into(an, j, i))
                     continue;
-                if (waits_thread_reaches(an->ctx, an->first->raw, (size_t)j, node->reach_obj)) {
+                if (an->q->reaches(an->q->ctx, (size_t)j, node->reach_obj)) {
                     add_releaser(node, j);
                     if (pass == 0)
                         break;
@@ -810,7 +753,7 @@ static void pipe_finding(struct analysis *an)
             continue;
         bool for_exit = w->kind == WAIT_CHILD;
         /* Reading one pipe: only a child that also writes it is waited on. */
-        if (pipe_find_blocked_writer(report->pid, pipe, for_exit ? w->child : 0, 16, &bw) != 0 ||
+        if (an->q->blocked_pipe_writer(an->q->ctx, pipe, for_exit ? w->child : 0, &bw) != 0 ||
             (!for_exit && !bw.writes_read_pipe))
             continue;
         bool drained = false;
@@ -1140,7 +1083,7 @@ static void conclude(struct analysis *an)
                 p->interval_ms);
 }
 
-int hang_analyze(struct waits_ctx *ctx, const struct hang_snapshot *first,
+int hang_analyze(const struct diagnosis_queries *q, const struct hang_snapshot *first,
                  const struct hang_snapshot *second, int interval_ms, struct why_report *why)
 {
     memset(why, 0, sizeof *why);
@@ -1149,7 +1092,7 @@ int hang_analyze(struct waits_ctx *ctx, const struct hang_snapshot *first,
     if ((size_t)n > first->raw->n_threads)
         n = (int)first->raw->n_threads;
     why->threads = calloc((size_t)(n ? n : 1), sizeof *why->threads);
-    struct analysis an = {.ctx = ctx, .first = first, .why = why, .n = n};
+    struct analysis an = {.q = q, .first = first, .why = why, .n = n};
     an.nodes = calloc((size_t)(n ? n : 1), sizeof *an.nodes);
     an.stack = calloc((size_t)(n ? n : 1), sizeof *an.stack);
     int rc = -1;
@@ -1207,39 +1150,4 @@ out:
     free(an.nodes);
     free(an.stack);
     return rc;
-}
-
-void hang_live_free(struct hang_live *s)
-{
-    stack_report_free(&s->report);
-    stacks_raw_free(&s->raw);
-    free(s->cpu_ns);
-    s->cpu_ns = NULL;
-}
-
-int hang_live_take(struct py_runtime *rt, pid_t pid, struct hang_live *s,
-                   struct pyscope_error *err)
-{
-    memset(s, 0, sizeof *s);
-    s->report.pid = pid;
-    bool core = target_is_core(rt->target);
-    struct stacks_options opts = {.paused = core, .max_retries = 3, .raw = &s->raw};
-    target_cache_invalidate(rt->target);
-    if (stacks_collect(rt, &opts, &s->report, err) != 0)
-        return -1;
-    /* The tasks of the same instant: which one each loop is running. */
-    s->report.tasks = asyncio_tasks_read(rt, TASKS_PENDING, 1000);
-    s->cpu_ns = calloc(s->report.n_threads ? s->report.n_threads : 1, sizeof *s->cpu_ns);
-    if (!s->cpu_ns) {
-        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
-        return -1;
-    }
-    for (size_t i = 0; i < s->report.n_threads; i++) {
-        uint64_t ns;
-        s->cpu_ns[i] = !core && s->report.threads[i].tid &&
-                               process_thread_cpu_ns(pid, s->report.threads[i].tid, &ns) == 0
-                           ? (int64_t)ns
-                           : -1;
-    }
-    return 0;
 }

@@ -1,31 +1,10 @@
 /* Writers of the asyncio task view: per loop, its tasks with their await
  * chains, then the tree of who awaits whom, cycles marked. */
-#include "output/task_report.h"
+#include "output/task_writers.h"
 
 #include <stdlib.h>
 #include "output/json_writer.h"
-#include "output/stack_report.h"
-
-void task_report_free(struct report_tasks *tasks)
-{
-    if (!tasks)
-        return;
-    for (size_t l = 0; l < tasks->n_loops; l++) {
-        struct report_loop *loop = &tasks->loops[l];
-        for (size_t i = 0; i < loop->n_tasks; i++) {
-            struct report_task *t = &loop->tasks[i];
-            for (size_t k = 0; k < t->n_chain; k++) {
-                free(t->chain[k].function);
-                free(t->chain[k].file);
-            }
-            free(t->chain);
-            free(t->children);
-        }
-        free(loop->tasks);
-    }
-    free(tasks->loops);
-    free(tasks);
-}
+#include "report/stack_report.h"
 
 static bool is_child(const struct report_loop *loop, size_t index)
 {

@@ -1,5 +1,5 @@
-/* Ownership and queries of a stack report; the writers live beside it. */
-#include "output/stack_report.h"
+/* Ownership and queries of a stack report; output/dump_writers.h prints it. */
+#include "report/stack_report.h"
 
 #include <stdlib.h>
 #include <string.h>

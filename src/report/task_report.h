@@ -1,8 +1,9 @@
 /* The asyncio part of a dump: each event loop's tasks, what each awaits and
- * who awaits whom. python/asyncio_tasks.c fills it; the writers here print it
- * after the stack of the loop's thread (text) or as one "asyncio" member (JSON). */
-#ifndef PYSCOPE_OUTPUT_TASK_REPORT_H
-#define PYSCOPE_OUTPUT_TASK_REPORT_H
+ * who awaits whom. python/asyncio_tasks.c fills it; output/task_writers.h
+ * prints it after the stack of the loop's thread (text) or as one "asyncio"
+ * member (JSON). */
+#ifndef PYSCOPE_REPORT_TASK_REPORT_H
+#define PYSCOPE_REPORT_TASK_REPORT_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -54,11 +55,5 @@ struct report_tasks {
 };
 
 void task_report_free(struct report_tasks *tasks);
-/* The loops run by thread tid (text, indented under the thread). */
-void task_report_write_thread_text(FILE *out, const struct report_tasks *tasks, pid_t tid);
-/* Loops no live thread runs, and a note on what could not be read. */
-void task_report_write_rest_text(FILE *out, const struct report_tasks *tasks);
-struct json_writer;
-void task_report_write_json(struct json_writer *w, const struct report_tasks *tasks);
 
 #endif

@@ -5,7 +5,7 @@
  * a task suspended on a Future nothing else refers to; and a loop whose
  * every task sleeps with nothing left that could wake one (Go's "all
  * goroutines are asleep"). */
-#include "python/asyncio_why.h"
+#include "diagnosis/asyncio_why.h"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -1,13 +1,13 @@
 /* The result of `pyscope why`: a verdict, the findings behind it, whether
  * the process made progress between two snapshots, and per thread whether
  * it is stuck. The stacks and waits are those of the first snapshot. */
-#ifndef PYSCOPE_OUTPUT_WHY_REPORT_H
-#define PYSCOPE_OUTPUT_WHY_REPORT_H
+#ifndef PYSCOPE_REPORT_WHY_REPORT_H
+#define PYSCOPE_REPORT_WHY_REPORT_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "output/stack_report.h"
+#include "report/stack_report.h"
 
 enum why_verdict {
     WHY_NOT_HUNG = 0,           /* the process made progress between the snapshots */
@@ -21,7 +21,7 @@ enum why_verdict {
     WHY_NETWORK_WAIT,
     WHY_STOPPED,                /* the process (or some threads) is stopped: SIGSTOP or a tracer */
     WHY_GIL_HOG,                /* one thread keeps the GIL, running, while others wait for it */
-    WHY_LOOP_BLOCKED,           /* an asyncio loop stays inside one task step (python/asyncio_why.c) */
+    WHY_LOOP_BLOCKED,           /* an asyncio loop stays inside one task step (diagnosis/asyncio_why.c) */
 };
 
 /* How sure a hang finding is. */
@@ -110,8 +110,5 @@ const char *why_verdict_name(enum why_verdict verdict);
 const char *why_grade_name(enum why_grade grade);          /* NULL for NONE */
 const char *why_live_text(enum why_live reason);
 void why_report_free(struct why_report *why);
-
-void why_report_write_text(FILE *out, const struct why_report *why, bool color);
-void why_report_write_json(FILE *out, const struct why_report *why);
 
 #endif

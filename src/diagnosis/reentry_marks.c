@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "output/stack_report.h"
+#include "diagnosis/reentry_marks.h"
 
 /* The garbage collector's functions across versions: allocation that
  * triggers a collection (<=3.11), the collection itself, and 3.12+'s run

@@ -1,15 +1,15 @@
-/* The data a dump shows: per process, per thread, per frame. Commands build
- * it; writers print it as text or JSON. */
-#ifndef PYSCOPE_OUTPUT_STACK_REPORT_H
-#define PYSCOPE_OUTPUT_STACK_REPORT_H
+/* The data a dump shows: per process, per thread, per frame. python/ fills
+ * it, diagnosis/ adds to it, output/dump_writers.h prints it as text or JSON. */
+#ifndef PYSCOPE_REPORT_STACK_REPORT_H
+#define PYSCOPE_REPORT_STACK_REPORT_H
 
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
-#include "output/task_report.h"
-#include "output/wait_report.h"
+#include "report/task_report.h"
+#include "report/wait_report.h"
 #include "python/thread_state.h"
 
 struct report_local {
@@ -168,7 +168,7 @@ struct stack_report {
     bool native_all;             /* --native-all: show interpreter frames too */
     struct report_reentry *reentry;    /* watch --reentry; NULL otherwise */
     struct report_names *names;  /* the pool names_pooled frames point into */
-    struct report_tasks *tasks;  /* asyncio tasks (output/task_report.h); NULL: none */
+    struct report_tasks *tasks;  /* asyncio tasks (report/task_report.h); NULL: none */
 };
 
 /* Frames of one code object share their function and file names: a dump of
@@ -188,24 +188,4 @@ const struct report_thread *stack_report_gc_thread(const struct stack_report *re
 /* A frame's file as the text outputs show it: standard-library and
  * installed-package paths from the package root, others unchanged. */
 const char *stack_report_short_path(const char *path);
-/* Marks the frames of thread th from the inner activation (a Python frame
- * index, or a native frame index when native_func) to the outer one, with
- * the category of each frame between; fills report->reentry (which the
- * caller allocated, with function, native, tid and hit set). Uses the
- * merged order when the thread's stacks are merged. -1 when out of memory. */
-int reentry_mark_frames(struct stack_report *report, const struct report_thread *th,
-                        size_t inner, size_t outer);
-/* "gc", "finalizer", "dealloc" or NULL for a frame: a Python function
- * name or a C symbol (one of them NULL). */
-const char *reentry_frame_category(const char *python_function, const char *native_symbol);
-/* The mark of a frame of the re-entering thread, or NULL. */
-const struct report_reentry_mark *reentry_mark_of(const struct stack_report *report,
-                                                  const struct report_thread *th, bool python,
-                                                  size_t index);
-
-void stack_report_write_text(FILE *out, const struct stack_report *report, bool color);
-void stack_report_write_json(FILE *out, const struct stack_report *report);
-/* indent 0: the whole report on one line (one report per line). */
-void stack_report_write_json_indent(FILE *out, const struct stack_report *report, int indent);
-
 #endif

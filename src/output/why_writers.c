@@ -1,13 +1,13 @@
 /* Writers for `pyscope why`: the verdict first, then the findings, the
  * progress check and every thread with what it waits for. The JSON form is
  * documented in docs/why.md. */
-#include "output/why_report.h"
+#include "output/why_writers.h"
 
 #include <string.h>
 
 #include "util/version.h"
 #include "output/json_writer.h"
-#include "output/wait_report.h"
+#include "output/wait_writers.h"
 #include "target/signals.h"
 
 #define TEXT_FRAMES 6

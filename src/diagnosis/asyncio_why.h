@@ -1,9 +1,9 @@
 /* why: event loops blocked inside one task step, tasks awaiting a Future
- * nothing can complete (python/asyncio_why.c). */
-#ifndef PYSCOPE_PYTHON_ASYNCIO_WHY_H
-#define PYSCOPE_PYTHON_ASYNCIO_WHY_H
+ * nothing can complete (diagnosis/asyncio_why.c; no target reads). */
+#ifndef PYSCOPE_DIAGNOSIS_ASYNCIO_WHY_H
+#define PYSCOPE_DIAGNOSIS_ASYNCIO_WHY_H
 
-#include "output/why_report.h"
+#include "report/why_report.h"
 
 /* How long a step must last to count as blocking its loop, as asyncio's
  * debug mode's slow_callback_duration (100 ms). */

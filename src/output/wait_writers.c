@@ -1,12 +1,12 @@
 /* The "waiting for" line of the text output and the "waiting_for" object
  * of --json (docs/json.md), shared by dump and why. */
-#include "output/wait_report.h"
+#include "output/wait_writers.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "output/json_writer.h"
-#include "output/stack_report.h"
+#include "report/stack_report.h"
 #include "util/text.h"
 
 static const struct report_thread *thread_at(const struct stack_report *report, int index)

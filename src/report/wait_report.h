@@ -1,15 +1,14 @@
 /* What one thread waits for, as dump and why show it: the model the wait
- * analysis (src/python/waits.c) fills and the writers print. Fields that
- * could not be learned stay at their "unknown" values, never guessed. */
-#ifndef PYSCOPE_OUTPUT_WAIT_REPORT_H
-#define PYSCOPE_OUTPUT_WAIT_REPORT_H
+ * analysis (python/waits.c reads, diagnosis/waits.c decides) fills and
+ * output/wait_writers.h prints. Fields that could not be learned stay at
+ * their "unknown" values, never guessed. */
+#ifndef PYSCOPE_REPORT_WAIT_REPORT_H
+#define PYSCOPE_REPORT_WAIT_REPORT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-
-struct json_writer;
 
 enum wait_kind {
     WAIT_NONE = 0,       /* not waiting: running, or its state is unknown */
@@ -127,26 +126,10 @@ struct report_wait {
     char owner_attr_reprs[WAIT_MAX_OWNER_ATTRS][48];
 };
 
-struct report_thread;
-struct stack_report;
-
-/* One line: what the thread waits for, e.g.
- * "Lock 0x7f.. (self._lock in RWLock.acquire_write), locked, no known owner; 3 threads wait". */
-void wait_describe(const struct stack_report *report, const struct report_thread *th, char *out,
-                   size_t outsize);
-/* The "waiting_for" object of --json (docs/json.md); null when not waiting. */
-void wait_write_json(struct json_writer *w, const struct stack_report *report,
-                     const struct report_thread *th);
+/* A wait that knows nothing yet: kind NONE, every index -1, every amount
+ * unknown. */
+void wait_report_init(struct report_wait *w);
 
 const char *wait_kind_name(enum wait_kind kind);
-
-/* A stopped thread runs nothing, whatever its last syscall state says:
- * "stopped by a signal" or "stopped by its tracer, process 812 (gdb)";
- * "" when the thread is not stopped. */
-void wait_stopped_describe(const struct stack_report *report, const struct report_thread *th,
-                           char *out, size_t size);
-/* "stopped": null, or {"by": "signal"|"tracer", "tracer_pid", "tracer_command", "resume"}. */
-void wait_write_stopped_json(struct json_writer *w, const struct stack_report *report,
-                             const struct report_thread *th);
 
 #endif

@@ -1,0 +1,27 @@
+/* why's snapshots of a live process or a core (diagnosis/hang.c compares
+ * two of them). */
+#ifndef PYSCOPE_PYTHON_HANG_LIVE_H
+#define PYSCOPE_PYTHON_HANG_LIVE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "python/runtime.h"
+#include "python/stacks.h"
+#include "report/stack_report.h"
+#include "util/error.h"
+
+/* One snapshot of a live process or a core for the progress check: the
+ * stacks, what the walk saw, and each thread's CPU time (-1 unknown).
+ * why and the agent take two of them a moment apart. */
+struct hang_live {
+    struct stack_report report;
+    struct stacks_raw raw;
+    int64_t *cpu_ns;
+};
+
+int hang_live_take(struct py_runtime *rt, pid_t pid, struct hang_live *s,
+                   struct pyscope_error *err);
+void hang_live_free(struct hang_live *s);
+
+#endif
