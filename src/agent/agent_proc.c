@@ -95,18 +95,36 @@ static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     struct pyscope_error err = {0};
     bool full = a->n_sampling >= a->opts.max_processes;
     struct sampler *s = full ? NULL : calloc(1, sizeof *s);
+    int opened = -1;
     if (full) {
         snprintf(p->reason, sizeof p->reason, "already sampling --max-processes %zu processes",
                  a->opts.max_processes);
     } else if (!s) {
         snprintf(p->reason, sizeof p->reason, "out of memory");
-    } else if (sampler_open(s, p->pid, &a->profile, a->start_ns, &err) == 0) {
+    } else if ((opened = sampler_open(s, p->pid, &a->profile, a->start_ns, &err)) == 0 &&
+               sampler_small_caches(s) != 0) {
+        sampler_close(s, monotonic_ns());
+        free(s);
+        snprintf(p->reason, sizeof p->reason, "out of memory");
+    } else if (opened == 0) {
         s->ring = &a->ring;
         s->record_timeline = false;
         /* As record at its usual rates: a second look at threads on CPU
-         * without the GIL, and cached code objects checked every pass. */
+         * without the GIL, and cached code objects checked when a walk reads
+         * their frames. What a low rate over many processes can spare: the
+         * interpreters looked up every second, known threads' names every
+         * ten, idle threads' syscall files read four times a second while
+         * they stay in the same call. */
         s->recheck_running = true;
         s->verify_codes = true;
+        s->memo_verified = true;
+        s->interp_refresh_ns = 1000000000ull;
+        s->idle_recheck_ns = 250000000ull;
+        s->names_refresh_ns = 10000000000ull;
+        if (a->page_cache)
+            target_cache_use(s->target, a->page_cache);
+        else
+            a->page_cache = target_cache_hold(s->target);
         p->sampler = s;
         p->state = AGENT_PROC_SAMPLING;
         a->n_sampling++;

@@ -55,6 +55,14 @@ struct sampled_thread {
     bool at_call;                    /* its innermost frame's instruction is a call */
     bool at_call_known;
     uint64_t last_top_frame;
+    /* its innermost frame, code and instruction as the newest walk found
+     * them (site_code 0: none), and as they were when its syscall file last
+     * said idle (idle_read_ns 0: it did not) */
+    uint64_t site_frame, site_code;
+    long site_offset;
+    uint64_t idle_frame, idle_code, idle_read_ns;
+    long idle_offset;
+    uint16_t idle_syscall;
     uint32_t covered_run;            /* passes in a row the read ahead was enough */
     /* The switch count when this thread was last seen blocked in the GIL's
      * futex, or last seen holding the GIL; UINT64_MAX when neither. */
@@ -74,7 +82,8 @@ struct frame_key {
 };
 
 struct frame_key_cache {
-    struct frame_key slots[FRAME_KEY_SLOTS];
+    size_t n;
+    struct frame_key slots[];
 };
 
 /* The innermost frame's C callable costs a look at its instruction and,
@@ -89,6 +98,8 @@ struct call_site {
     char kind;               /* 0: not a call */
     uint8_t oparg;
     bool known;
+    bool slot_known;         /* where its callable was found, from the frame */
+    uint32_t slot_off;
 };
 
 struct callable_id {
@@ -97,8 +108,9 @@ struct callable_id {
 };
 
 struct callable_cache {
-    struct call_site sites[CALL_SITE_SLOTS];
-    struct callable_id ids[CALLABLE_SLOTS];
+    size_t n_sites, n_ids;
+    struct call_site *sites;
+    struct callable_id *ids;
 };
 
 uint64_t monotonic_ns(void)
@@ -111,9 +123,41 @@ uint64_t monotonic_ns(void)
 static void flush_code_caches(struct sampler *s)
 {
     py_code_cache_clear(s->codes);
-    memset(s->frame_keys, 0, sizeof *s->frame_keys);
-    memset(s->callables, 0, sizeof *s->callables);
+    memset(s->frame_keys->slots, 0, s->frame_keys->n * sizeof s->frame_keys->slots[0]);
+    memset(s->callables->sites, 0, s->callables->n_sites * sizeof s->callables->sites[0]);
+    memset(s->callables->ids, 0, s->callables->n_ids * sizeof s->callables->ids[0]);
     py_vars_cache_clear(s->vars);
+}
+
+/* The (code, offset) -> frame id and call-site caches, at 1/divisor of
+ * their full size (replacing any there were). */
+static int alloc_id_caches(struct sampler *s, size_t divisor)
+{
+    free(s->frame_keys);
+    free(s->callables);
+    size_t keys = FRAME_KEY_SLOTS / divisor, sites = CALL_SITE_SLOTS / divisor,
+           ids = CALLABLE_SLOTS / divisor;
+    s->frame_keys = calloc(1, sizeof *s->frame_keys + keys * sizeof s->frame_keys->slots[0]);
+    s->callables = calloc(1, sizeof *s->callables + sites * sizeof(struct call_site) +
+                                 ids * sizeof(struct callable_id));
+    if (!s->frame_keys || !s->callables) {
+        free(s->frame_keys);
+        free(s->callables);
+        s->frame_keys = NULL;
+        s->callables = NULL;
+        return -1;
+    }
+    s->frame_keys->n = keys;
+    s->callables->n_sites = sites;
+    s->callables->n_ids = ids;
+    s->callables->sites = (struct call_site *)(s->callables + 1);
+    s->callables->ids = (struct callable_id *)(s->callables->sites + sites);
+    return 0;
+}
+
+int sampler_small_caches(struct sampler *s)
+{
+    return alloc_id_caches(s, 8);
 }
 
 /* Descriptors left for everything but the threads' syscall files. */
@@ -145,8 +189,7 @@ int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t
     s->rt.target = s->target;
     py_reader_init(&s->reader, &s->rt);
     s->codes = calloc(1, sizeof *s->codes);
-    s->frame_keys = calloc(1, sizeof *s->frame_keys);
-    s->callables = calloc(1, sizeof *s->callables);
+    alloc_id_caches(s, 1);
     s->vars = calloc(1, sizeof *s->vars);
     s->frames = malloc(sizeof *s->frames * PY_MAX_FRAMES);
     s->stack_ids = malloc(sizeof *s->stack_ids * (MAX_STACK_DEPTH + 2));
@@ -288,6 +331,7 @@ static struct sampled_thread *add_thread(struct sampler *s, const struct py_thre
         return NULL;
     struct sampled_thread *th = &s->threads[s->n_threads++];
     memset(th, 0, sizeof *th);
+    s->thread_unnamed = true;
     th->tstate = pt->tstate;
     th->thread_id = pt->thread_id;
     th->tid = tid;
@@ -319,7 +363,7 @@ static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, uint64_t fun
 {
     uint64_t h = ((code_addr ^ func) >> 4) * 0x9e3779b97f4a7c15ull ^
                  (uint64_t)offset * 0xff51afd7ed558ccdull;
-    struct frame_key *slot = &s->frame_keys->slots[(h >> 20) % FRAME_KEY_SLOTS];
+    struct frame_key *slot = &s->frame_keys->slots[(h >> 20) % s->frame_keys->n];
     const struct py_code *code = NULL;
     if (s->verify_codes) {
         code = py_code_get_verified(s->codes, &s->reader, code_addr);
@@ -349,11 +393,13 @@ static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, uint64_t fun
 }
 
 /* The "[C] name" pseudo-frame of the C callable the innermost frame f is
- * calling, or UINT32_MAX when it calls none that can be told. */
-static uint32_t callable_frame_for(struct sampler *s, const struct py_frame *f, bool *at_call)
+ * calling, or UINT32_MAX when it calls none that can be told. copy holds
+ * f's bytes when f lies in the copied chunk. */
+static uint32_t callable_frame_for(struct sampler *s, const struct py_frame *f,
+                                   const struct py_stack_copy *copy, bool *at_call)
 {
     uint64_t h = (f->code_addr >> 4) * 0x9e3779b97f4a7c15ull ^ (uint64_t)f->instr_offset * 0xff51afd7ed558ccdull;
-    struct call_site *site = &s->callables->sites[(h >> 20) % CALL_SITE_SLOTS];
+    struct call_site *site = &s->callables->sites[(h >> 20) % s->callables->n_sites];
     if (!site->known || site->code != f->code_addr || site->offset != f->instr_offset) {
         int oparg = 0;
         site->kind = py_frame_call_kind(&s->reader, f, &oparg);
@@ -361,14 +407,33 @@ static uint32_t callable_frame_for(struct sampler *s, const struct py_frame *f, 
         site->code = f->code_addr;
         site->offset = f->instr_offset;
         site->known = true;
+        site->slot_known = false;
     }
     *at_call = site->kind != 0;
     if (!site->kind)
         return UINT32_MAX;
-    uint64_t obj = py_frame_c_callable_find(&s->reader, s->vars, f, site->kind, site->oparg);
+    /* The stack's depth at an instruction is fixed by the compiler: the
+     * slot this call site's callable was found in holds it again. Still the
+     * callable named then, it costs no read of the target. */
+    if (site->slot_known) {
+        uint64_t at = f->frame_addr + site->slot_off, bits = 0;
+        if (py_stack_copy_peek(copy, at, &bits, 8) == 0 || target_read_u64(s->target, at, &bits) == 0) {
+            uint64_t obj = py_stackref_object(&s->reader, bits);
+            struct callable_id *slot = &s->callables->ids[((obj >> 4) * 0x9e3779b97f4a7c15ull >> 20) % s->callables->n_ids];
+            if (obj && slot->obj == obj)
+                return slot->frame;
+        }
+    }
+    uint64_t slot_addr = 0;
+    uint64_t obj = py_frame_c_callable_find(&s->reader, s->vars, f, site->kind, site->oparg,
+                                            &slot_addr);
     if (!obj)
         return UINT32_MAX;
-    struct callable_id *slot = &s->callables->ids[((obj >> 4) * 0x9e3779b97f4a7c15ull >> 20) % CALLABLE_SLOTS];
+    if (slot_addr >= f->frame_addr && slot_addr - f->frame_addr < UINT32_MAX) {
+        site->slot_off = (uint32_t)(slot_addr - f->frame_addr);
+        site->slot_known = true;
+    }
+    struct callable_id *slot = &s->callables->ids[((obj >> 4) * 0x9e3779b97f4a7c15ull >> 20) % s->callables->n_ids];
     if (slot->obj == obj)
         return slot->frame;
     char name[PY_C_CALLABLE_MAX + 8] = "[C] ";
@@ -433,12 +498,24 @@ static bool still_waiting(const struct sampled_thread *th, const struct py_inter
            pi->gil_holder != th->tstate;
 }
 
+/* A thread idle in a call stays so until it returns, and it cannot return
+ * without leaving the call's frame or instruction: while both stand, its
+ * syscall file is read again only every so often (the agent's option). */
+static bool still_idle(const struct sampler *s, const struct sampled_thread *th, bool torn,
+                       uint64_t now_ns)
+{
+    return s->idle_recheck_ns && th->idle_read_ns && !torn && th->site_code &&
+           th->site_frame == th->idle_frame && th->site_code == th->idle_code &&
+           th->site_offset == th->idle_offset && now_ns - th->idle_read_ns < s->idle_recheck_ns;
+}
+
 static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
-                                   const struct py_interp *pi, uint64_t gil_size,
-                                   uint16_t *syscall_out)
+                                   const struct py_interp *pi, uint64_t gil_size, bool torn,
+                                   uint64_t now_ns, uint16_t *syscall_out)
 {
     *syscall_out = 0xffff;
     if (pi->gil_holder == th->tstate) {
+        th->idle_read_ns = 0;
         th->waiting_since_switch = UINT64_MAX;
         th->held_at_switch = pi->gil_switches;
         return PROFILE_HOLDING_GIL;
@@ -448,6 +525,11 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
     /* Its /proc file is the costliest read of a pass. */
     if (still_waiting(th, pi))
         return PROFILE_WAITING_GIL;
+    if (still_idle(s, th, torn, now_ns)) {
+        *syscall_out = th->idle_syscall;
+        return PROFILE_IDLE;
+    }
+    th->idle_read_ns = 0;
     struct thread_activity a;
     if (read_activity(s, th, &a) != 0)
         return PROFILE_UNKNOWN;
@@ -458,6 +540,13 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
     case THREAD_IDLE:
         th->waiting_since_switch = UINT64_MAX;
         *syscall_out = (uint16_t)(a.syscall_nr < 0xffff ? a.syscall_nr : 0xfffe);
+        if (!torn) {
+            th->idle_read_ns = now_ns;
+            th->idle_syscall = *syscall_out;
+            th->idle_frame = th->site_frame;
+            th->idle_code = th->site_code;
+            th->idle_offset = th->site_offset;
+        }
         return PROFILE_IDLE;
     case THREAD_RUNNING:
         /* Still inside take_gil: the GIL has not changed hands since it was
@@ -488,7 +577,8 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
                              const struct py_thread *pt, bool in_gc, bool *torn)
 {
     const struct py_layout *L = &s->rt.layout;
-    bool use_memo = !s->verify_codes && L->frames != PY_FRAMES_OBJECTS && th->copy.len;
+    bool use_memo = (!s->verify_codes || s->memo_verified) && L->frames != PY_FRAMES_OBJECTS &&
+                    th->copy.len;
     struct py_walker walker = {.reader = &s->reader, .codes = s->codes, .stack = &th->copy,
                                .skip_lines = true};
     if (use_memo) {
@@ -501,6 +591,13 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
                                                 MAX_STACK_DEPTH, &count);
     bool stopped = status == PY_WALK_STOPPED;
     *torn = status != PY_WALK_OK && status != PY_WALK_TOO_DEEP && !stopped;
+    if (count > 0) {
+        th->site_frame = s->frames[0].frame_addr;
+        th->site_code = *torn ? 0 : s->frames[0].code_addr;
+        th->site_offset = s->frames[0].instr_offset;
+    } else if (!stopped) {
+        th->site_code = 0;
+    }
     for (size_t i = 0; i < count; i++) {
         uint32_t id = frame_id_for(s, s->frames[i].code_addr, s->frames[i].func_addr,
                                    s->frames[i].instr_offset, torn);
@@ -509,6 +606,16 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
             return UINT32_MAX;
         }
         s->walk_ids[i] = id;
+    }
+    /* Before the memo takes over the copy's bytes, which the leaf reads. */
+    if (count > 0) {
+        th->at_call_known = !*torn;
+        th->at_call = true;
+        th->last_leaf = *torn ? UINT32_MAX
+                              : callable_frame_for(s, &s->frames[0], &th->copy, &th->at_call);
+    } else if (!stopped) {
+        th->last_leaf = UINT32_MAX;
+        th->at_call_known = false;
     }
     const uint32_t *ids = s->walk_ids;
     size_t n = count;
@@ -530,14 +637,6 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
     uint32_t depth = 0;
     for (size_t i = n; i-- > 0;)
         s->stack_ids[depth++] = ids[i];
-    if (count > 0) {
-        th->at_call_known = !*torn;
-        th->at_call = true;
-        th->last_leaf = *torn ? UINT32_MAX : callable_frame_for(s, &s->frames[0], &th->at_call);
-    } else if (!stopped) {
-        th->last_leaf = UINT32_MAX;
-        th->at_call_known = false;
-    }
     if (th->last_leaf != UINT32_MAX && !*torn && depth > 0)
         s->stack_ids[depth++] = th->last_leaf;
     if (in_gc) {
@@ -581,6 +680,12 @@ struct pass_thread {
 
 static void refresh_interpreters(struct sampler *s, uint64_t now_ns)
 {
+    uint64_t before[PY_MAX_INTERPRETERS], gil_before[PY_MAX_INTERPRETERS];
+    int n_before = s->n_interps;
+    for (int k = 0; k < n_before; k++) {
+        before[k] = s->interps[k].addr;
+        gil_before[k] = s->interps[k].gil;
+    }
     s->n_interps = 0;
     uint64_t addr = py_runtime_first_interpreter(&s->rt);
     while (addr && s->n_interps < PY_MAX_INTERPRETERS) {
@@ -591,7 +696,13 @@ static void refresh_interpreters(struct sampler *s, uint64_t now_ns)
             break;
     }
     s->interps_read_ns = now_ns;
-    s->n_chain = 0;
+    /* The thread list of the last pass stays the plan of the next single
+     * read unless the interpreters moved (that read checks the list). */
+    bool same = s->n_interps == n_before;
+    for (int k = 0; same && k < n_before; k++)
+        same = s->interps[k].addr == before[k] && s->interps[k].gil == gil_before[k];
+    if (!same)
+        s->n_chain = 0;
 }
 
 static int grow_pass(struct sampler *s, size_t n)
@@ -793,6 +904,15 @@ static int walk_threads(struct sampler *s, size_t ts_size)
     return (int)n;
 }
 
+/* After an exec nothing we know about the process holds. */
+static bool exec_happened(struct sampler *s)
+{
+    uint64_t image = process_image_id(s->pid);
+    if (image && s->image_id && image != s->image_id)
+        s->exec_seen = true;
+    return s->exec_seen;
+}
+
 int sampler_pass(struct sampler *s, uint64_t now_ns)
 {
     const struct py_layout *L = &s->rt.layout;
@@ -806,13 +926,10 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
     }
     size_t ts_size = L->tstate_size > 0 && L->tstate_size <= TSTATE_READ_MAX ? (size_t)L->tstate_size
                                                                              : TSTATE_READ_MAX;
-    if (s->n_interps == 0 || now_ns - s->interps_read_ns > INTERP_REFRESH_NS) {
-        /* After an exec nothing we know about the process holds. */
-        uint64_t image = process_image_id(s->pid);
-        if (image && s->image_id && image != s->image_id) {
-            s->exec_seen = true;
+    uint64_t refresh_ns = s->interp_refresh_ns ? s->interp_refresh_ns : INTERP_REFRESH_NS;
+    if (s->n_interps == 0 || now_ns - s->interps_read_ns > refresh_ns) {
+        if (exec_happened(s))
             return -1;
-        }
         refresh_interpreters(s, now_ns);
     }
     if (s->n_interps == 0)
@@ -820,6 +937,8 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
 
     int n_pass = read_known_threads(s, ts_size);
     if (n_pass < 0) {
+        if (refresh_ns > INTERP_REFRESH_NS && exec_happened(s))
+            return -1;
         refresh_interpreters(s, now_ns);
         n_pass = walk_threads(s, ts_size);
     }
@@ -918,16 +1037,19 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
         th->seen = true;
         const struct py_interp *pi = &s->interps[s->pass[i].interp];
         uint16_t syscall;
-        enum profile_state state = classify(s, th, pi, (uint64_t)L->gil_size, &syscall);
-        bool in_gc = pi->gc_collecting && state == PROFILE_HOLDING_GIL;
+        bool in_gc = pi->gc_collecting && pi->gil_holder == th->tstate;
         bool torn = false;
-        uint32_t stack;
+        uint32_t stack = UINT32_MAX;
+        /* The stack first: whether the thread is still at the call it was
+         * last found idle in is part of its state (see classify). */
         if (!th->parked)
             stack = sample_stack(s, th, &s->pass[i].pt, in_gc, &torn);
-        else if (state == PROFILE_WAITING_GIL)
+        enum profile_state state = classify(s, th, pi, (uint64_t)L->gil_size, torn, now_ns,
+                                            &syscall);
+        if (th->parked && state == PROFILE_WAITING_GIL)
             stack = th->last_stack;
-        else
-            stack = UINT32_MAX, torn = true; /* cannot be: parked means still waiting */
+        else if (th->parked)
+            torn = true; /* cannot be: parked means still waiting */
         /* On a CPU without the GIL, yet running bytecode that calls
          * nothing: no code can do that, so it is between the futex wake-up
          * and taking the GIL (what take_gil does when CPUs are scarce). */
@@ -1004,9 +1126,14 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
             p->meta.gc_collections++;
     }
     s->gc_was_collecting = gc_now;
-    if (now_ns - s->last_names_ns > NAMES_REFRESH_NS) {
+    /* A new thread is named within a second; the names of known ones are
+     * looked at again at the owner's pace. */
+    uint64_t names_every = s->names_refresh_ns && !s->thread_unnamed ? s->names_refresh_ns
+                                                                    : NAMES_REFRESH_NS;
+    if (now_ns - s->last_names_ns > names_every) {
         refresh_names(s);
         s->last_names_ns = now_ns;
+        s->thread_unnamed = false;
     }
     return 0;
 }
