@@ -108,6 +108,7 @@ struct agent {
     struct ring_sample *pass_scratch;
     size_t cap_pass_scratch;
     uint64_t resets;
+    bool trim_pending;           /* a sampler was closed since the last malloc_trim */
     struct agent_proc **procs;   /* sorted by pid */
     size_t n_sampling;           /* of them, sampled (see agent_scan) */
     size_t n_procs, cap_procs;

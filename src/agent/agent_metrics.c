@@ -4,6 +4,8 @@
  * seconds (the base unit) and end in _total. */
 #include "agent/agent.h"
 
+#include <malloc.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -169,6 +171,10 @@ static void write_metrics(FILE *f, struct agent *a)
     fprintf(f, "pyscope_agent_cpu_seconds_total %.6f\n", agent_cpu_seconds());
     family(f, "pyscope_agent_resident_memory_bytes", "gauge", "The agent's resident set size.");
     fprintf(f, "pyscope_agent_resident_memory_bytes %ld\n", resident_bytes());
+    struct mallinfo2 mi = mallinfo2();
+    family(f, "pyscope_agent_heap_bytes", "gauge",
+           "Bytes the agent's allocations hold (the resident size adds what the allocator keeps).");
+    fprintf(f, "pyscope_agent_heap_bytes %zu\n", mi.uordblks + mi.hblkhd);
     family(f, "pyscope_agent_requested_rate_hz", "gauge", "Sampling rate asked for (--rate), per process.");
     fprintf(f, "pyscope_agent_requested_rate_hz %g\n", a->opts.rate_hz);
     family(f, "pyscope_agent_rate_hz", "gauge",

@@ -24,6 +24,7 @@
 #define PROFILE_MAX_STACKS 200000
 #define PROFILE_MAX_FRAMES 200000
 #define PROFILE_MAX_THREADS 50000
+#define PROFILE_DEAD_THREADS_MIN 8192
 
 static const uint64_t retry_ns[] = {250000000ull, 500000000ull, 1000000000ull, 2000000000ull,
                                     5000000000ull, 10000000000ull};
@@ -253,9 +254,11 @@ void agent_scan(struct agent *a, uint64_t now_ns)
         proc_free(a->procs[j++]);
     }
     /* Each sampler's buffers come and go with its process: given back to the
-     * system once a scan has dropped some, so that churn leaves memory flat. */
-    if (dropped)
+     * system once a scan has dropped some, or a pass has found its process
+     * gone (most exits are noticed there), so that churn leaves memory flat. */
+    if (dropped || a->trim_pending)
         malloc_trim(0);
+    a->trim_pending = false;
     free(a->procs);
     a->procs = next;
     a->n_procs = k;
@@ -361,8 +364,15 @@ static void account_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns)
  * fresh profile and ring (the window restarts; counters go on). */
 static void maybe_reset(struct agent *a, uint64_t now_ns)
 {
+    /* Threads (and processes) that are gone stay interned: under churn they
+     * would fill the cap, at most a few times the live ones are kept. */
+    size_t live = 0;
+    for (size_t i = 0; i < a->n_procs; i++)
+        live += a->procs[i]->live_threads;
+    bool dead_threads = a->profile.n_threads > PROFILE_DEAD_THREADS_MIN &&
+                        a->profile.n_threads > 4 * live;
     if (a->profile.n_stacks < PROFILE_MAX_STACKS && a->profile.n_frames < PROFILE_MAX_FRAMES &&
-        a->profile.n_threads < PROFILE_MAX_THREADS)
+        a->profile.n_threads < PROFILE_MAX_THREADS && !dead_threads)
         return;
     for (size_t i = 0; i < a->n_procs; i++)
         if (a->procs[i]->state == AGENT_PROC_SAMPLING)
@@ -398,6 +408,7 @@ void agent_sample_all(struct agent *a, uint64_t now_ns)
         if (sampler_pass(p->sampler, monotonic_ns()) != 0) {
             bool exec = p->sampler->exec_seen;
             detach(p, now_ns);
+            a->trim_pending = true;
             if (a->n_sampling)
                 a->n_sampling--;
             if (exec) {
