@@ -108,7 +108,6 @@ struct agent {
     struct ring_sample *pass_scratch;
     size_t cap_pass_scratch;
     uint64_t resets;
-    bool trim_pending;           /* a sampler was closed since the last malloc_trim */
     struct agent_proc **procs;   /* sorted by pid */
     size_t n_sampling;           /* of them, sampled (see agent_scan) */
     size_t n_procs, cap_procs;
@@ -121,6 +120,8 @@ struct agent {
     uint64_t budget_at_ns;
     /* health */
     uint64_t samples, sample_errors, scans, ticks, ticks_late;
+    /* Samplers freed since the allocator was last asked to give memory back. */
+    size_t freed_since_trim;
     double lag_seconds;          /* summed lateness of passes behind the clock */
     uint64_t http_requests, push_ok, push_failed;
     char push_error[256];

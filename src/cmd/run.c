@@ -476,14 +476,18 @@ static pid_t wait_sampling(struct recorder *rec, struct traced *tr, int *status)
     sigaddset(&chld, SIGCHLD);
     for (;;) {
         uint64_t now = monotonic_ns(), deadline = flight_deadline(&rec->flight);
-        if (now >= deadline) {
-            if (flight_tick(&rec->flight, now))
-                recorder_attached(rec, tr);
-            continue;
-        }
+        if (now >= deadline && flight_tick(&rec->flight, now))
+            recorder_attached(rec, tr);
+        /* Even when the next tick is due already (an attempt to attach can
+         * outlast the pause before the next): the program, stopped at its
+         * exec, waits for us. */
         pid_t got = waitpid(-1, status, __WALL | WNOHANG);
         if (got != 0)
             return got;
+        now = monotonic_ns();
+        deadline = flight_deadline(&rec->flight);
+        if (now >= deadline)
+            continue;
         uint64_t wait_ns = deadline - now;
         if (wait_ns > 1000000000ull)
             wait_ns = 1000000000ull;

@@ -95,10 +95,11 @@ static bool try_attach(struct flight *f, uint64_t now)
             return false;
         }
         bool early = now - f->watch_since_ns < ATTACH_FAST_FOR_NS;
-        f->next_attach_ns = now + (early ? ATTACH_FAST_NS : ATTACH_SLOW_NS);
+        /* From the end of the attempt, which reads the program's files. */
+        f->next_attach_ns = monotonic_ns() + (early ? ATTACH_FAST_NS : ATTACH_SLOW_NS);
         return false;
     }
-    f->sampler.ring = &f->ring;
+    f->sampler.sink = &f->ring.sink;
     /* As record does at ordinary rates: look twice at a thread on CPU
      * without the GIL, so waiters between two futex waits are told apart. */
     f->sampler.recheck_running = f->opts.rate_hz <= 1000;
