@@ -47,6 +47,9 @@ struct sampled_thread {
      * while it waits (see classify), its stack is not read again and the
      * one sampled before counts. */
     bool parked;                     /* this pass did not read its stack */
+    /* Idle where its syscall file last found it (see still_idle): its stack
+     * is not read either, unless the thread state shows it has moved. */
+    bool idle_parked;
     uint32_t last_stack;             /* UINT32_MAX: none, or it was torn */
     /* The "[C] name" leaf of the last walk that read the innermost frame: a
      * walk the memo stops at once has not changed frame or instruction. */
@@ -62,6 +65,7 @@ struct sampled_thread {
     uint64_t idle_frame, idle_code, idle_read_ns;
     long idle_offset;
     uint16_t idle_syscall;
+    uint8_t idle_streak;             /* reads in a row that found it idle there */
     uint32_t covered_run;            /* passes in a row the read ahead was enough */
     /* The switch count when this thread was last seen blocked in the GIL's
      * futex, or last seen holding the GIL; UINT64_MAX when neither. */
@@ -493,9 +497,12 @@ static bool still_waiting(const struct sampled_thread *th, const struct py_inter
 static bool still_idle(const struct sampler *s, const struct sampled_thread *th, bool torn,
                        uint64_t now_ns)
 {
+    /* The longer it has stayed, the less often it is looked at: up to 8 times
+     * the owner's interval. */
+    uint64_t every = s->idle_recheck_ns << (th->idle_streak < 3 ? th->idle_streak : 3);
     return s->idle_recheck_ns && th->idle_read_ns && !torn && th->site_code &&
            th->site_frame == th->idle_frame && th->site_code == th->idle_code &&
-           th->site_offset == th->idle_offset && now_ns - th->idle_read_ns < s->idle_recheck_ns;
+           th->site_offset == th->idle_offset && now_ns - th->idle_read_ns < every;
 }
 
 static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
@@ -518,6 +525,7 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
         *syscall_out = th->idle_syscall;
         return PROFILE_IDLE;
     }
+    bool was_idle = th->idle_read_ns != 0;
     th->idle_read_ns = 0;
     struct thread_activity a;
     if (read_activity(s, th, &a) != 0)
@@ -530,6 +538,9 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
         th->waiting_since_switch = UINT64_MAX;
         *syscall_out = (uint16_t)(a.syscall_nr < 0xffff ? a.syscall_nr : 0xfffe);
         if (!torn) {
+            bool same = was_idle && th->site_code && th->site_frame == th->idle_frame &&
+                        th->site_code == th->idle_code && th->site_offset == th->idle_offset;
+            th->idle_streak = same && th->idle_streak < 255 ? th->idle_streak + 1 : 0;
             th->idle_read_ns = now_ns;
             th->idle_syscall = *syscall_out;
             th->idle_frame = th->site_frame;
@@ -737,7 +748,7 @@ static void adapt_read_ahead(struct sampled_thread *th, bool covered)
     }
 }
 
-static int read_known_threads(struct sampler *s, size_t ts_size)
+static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns)
 {
     const struct py_layout *L = &s->rt.layout;
     size_t n_spans = 0, need = (size_t)s->n_interps * 3 + s->n_chain * 2;
@@ -774,7 +785,9 @@ static int read_known_threads(struct sampler *s, size_t ts_size)
             continue;
         th->read_ahead = false;
         th->parked = th->waiting_since_switch != UINT64_MAX && th->last_stack != UINT32_MAX;
-        if (th->parked)
+        th->idle_parked = !th->parked && th->last_stack != UINT32_MAX &&
+                          still_idle(s, th, false, now_ns);
+        if (th->parked || th->idle_parked)
             continue;
         if (reserve_spans(s, n_spans + 1 + th->copy.n_visited) != 0)
             break;
@@ -916,7 +929,7 @@ static int read_thread_states(struct sampler *s, uint64_t now_ns)
     const struct py_layout *L = &s->rt.layout;
     size_t ts_size = L->tstate_size > 0 && L->tstate_size <= TSTATE_READ_MAX ? (size_t)L->tstate_size
                                                                              : TSTATE_READ_MAX;
-    int n_pass = read_known_threads(s, ts_size);
+    int n_pass = read_known_threads(s, ts_size, now_ns);
     if (n_pass < 0) {
         if (interp_refresh_ns(s) > INTERP_REFRESH_NS && exec_happened(s))
             return -1;
@@ -974,6 +987,13 @@ static void read_uncovered_stacks(struct sampler *s, int n_pass)
             if (still_waiting(th, pi) && pt->top_frame == th->last_top_frame)
                 continue;
             th->parked = false; /* it took the GIL since: read it whole */
+        }
+        if (th->idle_parked) {
+            if (pi->gil_holder != th->tstate && pt->top_frame == th->last_top_frame &&
+                pt->datastack_chunk == th->last_chunk && pt->datastack_top == th->last_top)
+                continue;
+            th->idle_parked = false;
+            th->idle_read_ns = 0; /* it moved: its state is read again too */
         }
         const struct py_stack_copy *c = &th->copy;
         bool covered = th->read_ahead && pt->datastack_chunk == th->last_chunk &&
@@ -1033,14 +1053,14 @@ static void sample_thread(struct sampler *s, struct pass_thread *pass, struct pa
     uint32_t stack = UINT32_MAX;
     /* The stack first: whether the thread is still at the call it was
      * last found idle in is part of its state (see classify). */
-    if (!th->parked)
+    if (!th->parked && !th->idle_parked)
         stack = sample_stack(s, th, &pass->pt, in_gc, &torn);
     enum profile_state state = classify(s, th, pi, (uint64_t)s->rt.layout.gil_size, torn, now_ns,
                                         &syscall);
-    if (th->parked && state == PROFILE_WAITING_GIL)
+    if ((th->parked && state == PROFILE_WAITING_GIL) || (th->idle_parked && state == PROFILE_IDLE))
         stack = th->last_stack;
-    else if (th->parked)
-        torn = true; /* cannot be: parked means still waiting */
+    else if (th->parked || th->idle_parked)
+        torn = true; /* cannot be: parked means still waiting, or idle */
     /* On a CPU without the GIL, yet running bytecode that calls
      * nothing: no code can do that, so it is between the futex wake-up
      * and taking the GIL (what take_gil does when CPUs are scarce). */
