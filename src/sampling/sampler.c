@@ -655,6 +655,7 @@ struct pass_thread {
     struct py_thread pt;
     int interp;                 /* index into the pass's interpreters */
     uint64_t cframe;            /* 3.11/3.12 */
+    bool top_assumed;           /* pt.top_frame is the last pass's (cframe_assumed) */
 };
 
 /* The interpreters change rarely; they are looked up again every so often,
@@ -769,25 +770,38 @@ static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns
     for (size_t i = 0; i < s->n_chain; i++)
         s->spans[n_spans++] = (struct target_span){s->chain[i].tstate,
                                                    s->blocks + i * TSTATE_READ_MAX, ts_size, false};
-    /* 3.11/3.12 keep the top frame in a _PyCFrame on the thread's C stack;
-     * it rarely moves, so the one seen last time is read along. */
-    for (size_t i = 0; i < s->n_chain; i++)
-        if (s->chain[i].cframe)
-            s->spans[n_spans++] = (struct target_span){
-                s->chain[i].cframe + (uint64_t)L->cframe_current_frame, &s->chain[i].cframe_top, 8,
-                false};
-    /* Each thread's stack as it was last time, and the frames it had
-     * outside its chunk: when nothing moved far, this one read is the whole
-     * pass, and the stack is read at nearly the same instant as the state. */
     for (size_t i = 0; i < s->n_chain; i++) {
         struct sampled_thread *th = find_thread(s, s->chain[i].tstate, s->chain[i].thread_id);
+        s->chain[i].cframe_assumed = false;
         if (!th)
             continue;
         th->read_ahead = false;
         th->parked = th->waiting_since_switch != UINT64_MAX && th->last_stack != UINT32_MAX;
         th->idle_parked = !th->parked && th->last_stack != UINT32_MAX &&
                           still_idle(s, th, false, now_ns);
-        if (th->parked || th->idle_parked)
+        s->chain[i].cframe_assumed = th->idle_parked;
+    }
+    /* 3.11/3.12 keep the top frame in a _PyCFrame on the thread's C stack;
+     * it rarely moves, so the one seen last time is read along (a page of
+     * its own per thread: not for a thread parked idle, whose last top frame
+     * stands while its thread state has not moved either). */
+    for (size_t i = 0; i < s->n_chain; i++) {
+        if (!s->chain[i].cframe)
+            continue;
+        struct sampled_thread *th = find_thread(s, s->chain[i].tstate, s->chain[i].thread_id);
+        if (s->chain[i].cframe_assumed && th)
+            s->chain[i].cframe_top = th->last_top_frame;
+        else
+            s->spans[n_spans++] = (struct target_span){
+                s->chain[i].cframe + (uint64_t)L->cframe_current_frame, &s->chain[i].cframe_top, 8,
+                false};
+    }
+    /* Each thread's stack as it was last time, and the frames it had
+     * outside its chunk: when nothing moved far, this one read is the whole
+     * pass, and the stack is read at nearly the same instant as the state. */
+    for (size_t i = 0; i < s->n_chain; i++) {
+        struct sampled_thread *th = find_thread(s, s->chain[i].tstate, s->chain[i].thread_id);
+        if (!th || th->parked || th->idle_parked)
             continue;
         if (reserve_spans(s, n_spans + 1 + th->copy.n_visited) != 0)
             break;
@@ -810,8 +824,14 @@ static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns
     for (size_t i = 0; i < first_cframe; i++)
         if (!s->spans[i].ok)
             return -1;
-    for (size_t i = 0, k = first_cframe; i < s->n_chain; i++)
-        s->chain[i].cframe_ok = s->chain[i].cframe && s->spans[k++].ok;
+    for (size_t i = 0, k = first_cframe; i < s->n_chain; i++) {
+        if (!s->chain[i].cframe)
+            s->chain[i].cframe_ok = false;
+        else if (s->chain[i].cframe_assumed)
+            s->chain[i].cframe_ok = true;
+        else
+            s->chain[i].cframe_ok = s->spans[k++].ok;
+    }
     size_t i = 0;
     for (int k = 0; k < s->n_interps; k++) {
         struct py_interp *pi = &s->interps[k];
@@ -835,8 +855,10 @@ static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns
                 ptr->pt = (struct py_thread){0};
                 py_thread_from_block_no_frame(&s->reader, expected, block, &ptr->pt);
                 ptr->pt.top_frame = s->chain[i].cframe_top;
+                ptr->top_assumed = s->chain[i].cframe_assumed;
             } else {
                 py_thread_from_block(&s->reader, expected, block, &ptr->pt);
+                ptr->top_assumed = false;
             }
             ptr->cframe = cframe;
             ptr->interp = k;
@@ -882,6 +904,7 @@ static int walk_threads(struct sampler *s, size_t ts_size)
             s->pass[n].cframe = py_tstate_cframe(L, block);
             s->pass[n].interp = k;
             s->pass[n].th = NULL;
+            s->pass[n].top_assumed = false;
             n++;
             memcpy(&tstate, block + L->tstate_next, 8);
         }
@@ -953,7 +976,7 @@ static void remember_chain(struct sampler *s, int n_pass)
     if ((size_t)n_pass <= s->cap_chain) {
         for (int i = 0; i < n_pass; i++)
             s->chain[i] = (struct chain_entry){s->pass[i].pt.tstate, s->pass[i].pt.thread_id,
-                                               s->pass[i].interp, s->pass[i].cframe, 0, false};
+                                               s->pass[i].interp, s->pass[i].cframe, 0, false, false};
         s->n_chain = (size_t)n_pass;
     }
 }
@@ -980,7 +1003,7 @@ static void read_uncovered_stacks(struct sampler *s, int n_pass)
         struct sampled_thread *th = s->pass[i].th;
         if (!th)
             continue;
-        const struct py_thread *pt = &s->pass[i].pt;
+        struct py_thread *pt = &s->pass[i].pt;
         const struct py_interp *pi = &s->interps[s->pass[i].interp];
         th->n_spans = 0;
         if (th->parked) {
@@ -994,6 +1017,13 @@ static void read_uncovered_stacks(struct sampler *s, int n_pass)
                 continue;
             th->idle_parked = false;
             th->idle_read_ns = 0; /* it moved: its state is read again too */
+            uint64_t top = 0;
+            if (s->pass[i].top_assumed &&
+                target_read_u64(s->target, s->pass[i].cframe + (uint64_t)s->rt.layout.cframe_current_frame,
+                                &top) == 0)
+                pt->top_frame = top;
+            else if (s->pass[i].top_assumed)
+                pt->top_frame = 0; /* unreadable: nothing sampled rather than the old stack */
         }
         const struct py_stack_copy *c = &th->copy;
         bool covered = th->read_ahead && pt->datastack_chunk == th->last_chunk &&

@@ -30,6 +30,7 @@ struct chain_entry {
     uint64_t cframe;          /* 3.11/3.12: the thread's _PyCFrame last time */
     uint64_t cframe_top;      /* read with the thread state: its current_frame */
     bool cframe_ok;
+    bool cframe_assumed;      /* not read: the thread is parked idle, the last one stands */
 };
 
 struct sampler {
