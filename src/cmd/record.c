@@ -54,6 +54,9 @@ static void record_usage(FILE *out)
             "  -g, --gil              keep only samples of the thread holding the GIL\n"
             "  -t, --threads          root each stack at its thread\n"
             "  -s, --subprocesses     also sample Python child processes\n"
+            "  -a, --async            a sample of an event loop's thread is the stack of the\n"
+            "                         asyncio task it runs, under the tasks awaiting it;\n"
+            "                         with --idle, suspended tasks are kept as idle samples\n"
             "  -q, --quiet            no progress line on stderr\n"
             "  -h, --help             this help\n");
 }
@@ -81,6 +84,7 @@ int cmd_record(int argc, char **argv)
         {"gil", no_argument, NULL, 'g'},
         {"threads", no_argument, NULL, 't'},
         {"subprocesses", no_argument, NULL, 's'},
+        {"async", no_argument, NULL, 'a'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -94,7 +98,7 @@ int cmd_record(int argc, char **argv)
     int c;
     optind = 1;
     /* '+' stops at the first non-option, so the command's own flags are its own. */
-    while ((c = getopt_long(argc, argv, "+p:o:f:r:d:igtsqh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+p:o:f:r:d:igtsaqh", longopts, NULL)) != -1) {
         switch (c) {
         case 'p':
             if (!cli_parse_pid(optarg, &pid))
@@ -125,6 +129,7 @@ int cmd_record(int argc, char **argv)
         case 'g': wopts.gil_only = true; break;
         case 't': wopts.thread_roots = true; break;
         case 's': opts.subprocesses = true; break;
+        case 'a': opts.async_tasks = true; break;
         case 'q': quiet = true; break;
         case 'h': record_usage(stdout); return 0;
         default: record_usage(stderr); return 2;

@@ -575,6 +575,8 @@ static void top_usage(FILE *out)
             "  -i, --idle             count idle threads too\n"
             "  -g, --gil              count only the thread holding the GIL\n"
             "  -s, --subprocesses     also watch Python child processes\n"
+            "  -a, --async            an event loop's thread counts as the asyncio task it\n"
+            "                         runs, under the tasks awaiting it\n"
             "  -h, --help             this help\n");
 }
 
@@ -584,14 +586,14 @@ int cmd_top(int argc, char **argv)
         {"pid", required_argument, NULL, 'p'},       {"rate", required_argument, NULL, 'r'},
         {"idle", no_argument, NULL, 'i'},            {"gil", no_argument, NULL, 'g'},
         {"subprocesses", no_argument, NULL, 's'},    {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"async", no_argument, NULL, 'a'},           {NULL, 0, NULL, 0},
     };
     pid_t pid = 0;
     struct session_options opts = {.rate_hz = 100, .record_timeline = false};
     struct top_view view = {0};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+p:r:igsh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+p:r:igsah", longopts, NULL)) != -1) {
         switch (c) {
         case 'p':
             if (!cli_parse_pid(optarg, &pid))
@@ -606,6 +608,7 @@ int cmd_top(int argc, char **argv)
         case 'i': view.include_idle = true; break;
         case 'g': view.gil_only = true; break;
         case 's': opts.subprocesses = true; break;
+        case 'a': opts.async_tasks = true; break;
         case 'h': top_usage(stdout); return 0;
         default: top_usage(stderr); return 2;
         }

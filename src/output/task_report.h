@@ -17,6 +17,7 @@ struct task_link {               /* one coroutine of a task's await chain */
     int line;                    /* -1: unknown */
     const char *kind;            /* "coroutine", "generator", "async_generator" */
     uint64_t frame_addr, code_addr;   /* as struct py_frame holds them */
+    long offset;                 /* bytes into the bytecode, as struct py_frame's instr_offset */
 };
 
 struct report_task {

@@ -256,6 +256,7 @@ static int read_gen(struct tctx *c, uint64_t gen, const char *kind, struct task_
     link->kind = kind;
     link->frame_addr = frame;
     link->code_addr = code_addr;
+    link->offset = offset;
     if (suspended_in_await)
         *awaited = u64_at(c, stack_slot) & (L->stackref_tagged ? ~(uint64_t)3 : ~(uint64_t)0);
     return 0;
@@ -799,4 +800,181 @@ done:
     free(c.frame);
     free(tids);
     return out;
+}
+
+/* ---- for samplers: the running task and the tasks awaiting it ------------- */
+
+struct asyncio_sampler {
+    struct tctx c;
+    uint64_t interp, current_dict;   /* asyncio.tasks._current_tasks (<=3.13) */
+    unsigned lookups;                /* since current_dict was last looked for */
+};
+
+struct asyncio_sampler *asyncio_sampler_new(struct py_runtime *rt)
+{
+    struct asyncio_sampler *as = calloc(1, sizeof *as);
+    if (!as)
+        return NULL;
+    py_reader_init(&as->c.r, rt);
+    as->c.L = as->c.r.L;
+    as->c.A = &as->c.r.L->asyncio;
+    as->c.codes = calloc(1, sizeof *as->c.codes);
+    if (!as->c.codes || as->c.A->task_coro == PY_OFF_NONE || as->c.A->task_coro == 0) {
+        asyncio_sampler_free(as);
+        return NULL;
+    }
+    return as;
+}
+
+void asyncio_sampler_free(struct asyncio_sampler *as)
+{
+    if (!as)
+        return;
+    if (as->c.codes) {
+        py_code_cache_clear(as->c.codes);
+        free(as->c.codes);
+    }
+    free(as);
+}
+
+void asyncio_sampler_flush(struct asyncio_sampler *as)
+{
+    py_code_cache_clear(as->c.codes);
+    py_reader_init(&as->c.r, as->c.r.rt);
+    as->c.n_task_types = 0;
+}
+
+uint64_t asyncio_running_task(struct asyncio_sampler *as, uint64_t interp, uint64_t tstate)
+{
+    struct tctx *c = &as->c;
+    if (c->A->tstate_running_task != PY_OFF_NONE)
+        return u64_at(c, tstate + (uint64_t)c->A->tstate_running_task);
+    uint64_t loop = running_loop_of(c, tstate);
+    if (!loop)
+        return 0;
+    /* The registry is found once asyncio is imported; until then, and
+     * after a failed look, it is looked for again now and then. */
+    if (interp != as->interp || (!as->current_dict && as->lookups++ % 64 == 0)) {
+        uint64_t dict = module_dict(c, interp, "asyncio.tasks"), current = 0;
+        if (dict && py_dict_get_str(&c->r, dict, "_current_tasks", &current) == 0)
+            as->current_dict = current;
+        as->interp = interp;
+    }
+    if (!as->current_dict)
+        return 0;
+    struct current_ctx cur = {.loop = loop};
+    if (py_dict_items(&c->r, as->current_dict, 1024, match_current, &cur) < 0)
+        return 0;
+    return cur.task && is_task(c, cur.task) ? cur.task : 0;
+}
+
+uint64_t asyncio_task_frame(struct asyncio_sampler *as, uint64_t task)
+{
+    struct tctx *c = &as->c;
+    uint64_t coro = u64_at(c, task + (uint64_t)c->A->task_coro);
+    if (!coro || !gen_kind(c, coro))
+        return 0;
+    if (c->L->frames == PY_FRAMES_OBJECTS)
+        return u64_at(c, coro + (uint64_t)c->L->gen_frame);
+    return coro + (uint64_t)c->L->gen_iframe;
+}
+
+static uint64_t awaiter_of(struct tctx *c, uint64_t fut, int depth);
+
+/* The task a done callback wakes or reports to: a waiter's wake-up, a
+ * TaskGroup's _on_task_done (its parent task), or gather's _done_callback,
+ * whose gathering future is awaited in turn. */
+static uint64_t callback_task(struct tctx *c, uint64_t cb, int depth)
+{
+    const struct py_asyncio_layout *A = c->A;
+    const char *name;
+    if (py_type_of(&c->r, cb, NULL, &name) != 0)
+        return 0;
+    if (!strcmp(name, "TaskWakeupMethWrapper") && A->wakeup_task != PY_OFF_NONE) {
+        uint64_t task = u64_at(c, cb + (uint64_t)A->wakeup_task);
+        return is_task(c, task) ? task : 0;
+    }
+    if (!strcmp(name, "builtin_function_or_method")) {
+        uint64_t task = u64_at(c, cb + (uint64_t)A->cfunction_self);
+        return is_task(c, task) ? task : 0;
+    }
+    if (!strcmp(name, "method")) {
+        uint64_t self = u64_at(c, cb + (uint64_t)A->method_self), parent;
+        if (type_named(c, self, "TaskGroup") && py_attr_get(&c->r, self, "_parent_task", &parent) == 0)
+            return is_task(c, parent) ? parent : 0;
+        return 0;
+    }
+    if (!strcmp(name, "function") && A->func_closure != PY_OFF_NONE) {
+        uint64_t closure = u64_at(c, cb + (uint64_t)A->func_closure);
+        if (!type_named(c, closure, "tuple"))
+            return 0;
+        int64_t n = (int64_t)u64_at(c, closure + (uint64_t)c->L->ob_size);
+        for (int64_t i = 0; i < n && i < 16; i++) {
+            uint64_t cell = u64_at(c, closure + (uint64_t)c->L->tuple_items + 8 * (uint64_t)i);
+            uint64_t v = type_named(c, cell, "cell") ? u64_at(c, cell + (uint64_t)c->L->cell_ref) : 0;
+            if (type_named(c, v, "_GatheringFuture"))
+                return awaiter_of(c, v, depth + 1);
+        }
+    }
+    return 0;
+}
+
+/* Who awaits fut, read from its done callbacks (the one place every
+ * version keeps it); 0 when no task does. */
+static uint64_t awaiter_of(struct tctx *c, uint64_t fut, int depth)
+{
+    const struct py_asyncio_layout *A = c->A;
+    if (depth > 8)
+        return 0;
+    uint64_t cb0 = u64_at(c, fut + (uint64_t)A->fut_callback0), task;
+    if (cb0 && !py_is_none(&c->r, cb0) && (task = callback_task(c, cb0, depth)))
+        return task;
+    uint64_t list = u64_at(c, fut + (uint64_t)A->fut_callbacks);
+    if (!type_named(c, list, "list"))
+        return 0;
+    int64_t n = (int64_t)u64_at(c, list + (uint64_t)c->L->ob_size);
+    uint64_t items = u64_at(c, list + (uint64_t)c->L->list_items);
+    for (int64_t i = 0; items && i < n && i < 64; i++) {
+        uint64_t pair = u64_at(c, items + 8 * (uint64_t)i);
+        if (!type_named(c, pair, "tuple"))
+            continue;
+        uint64_t cb = u64_at(c, pair + (uint64_t)c->L->tuple_items);
+        if ((task = callback_task(c, cb, depth)))
+            return task;
+    }
+    return 0;
+}
+
+uint64_t asyncio_task_awaiter(struct asyncio_sampler *as, uint64_t task)
+{
+    return awaiter_of(&as->c, task, 0);
+}
+
+int asyncio_task_describe(struct asyncio_sampler *as, uint64_t task, struct report_task *out)
+{
+    struct tctx *c = &as->c;
+    memset(out, 0, sizeof *out);
+    if (!is_task(c, task))
+        return -1;
+    out->addr = task;
+    task_name(c, task, out->name, sizeof out->name);
+    uint64_t innermost = 0;
+    read_chain(c, u64_at(c, task + (uint64_t)c->A->task_coro), out, &innermost);
+    return 0;
+}
+
+void asyncio_task_name(struct asyncio_sampler *as, uint64_t task, char *out, size_t size)
+{
+    task_name(&as->c, task, out, size);
+}
+
+void asyncio_task_clear(struct report_task *t)
+{
+    for (size_t k = 0; k < t->n_chain; k++) {
+        free(t->chain[k].function);
+        free(t->chain[k].file);
+    }
+    free(t->chain);
+    free(t->children);
+    memset(t, 0, sizeof *t);
 }

@@ -44,6 +44,8 @@ struct py_asyncio_layout {
     long memberdef_offset;       /* PyMemberDef.offset: where a __slots__ value lives */
     long method_self;            /* PyMethodObject.im_self */
     long cfunction_self;         /* PyCFunctionObject.m_self */
+    long func_closure;           /* PyFunctionObject.func_closure */
+    long wakeup_task;            /* <=3.9: TaskWakeupMethWrapper.ww_task */
     long tstate_dict;            /* <=3.12: the running loop is in the thread-state dict */
     long holder_loop;            /* <=3.11: ... inside a _RunningLoopHolder */
     long tstate_running_loop;    /* 3.13+: _PyThreadStateImpl */

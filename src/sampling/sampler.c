@@ -15,6 +15,7 @@
 #include "python/callable.h"
 #include "python/thread_state.h"
 #include "python/threads.h"
+#include "sampling/async_stacks.h"
 #include "sampling/ring.h"
 #include "sampling/stack_memo.h"
 #include "target/process.h"
@@ -110,6 +111,8 @@ uint64_t monotonic_ns(void)
 
 static void flush_code_caches(struct sampler *s)
 {
+    if (s->tasks)
+        async_stacks_flush(s->tasks);
     py_code_cache_clear(s->codes);
     memset(s->frame_keys, 0, sizeof *s->frame_keys);
     memset(s->callables, 0, sizeof *s->callables);
@@ -212,6 +215,7 @@ void sampler_close(struct sampler *s, uint64_t now_ns)
     free(s->frames);
     free(s->stack_ids);
     free(s->walk_ids);
+    async_stacks_free(s->tasks);
     if (s->target)
         target_close(s->target);
     memset(s, 0, sizeof *s);
@@ -346,6 +350,22 @@ static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, uint64_t fun
         slot->serial = code->serial;
     }
     return id;
+}
+
+/* An awaiting task's coroutine, interned like a sampled frame of the same
+ * code and instruction (so its lines merge with the thread's own). */
+static uint32_t task_frame_id(void *ctx, uint64_t code, long offset)
+{
+    bool unreadable = false;
+    uint32_t id = frame_id_for(ctx, code, 0, offset, &unreadable);
+    return unreadable ? UINT32_MAX : id;
+}
+
+int sampler_enable_tasks(struct sampler *s)
+{
+    if (!s->tasks)
+        s->tasks = async_stacks_new(&s->rt, s->profile, task_frame_id, s);
+    return s->tasks ? 0 : -1;
 }
 
 /* The "[C] name" pseudo-frame of the C callable the innermost frame f is
@@ -485,7 +505,7 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
  * finish. On 3.11+ the walk stops where the thread's stack is unchanged
  * since its last walk, and the rest comes from the memo. */
 static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
-                             const struct py_thread *pt, bool in_gc, bool *torn)
+                             const struct py_thread *pt, uint64_t interp, bool in_gc, bool *torn)
 {
     const struct py_layout *L = &s->rt.layout;
     bool use_memo = !s->verify_codes && L->frames != PY_FRAMES_OBJECTS && th->copy.len;
@@ -526,9 +546,16 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
     } else {
         th->memo.valid = false;
     }
-    /* Innermost first so far; profiles store outermost first. */
+    /* Innermost first so far; profiles store outermost first. With
+     * --async, a loop thread's frames below its running task's coroutine
+     * give way to the task's logical stack. */
     uint32_t depth = 0;
-    for (size_t i = n; i-- > 0;)
+    size_t keep = n;
+    if (s->tasks)
+        depth = (uint32_t)async_stacks_prefix(s->tasks, interp, th->tstate,
+                                              s->frames, use_memo ? th->memo.addr : NULL, n,
+                                              s->stack_ids, MAX_STACK_DEPTH - n, &keep);
+    for (size_t i = keep; i-- > 0;)
         s->stack_ids[depth++] = ids[i];
     if (count > 0) {
         th->at_call_known = !*torn;
@@ -923,7 +950,7 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
         bool torn = false;
         uint32_t stack;
         if (!th->parked)
-            stack = sample_stack(s, th, &s->pass[i].pt, in_gc, &torn);
+            stack = sample_stack(s, th, &s->pass[i].pt, pi->addr, in_gc, &torn);
         else if (state == PROFILE_WAITING_GIL)
             stack = th->last_stack;
         else

@@ -82,6 +82,13 @@ struct mirror_task {
 #endif
 };
 
+/* The done callback by which a task waiting on a future is woken, 3.8/3.9
+ * (from 3.10 a builtin method whose m_self is the task). */
+struct mirror_wakeup {
+    PyObject_HEAD
+    PyObject *ww_task;
+};
+
 /* What `await future` leaves in the awaiting coroutine. */
 struct mirror_future_iter {
     PyObject_HEAD
@@ -137,6 +144,14 @@ static void emit_asyncio(void)
     emit("asyncio.memberdef_offset", OFF(PyMemberDef, offset));
     emit("asyncio.method_self", OFF(PyMethodObject, im_self));
     emit("asyncio.cfunction_self", OFF(PyCFunctionObject, m_self));
+    /* Who awaits a task, from its done callbacks: a waiter's wake-up, or
+     * gather's _done_callback, whose closure holds the gathering future. */
+    emit("asyncio.func_closure", OFF(PyFunctionObject, func_closure));
+#if MINOR <= 9
+    emit("asyncio.wakeup_task", OFF(struct mirror_wakeup, ww_task));
+#else
+    emit_none("asyncio.wakeup_task");
+#endif
 
     /* Where a thread keeps its running loop (and from 3.14 its tasks). */
 #if MINOR <= 12
