@@ -135,6 +135,7 @@ int cmd_record(int argc, char **argv)
         default: record_usage(stderr); return 2;
         }
     }
+    opts.async_waiting = opts.async_tasks && wopts.include_idle;
     if (!cli_check_program(argc, argv, optind))
         return 2;
     if (optind < argc)

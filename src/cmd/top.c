@@ -613,6 +613,7 @@ int cmd_top(int argc, char **argv)
         default: top_usage(stderr); return 2;
         }
     }
+    opts.async_waiting = opts.async_tasks && view.include_idle;
     if (!cli_check_program(argc, argv, optind))
         return 2;
     if (optind < argc)

@@ -34,7 +34,7 @@ struct tctx {
     uint64_t task_types[8];       /* types known to be _asyncio.Task or a subclass */
     int n_task_types;
     struct found_task *found;
-    size_t n_found, cap_found;
+    size_t n_found, cap_found, max_found;   /* max_found 0: ASYNCIO_MAX_TASKS */
     struct addrset seen;
     bool truncated;
     /* Tasks waiting in a TaskGroup's __aexit__, and the group: its
@@ -76,7 +76,7 @@ static void add_task(struct tctx *c, uint64_t task)
 {
     if (!task || !is_task(c, task) || !addrset_add(&c->seen, task))
         return;
-    if (c->n_found >= ASYNCIO_MAX_TASKS) {
+    if (c->n_found >= (c->max_found ? c->max_found : ASYNCIO_MAX_TASKS)) {
         c->truncated = true;
         return;
     }
@@ -804,6 +804,9 @@ done:
 
 /* ---- for samplers: the running task and the tasks awaiting it ------------- */
 
+/* The most tasks a sampler's pass looks at (--async --idle). */
+#define ASYNCIO_SAMPLED_TASKS 4096
+
 struct asyncio_sampler {
     struct tctx c;
     uint64_t interp, current_dict;   /* asyncio.tasks._current_tasks (<=3.13) */
@@ -819,7 +822,9 @@ struct asyncio_sampler *asyncio_sampler_new(struct py_runtime *rt)
     as->c.L = as->c.r.L;
     as->c.A = &as->c.r.L->asyncio;
     as->c.codes = calloc(1, sizeof *as->c.codes);
-    if (!as->c.codes || as->c.A->task_coro == PY_OFF_NONE || as->c.A->task_coro == 0) {
+    as->c.max_found = ASYNCIO_SAMPLED_TASKS;
+    if (!as->c.codes || addrset_init(&as->c.seen, 2 * ASYNCIO_SAMPLED_TASKS) != 0 ||
+        as->c.A->task_coro == PY_OFF_NONE || as->c.A->task_coro == 0) {
         asyncio_sampler_free(as);
         return NULL;
     }
@@ -830,6 +835,8 @@ void asyncio_sampler_free(struct asyncio_sampler *as)
 {
     if (!as)
         return;
+    addrset_free(&as->c.seen);
+    free(as->c.found);
     if (as->c.codes) {
         py_code_cache_clear(as->c.codes);
         free(as->c.codes);
@@ -977,4 +984,55 @@ void asyncio_task_clear(struct report_task *t)
     free(t->chain);
     free(t->children);
     memset(t, 0, sizeof *t);
+}
+
+size_t asyncio_waiting_tasks(struct asyncio_sampler *as, uint64_t interp, uint64_t tstate,
+                             uint64_t *out, size_t max)
+{
+    struct tctx *c = &as->c;
+    uint64_t loop = running_loop_of(c, tstate);
+    if (!loop)
+        return 0;
+    uint64_t running = asyncio_running_task(as, interp, tstate);
+    addrset_clear(&c->seen);
+    c->n_found = 0;
+    c->truncated = false;
+    if (c->A->tstate_tasks_head != PY_OFF_NONE) {
+        /* 3.14+: a task is on the list of the thread that made it, which
+         * for a loop's tasks is nearly always the loop's own thread. */
+        add_list_members(c, tstate + (uint64_t)c->A->tstate_tasks_head);
+    } else {
+        uint64_t dict = module_dict(c, interp, "asyncio.tasks"), reg, data;
+        if (!dict)
+            return 0;
+        if ((py_dict_get_str(&c->r, dict, "_all_tasks", &reg) == 0 ||
+             py_dict_get_str(&c->r, dict, "_scheduled_tasks", &reg) == 0) &&
+            py_attr_get(&c->r, reg, "data", &data) == 0)
+            add_set_members(c, data, true);
+        if (py_dict_get_str(&c->r, dict, "_eager_tasks", &reg) == 0)
+            add_set_members(c, reg, false);
+    }
+    /* Of this loop's pending tasks, those no other task waits on to finish
+     * (a task awaiting tasks is shown above each of them, not alone). */
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_found; i++) {
+        uint64_t task = c->found[i].addr;
+        int32_t state = -1;
+        if (u64_at(c, task + (uint64_t)c->A->fut_loop) != loop ||
+            target_read_i32(c->r.t, task + (uint64_t)c->A->fut_state, &state) != 0 || state != 0)
+            continue;
+        c->found[n++].addr = task;
+    }
+    addrset_clear(&c->seen);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t waiter = awaiter_of(c, c->found[i].addr, 0);
+        if (waiter)
+            addrset_add(&c->seen, waiter);
+    }
+    /* Adding a task that is some task's waiter finds it there already. */
+    size_t kept = 0;
+    for (size_t i = 0; i < n && kept < max; i++)
+        if (addrset_add(&c->seen, c->found[i].addr) && c->found[i].addr != running)
+            out[kept++] = c->found[i].addr;
+    return kept;
 }

@@ -39,6 +39,10 @@ uint64_t asyncio_task_awaiter(struct asyncio_sampler *as, uint64_t task);
  * release with asyncio_task_clear. -1 when task is no task. */
 int asyncio_task_describe(struct asyncio_sampler *as, uint64_t task, struct report_task *out);
 void asyncio_task_clear(struct report_task *t);
+/* The pending tasks of the loop thread tstate runs, but the running one,
+ * that no other task awaits (each at most once; at most max). */
+size_t asyncio_waiting_tasks(struct asyncio_sampler *as, uint64_t interp, uint64_t tstate,
+                             uint64_t *out, size_t max);
 /* The task's name ("Task-N" for a default one). */
 void asyncio_task_name(struct asyncio_sampler *as, uint64_t task, char *out, size_t size);
 

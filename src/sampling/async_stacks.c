@@ -5,6 +5,7 @@
  * replaced. */
 #include "sampling/async_stacks.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -12,9 +13,12 @@
 
 /* The most tasks followed up one awaiter chain. */
 #define MAX_AWAITERS 32
+/* The most suspended tasks one pass keeps as waiting samples per loop. */
+#define MAX_WAITING 1024
 
 struct async_stacks {
     struct asyncio_sampler *as;
+    uint64_t *waiting;               /* scratch: one pass's suspended tasks */
     struct profile *profile;
     async_frame_fn frame_id;
     void *ctx;
@@ -27,7 +31,10 @@ struct async_stacks *async_stacks_new(struct py_runtime *rt, struct profile *pro
     if (!a)
         return NULL;
     a->as = asyncio_sampler_new(rt);
-    if (!a->as) {
+    a->waiting = malloc(MAX_WAITING * sizeof *a->waiting);
+    if (!a->as || !a->waiting) {
+        asyncio_sampler_free(a->as);
+        free(a->waiting);
         free(a);
         return NULL;
     }
@@ -42,6 +49,7 @@ void async_stacks_free(struct async_stacks *a)
     if (!a)
         return;
     asyncio_sampler_free(a->as);
+    free(a->waiting);
     free(a);
 }
 
@@ -76,6 +84,23 @@ static size_t put_task(struct async_stacks *a, uint64_t task, uint32_t *out, siz
     return n;
 }
 
+/* The tasks awaiting task, outermost last, then task: how many. */
+static size_t awaiter_chain(struct async_stacks *a, uint64_t task, uint64_t *chain)
+{
+    size_t depth = 0;
+    chain[depth++] = task;
+    while (depth < MAX_AWAITERS) {
+        uint64_t up = asyncio_task_awaiter(a->as, chain[depth - 1]);
+        bool cycle = false;
+        for (size_t k = 0; k < depth; k++)
+            cycle |= chain[k] == up;
+        if (!up || cycle)
+            break;
+        chain[depth++] = up;
+    }
+    return depth;
+}
+
 size_t async_stacks_prefix(struct async_stacks *a, uint64_t interp, uint64_t tstate,
                            const struct py_frame *frames, const uint64_t *addrs, size_t n,
                            uint32_t *out, size_t max, size_t *keep)
@@ -96,17 +121,7 @@ size_t async_stacks_prefix(struct async_stacks *a, uint64_t interp, uint64_t tst
     if (at == n)
         return 0;
     uint64_t chain[MAX_AWAITERS];
-    size_t depth = 0;
-    chain[depth++] = task;
-    while (depth < MAX_AWAITERS) {
-        uint64_t up = asyncio_task_awaiter(a->as, chain[depth - 1]);
-        bool cycle = false;
-        for (size_t k = 0; k < depth; k++)
-            cycle |= chain[k] == up;
-        if (!up || cycle)
-            break;
-        chain[depth++] = up;
-    }
+    size_t depth = awaiter_chain(a, task, chain);
     size_t len = 0;
     for (size_t k = depth; k-- > 1 && len < max;)
         len += put_task(a, chain[k], out + len, max - len);
@@ -119,4 +134,19 @@ size_t async_stacks_prefix(struct async_stacks *a, uint64_t interp, uint64_t tst
     }
     *keep = at + 1;
     return len;
+}
+
+size_t async_stacks_waiting(struct async_stacks *a, uint64_t interp, uint64_t tstate,
+                            uint32_t *ids, size_t max, async_stack_fn add, void *ctx)
+{
+    size_t n = asyncio_waiting_tasks(a->as, interp, tstate, a->waiting, MAX_WAITING);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t chain[MAX_AWAITERS];
+        size_t depth = awaiter_chain(a, a->waiting[i], chain), len = 0;
+        for (size_t k = depth; k-- > 0 && len < max;)
+            len += put_task(a, chain[k], ids + len, max - len);
+        if (len)
+            add(ctx, ids, len);
+    }
+    return n;
 }

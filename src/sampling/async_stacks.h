@@ -36,4 +36,13 @@ size_t async_stacks_prefix(struct async_stacks *a, uint64_t interp, uint64_t tst
                            const struct py_frame *frames, const uint64_t *addrs, size_t n,
                            uint32_t *out, size_t max, size_t *keep);
 
+/* The suspended tasks of the loop thread tstate runs (but the running one,
+ * and those awaiting other tasks, which stand above those): add is called
+ * with each one's stack, outermost first (its awaiting tasks, its own
+ * "<task NAME>", its coroutine chain); ids is scratch room for max frames.
+ * Returns how many tasks. */
+typedef void (*async_stack_fn)(void *ctx, const uint32_t *ids, size_t n);
+size_t async_stacks_waiting(struct async_stacks *a, uint64_t interp, uint64_t tstate,
+                            uint32_t *ids, size_t max, async_stack_fn add, void *ctx);
+
 #endif

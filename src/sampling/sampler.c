@@ -361,6 +361,40 @@ static uint32_t task_frame_id(void *ctx, uint64_t code, long offset)
     return unreadable ? UINT32_MAX : id;
 }
 
+struct waiting_ctx {
+    struct profile *profile;
+    uint32_t thread;
+    uint64_t rel_ns;
+};
+
+static void add_waiting(void *ctx, const uint32_t *ids, size_t n)
+{
+    struct waiting_ctx *w = ctx;
+    uint32_t stack = profile_stack_id(w->profile, ids, (uint32_t)n);
+    if (stack != UINT32_MAX)
+        profile_add_sample(w->profile, w->thread, stack, PROFILE_IDLE, false, w->rel_ns);
+}
+
+/* --async --idle: a loop thread's suspended tasks, one idle sample each per
+ * pass, go to a thread entry of their own beside the loop's thread (its tid
+ * negated), so that the thread's own samples still add up to its passes. */
+static void sample_waiting_tasks(struct sampler *s, const struct sampled_thread *th,
+                                 uint64_t interp, uint64_t rel_ns)
+{
+    struct profile *p = s->profile;
+    if (th->tid <= 0)
+        return;
+    uint32_t id = profile_thread_id(p, s->pid, -th->tid);
+    if (id == UINT32_MAX)
+        return;
+    char loop[sizeof p->threads[id].name];
+    memcpy(loop, p->threads[th->profile_thread].name, sizeof loop);
+    snprintf(p->threads[id].name, sizeof p->threads[id].name, "%.40s: waiting tasks", loop);
+    struct waiting_ctx w = {p, id, rel_ns};
+    async_stacks_waiting(s->tasks, interp, th->tstate, s->stack_ids, MAX_STACK_DEPTH,
+                         add_waiting, &w);
+}
+
 int sampler_enable_tasks(struct sampler *s)
 {
     if (!s->tasks)
@@ -974,6 +1008,8 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
         } else {
             profile_add_sample(p, th->profile_thread, stack, state, in_gc, rel_ns);
             track_segment(s, th, stack, state, in_gc, syscall, rel_ns);
+            if (s->tasks && s->tasks_waiting)
+                sample_waiting_tasks(s, th, pi->addr, rel_ns);
         }
         if (state == PROFILE_HOLDING_GIL && s->pass[i].interp == 0) {
             holder = th->tstate;

@@ -54,6 +54,7 @@ struct sampler {
     struct sample_ring *ring;
     /* With --async: loop threads' samples as task stacks (NULL: as sampled). */
     struct async_stacks *tasks;
+    bool tasks_waiting;               /* --async --idle: suspended tasks too */
     /* interpreters, re-read every 100 ms */
     struct py_interp interps[PY_MAX_INTERPRETERS];
     uint64_t gil_bufs[PY_MAX_INTERPRETERS][64];   /* copies of each GIL struct */

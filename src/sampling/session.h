@@ -20,6 +20,7 @@ struct session_options {
     bool subprocesses;
     bool record_timeline;
     bool async_tasks;          /* --async: loop threads sampled as task stacks */
+    bool async_waiting;        /* and their suspended tasks as idle samples */
     char **command;            /* NULL-terminated; when set, start it instead of attaching */
 };
 
