@@ -362,35 +362,37 @@ static uint32_t task_frame_id(void *ctx, uint64_t code, long offset)
 }
 
 struct waiting_ctx {
-    struct profile *profile;
-    uint32_t thread;
+    struct sampler *s;
+    const struct sampled_thread *th;
+    uint32_t thread;          /* the entry beside th's, made on the first task */
     uint64_t rel_ns;
 };
-
-static void add_waiting(void *ctx, const uint32_t *ids, size_t n)
-{
-    struct waiting_ctx *w = ctx;
-    uint32_t stack = profile_stack_id(w->profile, ids, (uint32_t)n);
-    if (stack != UINT32_MAX)
-        profile_add_sample(w->profile, w->thread, stack, PROFILE_IDLE, false, w->rel_ns);
-}
 
 /* --async --idle: a loop thread's suspended tasks, one idle sample each per
  * pass, go to a thread entry of their own beside the loop's thread (its tid
  * negated), so that the thread's own samples still add up to its passes. */
+static void add_waiting(void *ctx, const uint32_t *ids, size_t n)
+{
+    struct waiting_ctx *w = ctx;
+    struct profile *p = w->s->profile;
+    if (w->thread == UINT32_MAX) {
+        if (w->th->tid <= 0 || (w->thread = profile_thread_id(p, w->s->pid, -w->th->tid)) ==
+                                   UINT32_MAX)
+            return;
+        char loop[sizeof p->threads[w->thread].name];
+        memcpy(loop, p->threads[w->th->profile_thread].name, sizeof loop);
+        snprintf(p->threads[w->thread].name, sizeof p->threads[w->thread].name,
+                 "%.40s: waiting tasks", loop);
+    }
+    uint32_t stack = profile_stack_id(p, ids, (uint32_t)n);
+    if (stack != UINT32_MAX)
+        profile_add_sample(p, w->thread, stack, PROFILE_IDLE, false, w->rel_ns);
+}
+
 static void sample_waiting_tasks(struct sampler *s, const struct sampled_thread *th,
                                  uint64_t interp, uint64_t rel_ns)
 {
-    struct profile *p = s->profile;
-    if (th->tid <= 0)
-        return;
-    uint32_t id = profile_thread_id(p, s->pid, -th->tid);
-    if (id == UINT32_MAX)
-        return;
-    char loop[sizeof p->threads[id].name];
-    memcpy(loop, p->threads[th->profile_thread].name, sizeof loop);
-    snprintf(p->threads[id].name, sizeof p->threads[id].name, "%.40s: waiting tasks", loop);
-    struct waiting_ctx w = {p, id, rel_ns};
+    struct waiting_ctx w = {s, th, UINT32_MAX, rel_ns};
     async_stacks_waiting(s->tasks, interp, th->tstate, s->stack_ids, MAX_STACK_DEPTH,
                          add_waiting, &w);
 }

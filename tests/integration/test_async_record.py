@@ -6,16 +6,18 @@ burned CPU; the shares of the samples are compared with that log, on every
 interpreter, and on Debian's 3.15 with CPython's own async-aware sampler."""
 
 import gzip
-import json
 import math
-import os
 import re
+import signal
 import subprocess
+import time
 
 import pytest
 
-from conftest import PROGRAMS, discovery, run_pyscope
-from test_record import load_record, parse_collapsed, record, samples_of, thread_named
+from conftest import PYSCOPE, discovery
+from test_record import launch  # noqa: F401 (a fixture)
+from test_record import (RECORD_SLACK, finish, load_record, parse_collapsed, record, samples_of,
+                         stderr_of, thread_named)
 
 DURATION = 2
 RATE = 200
@@ -90,7 +92,6 @@ def record_async(pyscope, tmp_path, target, *options, fmt="json", ext="json", na
 
 
 def _monotonic():
-    import time
     return time.monotonic()
 
 
@@ -152,6 +153,27 @@ def test_record_async_idle(interp, start_program, pyscope, tmp_path):
     assert sleeper >= 0.9 * passes, "sleeper waited in %d of %d passes" % (sleeper, passes)
     counts, _, _ = classify(samples_of(doc, loop), extra)
     assert sum(counts.values()) >= 50, counts
+
+
+def test_top_async(start_program, launch):
+    """pyscope top --async: the function table has the task frames, the
+    running tasks' shares of the total ordered as the time they burn
+    (heavy 30 ms a round, inner 10 ms)."""
+    interp = pick_async_interp()
+    target = start_program(interp, "rec_async.py")
+    proc = launch([PYSCOPE, "top", "-a", "-p", target.pid])
+    time.sleep(2.5)
+    assert proc.poll() is None, "top ended by itself: %s" % stderr_of(proc)
+    proc.send_signal(signal.SIGINT)
+    out = finish(proc, RECORD_SLACK, "pyscope top -a after SIGINT").decode("utf-8", "replace")
+    assert proc.returncode == 0, (proc.returncode, stderr_of(proc))
+    last = out[out.rfind("pyscope top  process"):]
+    total = {}
+    for m in re.finditer(r"^\s*[\d.]+%\s+([\d.]+)%\s+(<task \w+>)", last, re.M):
+        total[m.group(2)] = float(m.group(1))
+    assert {"<task main>", "<task heavy>", "<task light>", "<task inner>"} <= set(total), last
+    assert total["<task heavy>"] > total["<task inner>"] > 0, total
+    assert total["<task main>"] >= total["<task heavy>"] + total["<task inner>"] - 0.5, total
 
 
 FORMAT_CHECKS = ["flamegraph", "speedscope", "chrome", "pprof", "html"]

@@ -44,14 +44,17 @@ def plain_callback(loop):
     loop.call_later(0.04, plain_callback, loop)
 
 
-async def worker(name, seconds):
+async def worker(name, seconds, started=None):
+    if started is not None:
+        # Its first step: light awaits it, main the gather, by now.
+        started.set()
     while True:
         burn(name, seconds)
         await asyncio.sleep(0)
 
 
-async def light():
-    await asyncio.create_task(worker("inner", 0.010), name="inner")
+async def light(started):
+    await asyncio.create_task(worker("inner", 0.010, started), name="inner")
 
 
 async def sleeper():
@@ -63,9 +66,8 @@ async def main(started):
     loop = asyncio.get_running_loop()
     loop.call_soon(plain_callback, loop)
     sleeping = asyncio.create_task(sleeper(), name="sleeper")
-    started.set()
     await asyncio.gather(asyncio.create_task(worker("heavy", 0.030), name="heavy"),
-                         asyncio.create_task(light(), name="light"))
+                         asyncio.create_task(light(started), name="light"))
     await sleeping
 
 
