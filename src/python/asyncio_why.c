@@ -2,9 +2,12 @@
  * step of one task across both snapshots, instead of returning to its
  * selector, so no other task or callback of that loop can run (asyncio's
  * debug-mode "Executing <Task ...> took 1.2 seconds", seen from outside);
- * and a task suspended on a Future nothing else refers to. */
+ * a task suspended on a Future nothing else refers to; and a loop whose
+ * every task sleeps with nothing left that could wake one (Go's "all
+ * goroutines are asleep"). */
 #include "python/asyncio_why.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include "util/text.h"
@@ -23,6 +26,13 @@ static const struct report_loop *same_loop(const struct report_tasks *tasks, uin
         if (tasks->loops[l].addr == addr)
             return &tasks->loops[l];
     return NULL;
+}
+
+static void append_thread(char *s, size_t size, const struct report_thread *t)
+{
+    text_append(s, size, "thread %d", (int)t->tid);
+    if (t->name[0])
+        text_append(s, size, " \"%s\"", t->name);
 }
 
 /* A new certain finding of kind about task, or NULL out of memory. */
@@ -84,9 +94,8 @@ int asyncio_blocked_findings(const struct stack_report *first, const struct stac
         size_t others = loop->n_tasks + loop->n_hidden - 1;
         char *s = f->summary;
         size_t size = sizeof f->summary;
-        text_format(s, size, "the asyncio loop of thread %d", (int)t->tid);
-        if (t->name[0])
-            text_append(s, size, " \"%s\"", t->name);
+        text_format(s, size, "the asyncio loop of ");
+        append_thread(s, size, t);
         text_append(s, size, " has been inside one step of task \"%s\" for at least %d ms, not "
                              "in its selector, so its %zu other task%s cannot run",
                     task->name, interval_ms, others, others == 1 ? "" : "s");
@@ -154,6 +163,81 @@ int asyncio_orphan_findings(const struct stack_report *first, const struct stack
                 text_append(s, size, "; on the loop of thread %d", (int)loop->tid);
             outrank_no_hang(why, f);
         }
+    }
+    return 0;
+}
+
+/* The loop's thread sleeps in its selector for good: no timeout (so no
+ * timer is scheduled and no callback is ready: asyncio passes a timeout
+ * whenever one is), unchanged in the second snapshot, and the selector
+ * watches one fd, an unnamed unix socket: the loop's own wake-up socket,
+ * which asyncio registers first, so any socket, pipe or subprocess of the
+ * program's would be a second. */
+static bool selector_asleep(const struct report_thread *t, const struct why_thread *wt)
+{
+    const struct report_wait *w = t->wait;
+    return w && !wt->changed && !wt->gone && w->kind == WAIT_SELECT &&
+           w->timeout == WAIT_TIMEOUT_NONE && w->total_fds == 1 && w->n_fds == 1 &&
+           strcmp(w->fds[0].what, "socket unix (unnamed) CONNECTED") == 0;
+}
+
+int asyncio_asleep_findings(const struct stack_report *first, const struct stack_report *second,
+                            struct why_report *why)
+{
+    if (!first->tasks || !second || !second->tasks)
+        return 0;
+    for (size_t l = 0; l < first->tasks->n_loops; l++) {
+        const struct report_loop *loop = &first->tasks->loops[l];
+        const struct report_loop *later = same_loop(second->tasks, loop->addr);
+        if (!loop->tid || !later || loop->n_tasks == 0 || loop->n_hidden || running_task(loop) ||
+            running_task(later) || later->n_tasks != loop->n_tasks)
+            continue;
+        int th = -1;
+        bool others_stuck = true;
+        for (size_t i = 0; i < first->n_threads; i++) {
+            if (first->threads[i].tid == loop->tid)
+                th = (int)i;
+            /* Another thread could wake the loop (call_soon_threadsafe)
+             * unless it is stuck itself. */
+            else if (!why->threads[i].stuck && !why->threads[i].gone)
+                others_stuck = false;
+        }
+        if (th < 0 || !others_stuck || !selector_asleep(&first->threads[th], &why->threads[th]))
+            continue;
+        bool all_suspended = true;
+        for (size_t i = 0; i < loop->n_tasks && all_suspended; i++)
+            all_suspended = loop->tasks[i].state && strcmp(loop->tasks[i].state, "pending") == 0 &&
+                            loop->tasks[i].awaits[0] &&
+                            same_task(later, loop->tasks[i].addr) != NULL;
+        if (!all_suspended)
+            continue;
+        /* Only a signal handler can still run code on the loop. asyncio's
+         * own for SIGINT cancels the main task, which ends the program rather
+         * than waking a task; a Python handler for any other signal may wake
+         * one (a daemon's `await stop.wait()` until SIGTERM is idle, as a
+         * thread is that a signal handler can reach). */
+        uint64_t others = why->python_signals & ~(UINT64_C(1) << (SIGINT - 1));
+        if (others) /* without the handler table: every caught signal but SIGINT */
+            continue;
+        struct why_finding *f = add_finding(why, WHY_NEVER_NOTIFIED, 0, loop->tasks[0].addr);
+        if (!f)
+            return -1;
+        f->threads[f->n_threads++] = th;
+        why->threads[th].stuck = true;
+        const struct report_thread *t = &first->threads[th];
+        char *s = f->summary;
+        size_t size = sizeof f->summary;
+        text_format(s, size, "every task of the asyncio loop of ");
+        append_thread(s, size, t);
+        text_append(s, size, " is suspended and nothing can resume one: the loop waits in its "
+                             "selector with no timer, no callback ready, no I/O but its own wake-up "
+                             "socket and no other thread that could call it:");
+        for (size_t i = 0; i < loop->n_tasks && i < 4; i++)
+            text_append(s, size, "%s task \"%s\" awaits %s", i ? ";" : "", loop->tasks[i].name,
+                        loop->tasks[i].awaits);
+        if (loop->n_tasks > 4)
+            text_append(s, size, "; and %zu more", loop->n_tasks - 4);
+        outrank_no_hang(why, f);
     }
     return 0;
 }

@@ -22,4 +22,13 @@ int asyncio_blocked_findings(const struct stack_report *first, const struct stac
 int asyncio_orphan_findings(const struct stack_report *first, const struct stack_report *second,
                             struct why_report *why);
 
+/* Adds a never_notified finding for each loop whose tasks are all suspended
+ * with nothing left that could resume one (the thread asleep in its
+ * selector, no timeout, no fd but the loop's wake-up socket, every other
+ * thread stuck, no Python handler for a signal but SIGINT), in both
+ * snapshots. A live process only (second not NULL).
+ * 0, or -1 out of memory. */
+int asyncio_asleep_findings(const struct stack_report *first, const struct stack_report *second,
+                            struct why_report *why);
+
 #endif

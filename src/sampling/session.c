@@ -70,7 +70,7 @@ static int add_process(struct session *s, pid_t pid, struct pyscope_error *err)
         if (sampler_open(&s->samplers[i], pid, s->profile, s->start_ns, err) != 0)
             return -1;
         describe_process(s, &s->samplers[i]);
-        s->samplers[i].record_timeline = s->opts.record_timeline;
+        s->samplers[i].profile_sink.timeline = s->opts.record_timeline;
         if (s->opts.async_tasks && sampler_enable_tasks(&s->samplers[i]) == 0)
             s->samplers[i].tasks_waiting = s->opts.async_waiting;
         /* Re-looking costs up to half a millisecond a pass: worth it at the
