@@ -210,6 +210,21 @@ def test_why_loop_blocked(interp, start_program, eager):
     assert "its %d other tasks cannot run" % extra["other_tasks"] in f["summary"]
 
 
+def test_why_loop_blocked_by_a_callback(interp, start_program):
+    """A plain callback (loop.call_soon) that calls time.sleep(2) in a loop
+    runs in no task step, yet keeps the loop from its selector just the
+    same: why names the loop's thread and the callback's function, and
+    counts the tasks that cannot run."""
+    target = start_program(interp, "asyncio_blocked.py", "callback")
+    extra = target.report["extra"]
+    doc = why_json(target.pid)
+    assert doc["verdict"] == "loop_blocked", doc["summary"]
+    [f] = [f for f in doc["findings"] if f["kind"] == "loop_blocked"]
+    assert [t["tid"] for t in f["threads"]] == [extra["loop_tid"]]
+    assert "inside one callback, %s, for at least" % extra["callback"] in f["summary"]
+    assert "its %d tasks cannot run" % extra["tasks"] in f["summary"]
+
+
 def test_why_task_awaiting_an_orphaned_future(interp, start_program, tmp_path):
     """A task suspended on a Future that nothing else refers to (gc's
     referrers, as the program reports it) can never be woken: why says so,
