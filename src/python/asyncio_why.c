@@ -94,6 +94,20 @@ static void append_where(char *s, size_t size, const struct report_thread *t, si
         text_append(s, size, "; blocked in %s", t->syscall);
 }
 
+/* A loop_blocked finding about the loop of thread th (task: the task whose
+ * step it is, 0 for a callback), its summary begun. */
+static struct why_finding *blocked_finding(struct why_report *why, const struct stack_report *first,
+                                           int th, uint64_t task)
+{
+    struct why_finding *f = add_finding(why, WHY_LOOP_BLOCKED, task, task);
+    if (!f)
+        return NULL;
+    f->threads[f->n_threads++] = th;
+    text_format(f->summary, sizeof f->summary, "the asyncio loop of ");
+    append_thread(f->summary, sizeof f->summary, &first->threads[th]);
+    return f;
+}
+
 /* No task step in either snapshot, the same stack in both, and inside a
  * callback that Handle._run called: the loop is blocked by that callback. */
 static int callback_blocked(const struct stack_report *first, const struct report_loop *loop,
@@ -109,19 +123,14 @@ static int callback_blocked(const struct stack_report *first, const struct repor
     int cb = callback_frame(t);
     if (cb < 0)
         return 0;
-    struct why_finding *f = add_finding(why, WHY_LOOP_BLOCKED, 0, 0);
+    struct why_finding *f = blocked_finding(why, first, th, 0);
     if (!f)
         return -1;
-    f->threads[f->n_threads++] = th;
     size_t tasks = loop->n_tasks + loop->n_hidden;
-    char *s = f->summary;
-    size_t size = sizeof f->summary;
-    text_format(s, size, "the asyncio loop of ");
-    append_thread(s, size, t);
-    text_append(s, size, " has been inside one callback, %s, for at least %d ms, not in its "
-                         "selector, so its %zu task%s cannot run",
+    text_append(f->summary, sizeof f->summary, " has been inside one callback, %s, for at least "
+                "%d ms, not in its selector, so its %zu task%s cannot run",
                 t->frames[cb].function, interval_ms, tasks, tasks == 1 ? "" : "s");
-    append_where(s, size, t, 0);
+    append_where(f->summary, sizeof f->summary, t, 0);
     outrank_no_hang(why, f);
     return 0;
 }
@@ -151,20 +160,14 @@ int asyncio_blocked_findings(const struct stack_report *first, const struct stac
          * short steps of the same task. */
         if (th < 0 || why->threads[th].changed)
             continue;
-        struct why_finding *f = add_finding(why, WHY_LOOP_BLOCKED, task->addr, task->addr);
+        struct why_finding *f = blocked_finding(why, first, th, task->addr);
         if (!f)
             return -1;
-        f->threads[f->n_threads++] = th;
-        const struct report_thread *t = &first->threads[th];
         size_t others = loop->n_tasks + loop->n_hidden - 1;
-        char *s = f->summary;
-        size_t size = sizeof f->summary;
-        text_format(s, size, "the asyncio loop of ");
-        append_thread(s, size, t);
-        text_append(s, size, " has been inside one step of task \"%s\" for at least %d ms, not "
-                             "in its selector, so its %zu other task%s cannot run",
+        text_append(f->summary, sizeof f->summary, " has been inside one step of task \"%s\" for "
+                    "at least %d ms, not in its selector, so its %zu other task%s cannot run",
                     task->name, interval_ms, others, others == 1 ? "" : "s");
-        append_where(s, size, t, 0);
+        append_where(f->summary, sizeof f->summary, &first->threads[th], 0);
         outrank_no_hang(why, f);
     }
     return 0;
