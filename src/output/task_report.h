@@ -35,6 +35,8 @@ struct report_task {
     size_t *children;            /* indices (same loop) of the tasks it awaits */
     size_t n_children;
     bool in_cycle;               /* it awaits, through others, itself */
+    char unretrieved[96];        /* finished with an exception nobody has retrieved
+                                    (its type), "" otherwise */
 };
 
 struct report_loop {

@@ -655,6 +655,19 @@ static bool future_orphaned(struct tctx *c, const struct report_task *t, uint64_
     return refs > 0 && refs == known;
 }
 
+/* A finished task's exception that nobody has looked at: asyncio would log
+ * "Task exception was never retrieved" when the task is collected. */
+static void exception_unretrieved(struct tctx *c, uint64_t task, char *out, size_t size)
+{
+    uint8_t flag = 0;
+    const char *name;
+    uint64_t exc = u64_at(c, task + (uint64_t)c->A->fut_exception);
+    if (!exc || target_read_u8(c->r.t, task + (uint64_t)c->A->fut_log_tb, &flag) != 0 ||
+        !(flag & c->A->fut_log_tb_mask) || py_type_of(&c->r, exc, NULL, &name) != 0)
+        return;
+    snprintf(out, size, "%s", name);
+}
+
 static void fill_task(struct tctx *c, struct report_task *t, uint64_t task, int32_t state,
                       const struct loop_thread *lt, int n_lt)
 {
@@ -667,6 +680,8 @@ static void fill_task(struct tctx *c, struct report_task *t, uint64_t task, int3
     uint64_t coro = u64_at(c, task + (uint64_t)c->A->task_coro);
     uint64_t innermost = 0;
     uint64_t yielded = read_chain(c, coro, t, &innermost);
+    if (state != 0 && t->n_chain == 0)
+        t->chain_complete = true;     /* a done task's coroutine has no frame left */
     uint64_t waiter = u64_at(c, task + (uint64_t)c->A->task_fut_waiter);
     if (waiter && !py_is_none(&c->r, waiter)) {
         describe_wait(c, t, waiter);
@@ -751,7 +766,10 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
         if (target_read_i32(c.r.t, task + (uint64_t)c.A->fut_state, &state) != 0 || state < 0 ||
             state > 2)
             continue;
-        if (state != 0 && mode != TASKS_ALL)
+        char unretrieved[96] = "";
+        if (state == 2)
+            exception_unretrieved(&c, task, unretrieved, sizeof unretrieved);
+        if (state != 0 && mode != TASKS_ALL && !unretrieved[0])
             continue;
         out->n_found++;
         uint64_t loop_addr = u64_at(&c, task + (uint64_t)c.A->fut_loop);
@@ -769,6 +787,7 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
         struct report_task *t = &loop->tasks[loop->n_tasks++];
         memset(t, 0, sizeof *t);
         fill_task(&c, t, task, state, lt, n_lt);
+        memcpy(t->unretrieved, unretrieved, sizeof t->unretrieved);
     }
     for (size_t l = 0; l < out->n_loops; l++) {
         for (int i = 0; i < n_lt; i++)

@@ -31,6 +31,9 @@ enum py_frame_model {
  * running loop and (3.14+) its tasks. Generated like the rest. */
 struct py_asyncio_layout {
     long fut_loop, fut_callback0, fut_callbacks, fut_state;
+    long fut_exception;
+    long fut_log_tb;             /* the byte holding fut_log_tb (a bitfield from 3.13) */
+    int fut_log_tb_mask;         /* ... and its bit: set while nobody has seen the exception */
     long fut_awaited_by;         /* 3.14+ */
     long fut_awaited_by_is_set;  /* char, 3.14+ */
     long task_size, task_fut_waiter, task_coro, task_name;

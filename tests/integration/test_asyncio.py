@@ -254,3 +254,31 @@ def test_why_idle_loops_not_blocked(interp, start_program):
     doc = why_json(target.pid)
     assert all(f["kind"] != "loop_blocked" for f in doc["findings"])
     assert doc["verdict"] != "loop_blocked"
+
+
+def test_dump_unretrieved_exceptions(interp, start_program):
+    """A done task whose exception nobody retrieved (what asyncio logs as
+    "Task exception was never retrieved" once it is collected) is shown,
+    with the exception's type, beside the pending tasks; done tasks whose
+    exception was retrieved, or that returned, are not. Truth: each task's
+    own _log_traceback. From 3.14 a done task leaves the per-thread lists
+    that pyscope reads, so it cannot be found."""
+    if tuple(int(x) for x in interp.version.split(".")[:2]) >= (3, 14):
+        pytest.skip("3.14+ keep done tasks on no list pyscope can read")
+    target = start_program(interp, "asyncio_unretrieved.py")
+    extra = target.report["extra"]
+    doc = dump_json(target.pid)
+    [loop] = [l for l in doc["asyncio"]["loops"] if l["tid"] == extra["loop_tid"]]
+    shown = {t["address"]: t for t in loop["tasks"]}
+    for want in extra["tasks"]:
+        if not want["done"]:
+            assert shown[want["address"]]["exception_never_retrieved"] is None
+        elif want["log_traceback"]:
+            t = shown[want["address"]]
+            assert t["name"] == want["name"] and t["state"] == "finished"
+            assert t["exception_never_retrieved"] == want["exception"]
+        else:
+            assert want["address"] not in shown, want
+    assert any(t["log_traceback"] for t in extra["tasks"])
+    text = run_pyscope(["dump", target.pid])
+    assert 'Task "failed"' in text.stdout and "with ValueError, never retrieved" in text.stdout

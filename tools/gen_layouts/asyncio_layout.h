@@ -107,8 +107,26 @@ struct mirror_asend {
     PyObject *ags_gen;
 };
 
+/* Where fut_log_tb lives and which bits are it: a plain int up to 3.12, a
+ * bitfield from 3.13, found by setting it in a zeroed mirror. */
+static void emit_log_tb(void)
+{
+    struct mirror_future m;
+    memset(&m, 0, sizeof m);
+    m.fut_log_tb = 1;
+    const unsigned char *bytes = (const unsigned char *)&m;
+    for (size_t i = 0; i < sizeof m; i++)
+        if (bytes[i]) {
+            emit("asyncio.fut_log_tb", (long)i);
+            emit_int("asyncio.fut_log_tb_mask", bytes[i]);
+            return;
+        }
+}
+
 static void emit_asyncio(void)
 {
+    emit_log_tb();
+    emit("asyncio.fut_exception", OFF(struct mirror_future, fut_exception));
     emit("asyncio.fut_loop", OFF(struct mirror_future, fut_loop));
     emit("asyncio.fut_callback0", OFF(struct mirror_future, fut_callback0));
     emit("asyncio.fut_callbacks", OFF(struct mirror_future, fut_callbacks));
