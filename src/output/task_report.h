@@ -43,7 +43,7 @@ struct report_loop {
     uint64_t addr;
     pid_t tid;                   /* the thread running it, 0 when none runs it */
     struct report_task *tasks;
-    size_t n_tasks;
+    size_t n_tasks, cap_tasks;
     size_t n_hidden;             /* tasks past the cap, counted, not shown */
 };
 

@@ -17,6 +17,8 @@
 #include "util/addrset.h"
 
 #define MAX_TIDS 4096
+/* The most tasks a sampler's pass looks at (--async --idle). */
+#define ASYNCIO_SAMPLED_TASKS 4096
 
 struct found_task {
     uint64_t addr, loop, waiter;
@@ -72,9 +74,25 @@ static bool is_task(struct tctx *c, uint64_t obj)
     return true;
 }
 
+/* The set of tasks seen grows with them: sized for the bound up front, its
+ * zeroing and page faults cost more than a small program's whole walk. */
+static bool seen_add(struct tctx *c, uint64_t task)
+{
+    if ((c->seen.n + 1) * 2 >= c->seen.cap) {
+        struct addrset bigger;
+        if (addrset_init(&bigger, c->seen.cap) != 0)
+            return false;
+        for (size_t i = 0; i < c->n_found; i++)
+            addrset_add(&bigger, c->found[i].addr);
+        addrset_free(&c->seen);
+        c->seen = bigger;
+    }
+    return addrset_add(&c->seen, task);
+}
+
 static void add_task(struct tctx *c, uint64_t task)
 {
-    if (!task || !is_task(c, task) || !addrset_add(&c->seen, task))
+    if (!task || !is_task(c, task) || !seen_add(c, task))
         return;
     if (c->n_found >= (c->max_found ? c->max_found : ASYNCIO_MAX_TASKS)) {
         c->truncated = true;
@@ -127,6 +145,19 @@ static void add_set_members(struct tctx *c, uint64_t set, bool weak)
 {
     uint64_t *keys;
     long n = set_keys(c, set, ASYNCIO_MAX_TASKS, &keys);
+    /* The weak references, then the tasks they lead to, in a few reads. */
+    struct target_range *r = n > 0 ? malloc((size_t)n * sizeof *r) : NULL;
+    for (long i = 0; r && i < n; i++)
+        r[i] = (struct target_range){keys[i], 32};
+    if (r && weak) {
+        target_prefetch(c->r.t, r, (size_t)n);
+        for (long i = 0; i < n; i++)
+            r[i] = (struct target_range){u64_at(c, keys[i] + (uint64_t)c->A->weakref_object),
+                                         (size_t)c->A->task_size};
+    }
+    if (r)
+        target_prefetch(c->r.t, r, (size_t)n);
+    free(r);
     for (long i = 0; i < n; i++) {
         uint64_t key = keys[i];
         if (weak) {
@@ -544,12 +575,55 @@ static void task_name(struct tctx *c, uint64_t task, char *out, size_t size)
         snprintf(out, size, "<unreadable name>");
 }
 
-static size_t index_of(const struct report_loop *loop, uint64_t addr)
+/* Task address -> index in its loop, hashed: a loop may hold 100,000. */
+struct task_index {
+    uint64_t *keys;
+    size_t *values;
+    size_t cap;                  /* a power of two; 0 when it could not be made */
+    const struct report_loop *loop;
+};
+
+static void task_index_build(struct task_index *x, const struct report_loop *loop)
 {
-    for (size_t i = 0; i < loop->n_tasks; i++)
-        if (loop->tasks[i].addr == addr)
-            return i;
-    return (size_t)-1;
+    x->loop = loop;
+    x->cap = 16;
+    while (x->cap < 2 * loop->n_tasks)
+        x->cap *= 2;
+    x->keys = calloc(x->cap, sizeof *x->keys);
+    x->values = malloc(x->cap * sizeof *x->values);
+    if (!x->keys || !x->values) {
+        x->cap = 0;
+        return;
+    }
+    for (size_t i = 0; i < loop->n_tasks; i++) {
+        uint64_t a = loop->tasks[i].addr;
+        for (size_t h = (size_t)((a * 0x9e3779b97f4a7c15ull) >> 32) & (x->cap - 1);;
+             h = (h + 1) & (x->cap - 1))
+            if (!x->keys[h] || x->keys[h] == a) {
+                x->keys[h] = a;
+                x->values[h] = i;
+                break;
+            }
+    }
+}
+
+static size_t index_of(const struct task_index *x, uint64_t addr)
+{
+    if (!addr)
+        return (size_t)-1;
+    if (!x->cap) {
+        for (size_t i = 0; i < x->loop->n_tasks; i++)
+            if (x->loop->tasks[i].addr == addr)
+                return i;
+        return (size_t)-1;
+    }
+    for (size_t h = (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 32) & (x->cap - 1);;
+         h = (h + 1) & (x->cap - 1)) {
+        if (!x->keys[h])
+            return (size_t)-1;
+        if (x->keys[h] == addr)
+            return x->values[h];
+    }
 }
 
 static void add_child(struct report_task *t, size_t child)
@@ -567,12 +641,14 @@ static void add_child(struct report_task *t, size_t child)
 /* Who awaits whom: a task whose waiter is a task, or a gather of tasks. */
 static void link_children(struct tctx *c, struct report_loop *loop)
 {
+    struct task_index x;
+    task_index_build(&x, loop);
     for (size_t i = 0; i < loop->n_tasks; i++) {
         struct report_task *t = &loop->tasks[i];
         uint64_t w = t->awaits_addr;
         if (!w)
             continue;
-        size_t j = index_of(loop, w);
+        size_t j = index_of(&x, w);
         if (j != (size_t)-1) {
             add_child(t, j);
             continue;
@@ -584,19 +660,19 @@ static void link_children(struct tctx *c, struct report_loop *loop)
         int64_t n = (int64_t)u64_at(c, children + (uint64_t)c->L->ob_size);
         uint64_t items = u64_at(c, children + (uint64_t)c->L->list_items);
         for (int64_t k = 0; items && k < n && k < 100000; k++) {
-            size_t ci = index_of(loop, u64_at(c, items + 8 * (uint64_t)k));
+            size_t ci = index_of(&x, u64_at(c, items + 8 * (uint64_t)k));
             if (ci != (size_t)-1)
                 add_child(t, ci);
         }
     }
     for (int g = 0; g < c->n_groups; g++) {
-        size_t owner = index_of(loop, c->groups[g].task);
+        size_t owner = index_of(&x, c->groups[g].task);
         uint64_t set, *keys;
         if (owner == (size_t)-1 || py_attr_get(&c->r, c->groups[g].group, "_tasks", &set) != 0)
             continue;
         long n = set_keys(c, set, ASYNCIO_MAX_TASKS, &keys);
         for (long k = 0; k < n; k++) {
-            size_t ci = index_of(loop, keys[k]);
+            size_t ci = index_of(&x, keys[k]);
             if (ci != (size_t)-1)
                 add_child(&loop->tasks[owner], ci);
         }
@@ -616,6 +692,8 @@ static void link_children(struct tctx *c, struct report_loop *loop)
             }
         }
     }
+    free(x.keys);
+    free(x.values);
 }
 
 /* Does anything but the task itself hold the Future it waits on? Its
@@ -691,6 +769,48 @@ static void fill_task(struct tctx *c, struct report_task *t, uint64_t task, int3
         describe_wait(c, t, yielded);
 }
 
+/* What reading each task will touch, brought into the page cache a stage
+ * at a time (the tasks, then their coroutines and what they wait on, then
+ * frames kept apart from their coroutine), in a few scattered reads instead
+ * of one read per page: a loop's tasks and coroutines lie on a few hundred
+ * pages. */
+static void prefetch_tasks(struct tctx *c, size_t max_shown)
+{
+    const struct py_layout *L = c->L;
+    size_t n = c->n_found < max_shown ? c->n_found : max_shown;
+    if (n > 4 * ASYNCIO_SAMPLED_TASKS)
+        n = 4 * ASYNCIO_SAMPLED_TASKS;
+    struct target_range *r = malloc(2 * n * sizeof *r + 1);
+    if (!r)
+        return;
+    for (size_t i = 0; i < n; i++)
+        r[i] = (struct target_range){c->found[i].addr, (size_t)c->A->task_size};
+    target_prefetch(c->r.t, r, n);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t coro = u64_at(c, c->found[i].addr + (uint64_t)c->A->task_coro);
+        uint64_t waiter = u64_at(c, c->found[i].addr + (uint64_t)c->A->task_fut_waiter);
+        /* From 3.11 the frame is inside the coroutine, locals after it. */
+        size_t gen_bytes = L->frames == PY_FRAMES_OBJECTS ? 128 : (size_t)L->gen_iframe + 256;
+        if (coro)
+            r[m++] = (struct target_range){coro, gen_bytes};
+        if (waiter)
+            r[m++] = (struct target_range){waiter, (size_t)c->A->task_size};
+    }
+    target_prefetch(c->r.t, r, m);
+    if (L->frames == PY_FRAMES_OBJECTS) {
+        m = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t coro = u64_at(c, c->found[i].addr + (uint64_t)c->A->task_coro);
+            uint64_t frame = coro ? u64_at(c, coro + (uint64_t)L->gen_frame) : 0;
+            if (frame)
+                r[m++] = (struct target_range){frame, 512};
+        }
+        target_prefetch(c->r.t, r, m);
+    }
+    free(r);
+}
+
 struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode mode,
                                         size_t max_shown)
 {
@@ -710,7 +830,7 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
     struct py_snapshot snap = {0};
     struct loop_thread lt[64];
     int n_lt = 0;
-    if (!out || !c.codes || !c.vars || !c.frame || !tids || addrset_init(&c.seen, 2 * ASYNCIO_MAX_TASKS) != 0)
+    if (!out || !c.codes || !c.vars || !c.frame || !tids || addrset_init(&c.seen, 1024) != 0)
         goto fail;
     out->mode = mode;
     int n_tids = target_list_threads(c.r.t, tids, MAX_TIDS);
@@ -759,6 +879,7 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
     if (c.A->interp_tasks_head != PY_OFF_NONE)
         add_list_members(&c, interp + (uint64_t)c.A->interp_tasks_head);
     out->truncated = c.truncated;
+    prefetch_tasks(&c, max_shown);
 
     for (size_t i = 0; i < c.n_found; i++) {
         uint64_t task = c.found[i].addr;
@@ -780,10 +901,14 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
             loop->n_hidden++;
             continue;
         }
-        struct report_task *grown = realloc(loop->tasks, (loop->n_tasks + 1) * sizeof *grown);
-        if (!grown)
-            goto fail;
-        loop->tasks = grown;
+        if (loop->n_tasks == loop->cap_tasks) {
+            size_t cap = loop->cap_tasks ? 2 * loop->cap_tasks : 64;
+            struct report_task *grown = realloc(loop->tasks, cap * sizeof *grown);
+            if (!grown)
+                goto fail;
+            loop->tasks = grown;
+            loop->cap_tasks = cap;
+        }
         struct report_task *t = &loop->tasks[loop->n_tasks++];
         memset(t, 0, sizeof *t);
         fill_task(&c, t, task, state, lt, n_lt);
@@ -823,8 +948,6 @@ done:
 
 /* ---- for samplers: the running task and the tasks awaiting it ------------- */
 
-/* The most tasks a sampler's pass looks at (--async --idle). */
-#define ASYNCIO_SAMPLED_TASKS 4096
 
 struct asyncio_sampler {
     struct tctx c;
