@@ -33,6 +33,8 @@ struct tctx {
     struct py_frame_vars *frame;  /* the variables of the frame last read */
     uint64_t when_type;           /* the TimerHandle class whose _when offset is known */
     int64_t when_offset;
+    uint64_t extra_type;          /* ... a transport class and its _extra slot's */
+    int64_t extra_offset;
     uint64_t task_types[8];       /* types known to be _asyncio.Task or a subclass */
     int n_task_types;
     struct found_task *found;
@@ -145,20 +147,24 @@ static void add_set_members(struct tctx *c, uint64_t set, bool weak)
 {
     uint64_t *keys;
     long n = set_keys(c, set, ASYNCIO_MAX_TASKS, &keys);
-    /* The weak references, then the tasks they lead to, in a few reads. */
-    struct target_range *r = n > 0 ? malloc((size_t)n * sizeof *r) : NULL;
-    for (long i = 0; r && i < n; i++)
-        r[i] = (struct target_range){keys[i], 32};
-    if (r && weak) {
-        target_prefetch(c->r.t, r, (size_t)n);
-        for (long i = 0; i < n; i++)
-            r[i] = (struct target_range){u64_at(c, keys[i] + (uint64_t)c->A->weakref_object),
-                                         (size_t)c->A->task_size};
-    }
-    if (r)
-        target_prefetch(c->r.t, r, (size_t)n);
-    free(r);
+    /* The weak references, then the tasks they lead to, a chunk at a time
+     * (what fits the page cache) in a few reads. */
+    enum { CHUNK = 256 };
+    struct target_range r[CHUNK];
     for (long i = 0; i < n; i++) {
+        if (i % CHUNK == 0) {
+            long m = n - i < CHUNK ? n - i : CHUNK;
+            for (long k = 0; k < m; k++)
+                r[k] = (struct target_range){keys[i + k], 32};
+            if (weak) {
+                target_prefetch(c->r.t, r, (size_t)m);
+                for (long k = 0; k < m; k++)
+                    r[k] = (struct target_range){
+                        u64_at(c, keys[i + k] + (uint64_t)c->A->weakref_object),
+                        (size_t)c->A->task_size};
+            }
+            target_prefetch(c->r.t, r, (size_t)m);
+        }
         uint64_t key = keys[i];
         if (weak) {
             /* A cleared reference points at None, which is no task. */
@@ -372,7 +378,7 @@ static int link_local(struct tctx *c, const struct task_link *l, const char *nam
                ? 0 : -1;
 }
 
-/* obj.name for a __slots__ member of obj's own class. */
+/* obj.name for a __slots__ member of obj's class or one of its bases. */
 static int slot_get(struct tctx *c, uint64_t obj, const char *name, int64_t *cached_offset,
                     uint64_t *cached_type, uint64_t *value)
 {
@@ -383,9 +389,16 @@ static int slot_get(struct tctx *c, uint64_t obj, const char *name, int64_t *cac
         *value = u64_at(c, obj + (uint64_t)*cached_offset);
         return *value ? 0 : -1;
     }
-    uint64_t dict = u64_at(c, type + (uint64_t)c->A->type_dict);
-    if (!dict || py_dict_get_str(&c->r, dict, name, &descr) != 0 ||
-        !type_named(c, descr, "member_descriptor"))
+    /* The class that declares the slot may be a base (BaseTransport's _extra). */
+    bool found = false;
+    uint64_t at = type;
+    for (int depth = 0; at && !found && depth < 16;
+         depth++, at = u64_at(c, at + (uint64_t)c->L->type_base)) {
+        uint64_t dict = u64_at(c, at + (uint64_t)c->A->type_dict);
+        found = dict && py_dict_get_str(&c->r, dict, name, &descr) == 0 &&
+                type_named(c, descr, "member_descriptor");
+    }
+    if (!found)
         return -1;
     uint64_t def = u64_at(c, descr + (uint64_t)c->A->memberdescr_member);
     int64_t offset = (int64_t)u64_at(c, def + (uint64_t)c->A->memberdef_offset);
@@ -452,6 +465,95 @@ static bool chain_has(const struct report_task *t, const char *fn)
     return false;
 }
 
+/* The innermost link of the chain running fn (its last dotted part: 3.8-3.10
+ * names carry no class) in a file whose path contains file. */
+static const struct task_link *chain_link(const struct report_task *t, const char *file,
+                                          const char *fn)
+{
+    for (size_t k = 0; k < t->n_chain; k++) {
+        const struct task_link *l = &t->chain[k];
+        const char *dot = strrchr(l->function, '.');
+        if (strstr(l->file, file) && !strcmp(dot ? dot + 1 : l->function, fn))
+            return &t->chain[k];
+    }
+    return NULL;
+}
+
+/* When wait_for gives up, in the loop's clock: its timeout_handle (up to
+ * 3.11), or the asyncio.timeouts.Timeout its `async with` keeps on the
+ * frame's value stack, bare or as the bound __aexit__ (3.12+). */
+static int wait_for_due(struct tctx *c, const struct task_link *l, double *when)
+{
+    uint64_t h, value;
+    if (link_local(c, l, "timeout_handle", &h) == 0 && type_named(c, h, "TimerHandle"))
+        return slot_get(c, h, "_when", &c->when_offset, &c->when_type, &value) == 0
+                   ? py_number(&c->r, value, when) : -1;
+    if (py_frame_vars_read(c->vars, &c->r, l->frame_addr, l->code_addr, c->frame) != 0)
+        return -1;
+    int slots = c->frame->n_named + (c->frame->stack_exact ? c->frame->n_stack : 0);
+    for (int i = 0; i < slots; i++) {
+        uint64_t v = c->frame->values[i];
+        if (type_named(c, v, "method"))
+            v = u64_at(c, v + (uint64_t)c->A->method_self);
+        if (type_named(c, v, "Timeout") && py_attr_get(&c->r, v, "_when", &value) == 0)
+            return py_number(&c->r, value, when);
+    }
+    return -1;
+}
+
+/* "host:port" from a ('host', port, ...) address tuple. */
+static int address_text(struct tctx *c, uint64_t tuple, char *out, size_t size)
+{
+    char host[64];
+    int64_t port;
+    if (!type_named(c, tuple, "tuple") || u64_at(c, tuple + (uint64_t)c->L->ob_size) < 2 ||
+        py_str(&c->r, u64_at(c, tuple + (uint64_t)c->L->tuple_items), host, sizeof host) != 0 ||
+        py_int(&c->r, u64_at(c, tuple + (uint64_t)c->L->tuple_items + 8), &port) != 0)
+        return -1;
+    snprintf(out, size, strchr(host, ':') ? "[%s]:%lld" : "%s:%lld", host, (long long)port);
+    return 0;
+}
+
+/* What the await's own objects tell beyond its kind: the peer of a stream
+ * read and whether anything times it out, a subprocess's pid, when
+ * wait_for gives up. */
+static void append_details(struct tctx *c, struct report_task *t)
+{
+    size_t len = strlen(t->awaits);
+    char *out = t->awaits + len;
+    size_t room = sizeof t->awaits - len;
+    const struct task_link *l, *timed = chain_link(t, "asyncio", "wait_for");
+    uint64_t self, transport, extra, peer;
+    char text[96];
+    int64_t pid;
+    if ((l = chain_link(t, "asyncio/streams.py", "_wait_for_data")) &&
+        link_local(c, l, "self", &self) == 0 &&
+        py_attr_get(&c->r, self, "_transport", &transport) == 0 &&
+        slot_get(c, transport, "_extra", &c->extra_offset, &c->extra_type, &extra) == 0 &&
+        py_dict_get_str(&c->r, extra, "peername", &peer) == 0 &&
+        address_text(c, peer, text, sizeof text) == 0) {
+        int n = snprintf(out, room, ", reading from %s%s", text, timed ? "" : ", no timeout");
+        if (n > 0 && (size_t)n < room)
+            out += n, room -= (size_t)n;
+    }
+    if ((l = chain_link(t, "asyncio/base_subprocess.py", "_wait")) &&
+        link_local(c, l, "self", &self) == 0 &&
+        py_attr_get(&c->r, self, "_pid", &transport) == 0 && py_int(&c->r, transport, &pid) == 0) {
+        int n = snprintf(out, room, ", subprocess pid %lld", (long long)pid);
+        if (n > 0 && (size_t)n < room)
+            out += n, room -= (size_t)n;
+    }
+    double when;
+    struct timespec now;
+    if (timed && wait_for_due(c, timed, &when) == 0) {
+        if (!target_is_core(c->r.t) && clock_gettime(CLOCK_MONOTONIC, &now) == 0)
+            snprintf(out, room, ", wait_for times out in %.1f s",
+                     when - ((double)now.tv_sec + (double)now.tv_nsec / 1e9));
+        else
+            snprintf(out, room, ", wait_for times out at %.3f s of the loop's clock", when);
+    }
+}
+
 static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited)
 {
     t->awaits_addr = waited;
@@ -506,11 +608,14 @@ static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited
                      "loop's clock", type, when);
     } else if (chain_has(t, "wait_for")) {
         snprintf(t->awaits, sizeof t->awaits, "asyncio.wait_for (%s)", type);
+    } else if (chain_link(t, "asyncio/base_subprocess.py", "_wait")) {
+        snprintf(t->awaits, sizeof t->awaits, "subprocess wait (%s)", type);
     } else if (chain_has(t, "_wait") || chain_has(t, "wait")) {
         snprintf(t->awaits, sizeof t->awaits, "asyncio.wait (%s)", type);
     } else {
         snprintf(t->awaits, sizeof t->awaits, "%s", type);
     }
+    append_details(c, t);
 }
 
 /* ---- loops and threads --------------------------------------------------- */

@@ -282,3 +282,23 @@ def test_dump_unretrieved_exceptions(interp, start_program):
     assert any(t["log_traceback"] for t in extra["tasks"])
     text = run_pyscope(["dump", target.pid])
     assert 'Task "failed"' in text.stdout and "with ValueError, never retrieved" in text.stdout
+
+
+def test_dump_await_details(interp, start_program):
+    """What a task's await holds, beyond its kind, as the program knows it:
+    the peer of a stream read from a server that never writes, and that no
+    timeout bounds it; the pid of the subprocess a task waits for; how long
+    until wait_for gives up (the program's deadline, on the same clock)."""
+    target = start_program(interp, "asyncio_waits.py")
+    extra = target.report["extra"]
+    doc = dump_json(target.pid)
+    now = time.monotonic()
+    [loop] = [l for l in doc["asyncio"]["loops"] if l["tid"] == extra["loop_tid"]]
+    awaits = {t["address"]: t["awaiting"]["description"] for t in loop["tasks"] if t["awaiting"]}
+    tasks = extra["tasks"]
+    assert awaits[tasks["reader"]].endswith(", reading from %s, no timeout" % extra["peer"]), awaits
+    assert awaits[tasks["child"]] == "subprocess wait (_asyncio.Future), subprocess pid %d" % (
+        extra["child_pid"]), awaits
+    m = re.search(r", wait_for times out in (-?[\d.]+) s$", awaits[tasks["timed"]])
+    assert m, awaits[tasks["timed"]]
+    assert abs(float(m.group(1)) - (extra["deadline"] - now)) < 2.0, (m.group(1), extra, now)
