@@ -592,6 +592,12 @@ static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited
             py_sequence_length(&c->r, items, &n) == 0)
             snprintf(t->awaits, sizeof t->awaits, "%s (%s), %lld items queued", prim, type,
                      (long long)n);
+        else if (!strncmp(prim, "Lock.acquire", 12) &&
+                 py_attr_get(&c->r, self, "_locked", &items) == 0 && type_named(c, items, "bool") &&
+                 py_int(&c->r, items, &n) == 0 && n == 1)
+            /* asyncio.Lock keeps a flag, not its holder. */
+            snprintf(t->awaits, sizeof t->awaits,
+                     "%.100s (%.60s), held (asyncio locks record no owner)", prim, type);
         else
             snprintf(t->awaits, sizeof t->awaits, "%s (%s)", prim, type);
     } else if (chain_has(t, "sleep")) {
