@@ -95,7 +95,8 @@ static bool try_attach(struct flight *f, uint64_t now)
             return false;
         }
         bool early = now - f->watch_since_ns < ATTACH_FAST_FOR_NS;
-        f->next_attach_ns = now + (early ? ATTACH_FAST_NS : ATTACH_SLOW_NS);
+        /* From the end of the attempt, which reads the program's files. */
+        f->next_attach_ns = monotonic_ns() + (early ? ATTACH_FAST_NS : ATTACH_SLOW_NS);
         return false;
     }
     f->sampler.sink = &f->ring.sink;
