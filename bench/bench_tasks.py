@@ -6,7 +6,11 @@ in detail up to --max-tasks, default 1000, the rest counted). Goals (issue
 18): 1,000 tasks under 20 ms; 100,000 under 1 s, output bounded.
 A benchmark, not a test: it prints numbers and never fails on them.
 
-usage: bench/bench_tasks.py [--pyscope PATH] [--runs N] [--sizes 1000,100000]
+With --baseline PATH (another build, e.g. of main), both binaries dump the
+same target in turn, run after run, and each gets its own row: a side by
+side comparison under the same load.
+
+usage: bench/bench_tasks.py [--pyscope PATH] [--baseline PATH] [--runs N] [--sizes 1000,100000]
 """
 import argparse
 import json
@@ -26,14 +30,19 @@ from conftest import discovery  # noqa: E402
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pyscope", default=os.path.join(REPO, "pyscope"))
+    ap.add_argument("--baseline", default="", help="another pyscope to time alongside")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--sizes", default="1000,100000")
     ap.add_argument("--only", default="", help="comma-separated interpreter ids")
     args = ap.parse_args()
     target = os.path.join(HERE, "targets", "many_tasks.py")
     print("load average before: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
-    print("%-14s %8s %8s %8s %8s %8s %10s %12s" % ("python", "tasks", "median", "min", "max",
-                                                  "cpu", "counted", "output bytes"))
+    binaries = [("", args.pyscope)]
+    if args.baseline:
+        binaries = [("before", args.baseline), ("after", args.pyscope)]
+    print("%-14s %-7s %8s %8s %8s %8s %8s %10s %12s" % ("python", "build", "tasks", "median",
+                                                       "min", "max", "cpu", "counted",
+                                                       "output bytes"))
     only = set(filter(None, args.only.split(",")))
     for interp in discovery().supported:
         if only and interp.id not in only:
@@ -45,25 +54,33 @@ def main():
                 if proc.stdout.readline().strip() != "ready":
                     print("%-14s %8d target did not start" % (interp.id, n))
                     continue
-                one = subprocess.run([args.pyscope, "dump", "--json", str(proc.pid)],
-                                     stdout=subprocess.PIPE, check=False)
-                doc = json.loads(one.stdout)
-                counted = sum(len(l["tasks"]) + l["tasks_not_shown"]
-                              for l in doc["asyncio"]["loops"])
-                text = subprocess.run([args.pyscope, "dump", str(proc.pid)],
-                                      stdout=subprocess.PIPE, check=False).stdout
-                times, cpu = [], []
+                times = {label: [] for label, _ in binaries}
+                cpu = {label: [] for label, _ in binaries}
+                shape = {}
+                for label, binary in binaries:
+                    one = subprocess.run([binary, "dump", "--json", str(proc.pid)],
+                                         stdout=subprocess.PIPE, check=False)
+                    doc = json.loads(one.stdout)
+                    counted = sum(len(l["tasks"]) + l["tasks_not_shown"]
+                                  for l in doc["asyncio"]["loops"])
+                    text = subprocess.run([binary, "dump", str(proc.pid)],
+                                          stdout=subprocess.PIPE, check=False).stdout
+                    shape[label] = (counted, len(text))
                 for _ in range(args.runs):
-                    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-                    start = time.perf_counter()
-                    subprocess.run([args.pyscope, "dump", str(proc.pid)],
-                                   stdout=subprocess.DEVNULL, check=False)
-                    times.append((time.perf_counter() - start) * 1000)
-                    now = resource.getrusage(resource.RUSAGE_CHILDREN)
-                    cpu.append((now.ru_utime - used.ru_utime + now.ru_stime - used.ru_stime) * 1000)
-                print("%-14s %8d %8.1f %8.1f %8.1f %8.1f %10d %12d"
-                      % (interp.id, n, statistics.median(times), min(times), max(times),
-                         statistics.median(cpu), counted, len(text)))
+                    for label, binary in binaries:
+                        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+                        start = time.perf_counter()
+                        subprocess.run([binary, "dump", str(proc.pid)],
+                                       stdout=subprocess.DEVNULL, check=False)
+                        times[label].append((time.perf_counter() - start) * 1000)
+                        now = resource.getrusage(resource.RUSAGE_CHILDREN)
+                        cpu[label].append((now.ru_utime - used.ru_utime + now.ru_stime -
+                                           used.ru_stime) * 1000)
+                for label, _ in binaries:
+                    t = times[label]
+                    print("%-14s %-7s %8d %8.1f %8.1f %8.1f %8.1f %10d %12d"
+                          % (interp.id, label, n, statistics.median(t), min(t), max(t),
+                             statistics.median(cpu[label]), shape[label][0], shape[label][1]))
             finally:
                 proc.kill()
                 proc.wait()

@@ -73,6 +73,11 @@ int cmd_record(int argc, char **argv)
                 &wopts.thread_roots),
         CLI_OPT('s', "subprocesses", NULL, "also sample Python child processes", CLI_FLAG,
                 &opts.subprocesses),
+        CLI_OPT('a', "async", NULL,
+                "a sample of an event loop's thread is the stack of the\n"
+                "asyncio task it runs, under the tasks awaiting it;\n"
+                "with --idle, suspended tasks are kept as idle samples", CLI_FLAG,
+                &opts.async_tasks),
         CLI_OPT('q', "quiet", NULL, "no progress line on stderr", CLI_FLAG, &quiet),
         CLI_HELP_OPTION,
         {0},
@@ -98,6 +103,7 @@ int cmd_record(int argc, char **argv)
         format_name ? profile_format_find(format_name)
         : output && profile_format_for_path(output) ? profile_format_for_path(output)
                                                     : profile_format_find("flamegraph");
+    opts.async_waiting = opts.async_tasks && wopts.include_idle;
     if (!cli_check_program(argc, argv, optind))
         return 2;
     if (optind < argc)

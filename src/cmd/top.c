@@ -573,6 +573,9 @@ int cmd_top(int argc, char **argv)
                 &view.gil_only),
         CLI_OPT('s', "subprocesses", NULL, "also watch Python child processes", CLI_FLAG,
                 &opts.subprocesses),
+        CLI_OPT('a', "async", NULL,
+                "an event loop's thread counts as the asyncio task it\n"
+                "runs, under the tasks awaiting it", CLI_FLAG, &opts.async_tasks),
         CLI_HELP_OPTION,
         {0},
     };
@@ -590,6 +593,7 @@ int cmd_top(int argc, char **argv)
     int parsed = cli_parse(&cmd, argc, argv);
     if (parsed != CLI_CONTINUE)
         return parsed;
+    opts.async_waiting = opts.async_tasks && view.include_idle;
     if (!cli_check_program(argc, argv, optind))
         return 2;
     if (optind < argc)

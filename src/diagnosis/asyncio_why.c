@@ -66,6 +66,75 @@ static void outrank_no_hang(struct why_report *why, const struct why_finding *f)
     }
 }
 
+/* The frame of the plain callback (loop.call_soon, call_later...) the loop
+ * thread is inside: the one asyncio's Handle._run called. -1 when none (a
+ * task step's callback is the task's, and uvloop keeps its handles in C). */
+static int callback_frame(const struct report_thread *t)
+{
+    for (size_t k = 1; k < t->n_frames; k++) {
+        const struct report_frame *f = &t->frames[k];
+        if (!f->function || !f->file || !strstr(f->file, "asyncio/events.py"))
+            continue;
+        if (!strcmp(f->function, "Handle._run") || !strcmp(f->function, "_run"))
+            return (int)k - 1;
+    }
+    return -1;
+}
+
+static void append_where(char *s, size_t size, const struct report_thread *t, size_t from)
+{
+    if (from < t->n_frames)
+        text_append(s, size, " (it is in %s, %s:%d", t->frames[from].function,
+                    stack_report_short_path(t->frames[from].file), t->frames[from].line);
+    for (size_t k = from + 1; k < t->n_frames && k < from + 4; k++)
+        text_append(s, size, ", called from %s", t->frames[k].function);
+    if (from < t->n_frames)
+        text_append(s, size, ")");
+    if (t->syscall)
+        text_append(s, size, "; blocked in %s", t->syscall);
+}
+
+/* A loop_blocked finding about the loop of thread th (task: the task whose
+ * step it is, 0 for a callback), its summary begun. */
+static struct why_finding *blocked_finding(struct why_report *why, const struct stack_report *first,
+                                           int th, uint64_t task)
+{
+    struct why_finding *f = add_finding(why, WHY_LOOP_BLOCKED, task, task);
+    if (!f)
+        return NULL;
+    f->threads[f->n_threads++] = th;
+    text_format(f->summary, sizeof f->summary, "the asyncio loop of ");
+    append_thread(f->summary, sizeof f->summary, &first->threads[th]);
+    return f;
+}
+
+/* No task step in either snapshot, the same stack in both, and inside a
+ * callback that Handle._run called: the loop is blocked by that callback. */
+static int callback_blocked(const struct stack_report *first, const struct report_loop *loop,
+                            int interval_ms, struct why_report *why)
+{
+    int th = -1;
+    for (size_t i = 0; i < first->n_threads; i++)
+        if (first->threads[i].tid == loop->tid)
+            th = (int)i;
+    if (th < 0 || why->threads[th].changed)
+        return 0;
+    const struct report_thread *t = &first->threads[th];
+    int cb = callback_frame(t);
+    if (cb < 0)
+        return 0;
+    struct why_finding *f = blocked_finding(why, first, th, 0);
+    if (!f)
+        return -1;
+    size_t tasks = loop->n_tasks + loop->n_hidden;
+    text_append(f->summary, sizeof f->summary, " has been inside one callback, %s, for at least "
+                "%d ms, not in its selector, so its %zu task%s cannot run",
+                t->frames[cb].function, interval_ms, tasks, tasks == 1 ? "" : "s");
+    append_where(f->summary, sizeof f->summary, t, 0);
+    outrank_no_hang(why, f);
+    return 0;
+}
+
 int asyncio_blocked_findings(const struct stack_report *first, const struct stack_report *second,
                              int interval_ms, struct why_report *why)
 {
@@ -76,6 +145,11 @@ int asyncio_blocked_findings(const struct stack_report *first, const struct stac
         const struct report_task *task = running_task(loop);
         const struct report_loop *later = same_loop(second->tasks, loop->addr);
         const struct report_task *later_task = later ? running_task(later) : NULL;
+        if (!task && !later_task && later && loop->tid) {
+            if (callback_blocked(first, loop, interval_ms, why) != 0)
+                return -1;
+            continue;
+        }
         if (!task || !later_task || later_task->addr != task->addr || !loop->tid)
             continue;
         int th = -1;
@@ -86,28 +160,14 @@ int asyncio_blocked_findings(const struct stack_report *first, const struct stac
          * short steps of the same task. */
         if (th < 0 || why->threads[th].changed)
             continue;
-        struct why_finding *f = add_finding(why, WHY_LOOP_BLOCKED, task->addr, task->addr);
+        struct why_finding *f = blocked_finding(why, first, th, task->addr);
         if (!f)
             return -1;
-        f->threads[f->n_threads++] = th;
-        const struct report_thread *t = &first->threads[th];
         size_t others = loop->n_tasks + loop->n_hidden - 1;
-        char *s = f->summary;
-        size_t size = sizeof f->summary;
-        text_format(s, size, "the asyncio loop of ");
-        append_thread(s, size, t);
-        text_append(s, size, " has been inside one step of task \"%s\" for at least %d ms, not "
-                             "in its selector, so its %zu other task%s cannot run",
+        text_append(f->summary, sizeof f->summary, " has been inside one step of task \"%s\" for "
+                    "at least %d ms, not in its selector, so its %zu other task%s cannot run",
                     task->name, interval_ms, others, others == 1 ? "" : "s");
-        if (t->n_frames)
-            text_append(s, size, " (it is in %s, %s:%d", t->frames[0].function,
-                        stack_report_short_path(t->frames[0].file), t->frames[0].line);
-        for (size_t k = 1; k < t->n_frames && k < 4; k++)
-            text_append(s, size, ", called from %s", t->frames[k].function);
-        if (t->n_frames)
-            text_append(s, size, ")");
-        if (t->syscall)
-            text_append(s, size, "; blocked in %s", t->syscall);
+        append_where(f->summary, sizeof f->summary, &first->threads[th], 0);
         outrank_no_hang(why, f);
     }
     return 0;

@@ -48,6 +48,8 @@ static void write_loop_text(FILE *out, const struct report_loop *loop)
             fprintf(out, "  awaiting %s", t->awaits);
         if (t->orphan)
             fprintf(out, "; nothing else refers to it, so it can never complete");
+        if (t->unretrieved[0])
+            fprintf(out, "  with %s, never retrieved", t->unretrieved);
         fputc('\n', out);
         for (size_t k = 0; k < t->n_chain; k++) {
             const struct task_link *c = &t->chain[k];
@@ -175,6 +177,10 @@ void task_report_write_json(struct json_writer *w, const struct report_tasks *ta
                 json_uint(w, loop->tasks[t->children[k]].addr);
             json_end_array(w);
             json_member_bool(w, "in_cycle", t->in_cycle);
+            if (t->unretrieved[0])
+                json_member_string(w, "exception_never_retrieved", t->unretrieved);
+            else
+                json_member_null(w, "exception_never_retrieved");
             json_end_object(w);
         }
         json_end_array(w);

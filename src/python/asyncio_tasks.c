@@ -17,6 +17,8 @@
 #include "util/addrset.h"
 
 #define MAX_TIDS 4096
+/* The most tasks a sampler's pass looks at (--async --idle). */
+#define ASYNCIO_SAMPLED_TASKS 4096
 
 struct found_task {
     uint64_t addr, loop, waiter;
@@ -31,10 +33,12 @@ struct tctx {
     struct py_frame_vars *frame;  /* the variables of the frame last read */
     uint64_t when_type;           /* the TimerHandle class whose _when offset is known */
     int64_t when_offset;
+    uint64_t extra_type;          /* ... a transport class and its _extra slot's */
+    int64_t extra_offset;
     uint64_t task_types[8];       /* types known to be _asyncio.Task or a subclass */
     int n_task_types;
     struct found_task *found;
-    size_t n_found, cap_found;
+    size_t n_found, cap_found, max_found;   /* max_found 0: ASYNCIO_MAX_TASKS */
     struct addrset seen;
     bool truncated;
     /* Tasks waiting in a TaskGroup's __aexit__, and the group: its
@@ -72,11 +76,27 @@ static bool is_task(struct tctx *c, uint64_t obj)
     return true;
 }
 
+/* The set of tasks seen grows with them: sized for the bound up front, its
+ * zeroing and page faults cost more than a small program's whole walk. */
+static bool seen_add(struct tctx *c, uint64_t task)
+{
+    if ((c->seen.n + 1) * 2 >= c->seen.cap) {
+        struct addrset bigger;
+        if (addrset_init(&bigger, c->seen.cap) != 0)
+            return false;
+        for (size_t i = 0; i < c->n_found; i++)
+            addrset_add(&bigger, c->found[i].addr);
+        addrset_free(&c->seen);
+        c->seen = bigger;
+    }
+    return addrset_add(&c->seen, task);
+}
+
 static void add_task(struct tctx *c, uint64_t task)
 {
-    if (!task || !is_task(c, task) || !addrset_add(&c->seen, task))
+    if (!task || !is_task(c, task) || !seen_add(c, task))
         return;
-    if (c->n_found >= ASYNCIO_MAX_TASKS) {
+    if (c->n_found >= (c->max_found ? c->max_found : ASYNCIO_MAX_TASKS)) {
         c->truncated = true;
         return;
     }
@@ -127,7 +147,24 @@ static void add_set_members(struct tctx *c, uint64_t set, bool weak)
 {
     uint64_t *keys;
     long n = set_keys(c, set, ASYNCIO_MAX_TASKS, &keys);
+    /* The weak references, then the tasks they lead to, a chunk at a time
+     * (what fits the page cache) in a few reads. */
+    enum { CHUNK = 256 };
+    struct target_range r[CHUNK];
     for (long i = 0; i < n; i++) {
+        if (i % CHUNK == 0) {
+            long m = n - i < CHUNK ? n - i : CHUNK;
+            for (long k = 0; k < m; k++)
+                r[k] = (struct target_range){keys[i + k], 32};
+            if (weak) {
+                target_prefetch(c->r.t, r, (size_t)m);
+                for (long k = 0; k < m; k++)
+                    r[k] = (struct target_range){
+                        u64_at(c, keys[i + k] + (uint64_t)c->A->weakref_object),
+                        (size_t)c->A->task_size};
+            }
+            target_prefetch(c->r.t, r, (size_t)m);
+        }
         uint64_t key = keys[i];
         if (weak) {
             /* A cleared reference points at None, which is no task. */
@@ -256,6 +293,7 @@ static int read_gen(struct tctx *c, uint64_t gen, const char *kind, struct task_
     link->kind = kind;
     link->frame_addr = frame;
     link->code_addr = code_addr;
+    link->offset = offset;
     if (suspended_in_await)
         *awaited = u64_at(c, stack_slot) & (L->stackref_tagged ? ~(uint64_t)3 : ~(uint64_t)0);
     return 0;
@@ -340,7 +378,7 @@ static int link_local(struct tctx *c, const struct task_link *l, const char *nam
                ? 0 : -1;
 }
 
-/* obj.name for a __slots__ member of obj's own class. */
+/* obj.name for a __slots__ member of obj's class or one of its bases. */
 static int slot_get(struct tctx *c, uint64_t obj, const char *name, int64_t *cached_offset,
                     uint64_t *cached_type, uint64_t *value)
 {
@@ -351,9 +389,16 @@ static int slot_get(struct tctx *c, uint64_t obj, const char *name, int64_t *cac
         *value = u64_at(c, obj + (uint64_t)*cached_offset);
         return *value ? 0 : -1;
     }
-    uint64_t dict = u64_at(c, type + (uint64_t)c->A->type_dict);
-    if (!dict || py_dict_get_str(&c->r, dict, name, &descr) != 0 ||
-        !type_named(c, descr, "member_descriptor"))
+    /* The class that declares the slot may be a base (BaseTransport's _extra). */
+    bool found = false;
+    uint64_t at = type;
+    for (int depth = 0; at && !found && depth < 16;
+         depth++, at = u64_at(c, at + (uint64_t)c->L->type_base)) {
+        uint64_t dict = u64_at(c, at + (uint64_t)c->A->type_dict);
+        found = dict && py_dict_get_str(&c->r, dict, name, &descr) == 0 &&
+                type_named(c, descr, "member_descriptor");
+    }
+    if (!found)
         return -1;
     uint64_t def = u64_at(c, descr + (uint64_t)c->A->memberdescr_member);
     int64_t offset = (int64_t)u64_at(c, def + (uint64_t)c->A->memberdef_offset);
@@ -420,6 +465,95 @@ static bool chain_has(const struct report_task *t, const char *fn)
     return false;
 }
 
+/* The innermost link of the chain running fn (its last dotted part: 3.8-3.10
+ * names carry no class) in a file whose path contains file. */
+static const struct task_link *chain_link(const struct report_task *t, const char *file,
+                                          const char *fn)
+{
+    for (size_t k = 0; k < t->n_chain; k++) {
+        const struct task_link *l = &t->chain[k];
+        const char *dot = strrchr(l->function, '.');
+        if (strstr(l->file, file) && !strcmp(dot ? dot + 1 : l->function, fn))
+            return &t->chain[k];
+    }
+    return NULL;
+}
+
+/* When wait_for gives up, in the loop's clock: its timeout_handle (up to
+ * 3.11), or the asyncio.timeouts.Timeout its `async with` keeps on the
+ * frame's value stack, bare or as the bound __aexit__ (3.12+). */
+static int wait_for_due(struct tctx *c, const struct task_link *l, double *when)
+{
+    uint64_t h, value;
+    if (link_local(c, l, "timeout_handle", &h) == 0 && type_named(c, h, "TimerHandle"))
+        return slot_get(c, h, "_when", &c->when_offset, &c->when_type, &value) == 0
+                   ? py_number(&c->r, value, when) : -1;
+    if (py_frame_vars_read(c->vars, &c->r, l->frame_addr, l->code_addr, c->frame) != 0)
+        return -1;
+    int slots = c->frame->n_named + (c->frame->stack_exact ? c->frame->n_stack : 0);
+    for (int i = 0; i < slots; i++) {
+        uint64_t v = c->frame->values[i];
+        if (type_named(c, v, "method"))
+            v = u64_at(c, v + (uint64_t)c->A->method_self);
+        if (type_named(c, v, "Timeout") && py_attr_get(&c->r, v, "_when", &value) == 0)
+            return py_number(&c->r, value, when);
+    }
+    return -1;
+}
+
+/* "host:port" from a ('host', port, ...) address tuple. */
+static int address_text(struct tctx *c, uint64_t tuple, char *out, size_t size)
+{
+    char host[64];
+    int64_t port;
+    if (!type_named(c, tuple, "tuple") || u64_at(c, tuple + (uint64_t)c->L->ob_size) < 2 ||
+        py_str(&c->r, u64_at(c, tuple + (uint64_t)c->L->tuple_items), host, sizeof host) != 0 ||
+        py_int(&c->r, u64_at(c, tuple + (uint64_t)c->L->tuple_items + 8), &port) != 0)
+        return -1;
+    snprintf(out, size, strchr(host, ':') ? "[%s]:%lld" : "%s:%lld", host, (long long)port);
+    return 0;
+}
+
+/* What the await's own objects tell beyond its kind: the peer of a stream
+ * read and whether anything times it out, a subprocess's pid, when
+ * wait_for gives up. */
+static void append_details(struct tctx *c, struct report_task *t)
+{
+    size_t len = strlen(t->awaits);
+    char *out = t->awaits + len;
+    size_t room = sizeof t->awaits - len;
+    const struct task_link *l, *timed = chain_link(t, "asyncio", "wait_for");
+    uint64_t self, transport, extra, peer;
+    char text[96];
+    int64_t pid;
+    if ((l = chain_link(t, "asyncio/streams.py", "_wait_for_data")) &&
+        link_local(c, l, "self", &self) == 0 &&
+        py_attr_get(&c->r, self, "_transport", &transport) == 0 &&
+        slot_get(c, transport, "_extra", &c->extra_offset, &c->extra_type, &extra) == 0 &&
+        py_dict_get_str(&c->r, extra, "peername", &peer) == 0 &&
+        address_text(c, peer, text, sizeof text) == 0) {
+        int n = snprintf(out, room, ", reading from %s%s", text, timed ? "" : ", no timeout");
+        if (n > 0 && (size_t)n < room)
+            out += n, room -= (size_t)n;
+    }
+    if ((l = chain_link(t, "asyncio/base_subprocess.py", "_wait")) &&
+        link_local(c, l, "self", &self) == 0 &&
+        py_attr_get(&c->r, self, "_pid", &transport) == 0 && py_int(&c->r, transport, &pid) == 0) {
+        int n = snprintf(out, room, ", subprocess pid %lld", (long long)pid);
+        if (n > 0 && (size_t)n < room)
+            out += n, room -= (size_t)n;
+    }
+    double when;
+    struct timespec now;
+    if (timed && wait_for_due(c, timed, &when) == 0) {
+        if (target_can(c->r.t, TARGET_CAN_CLOCK) && clock_gettime(CLOCK_MONOTONIC, &now) == 0)
+            snprintf(out, room, ", wait_for times out in %.1f s",
+                     when - ((double)now.tv_sec + (double)now.tv_nsec / 1e9));
+        else
+            snprintf(out, room, ", wait_for times out at %.3f s of the loop's clock", when);
+    }
+}
+
 static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited)
 {
     t->awaits_addr = waited;
@@ -458,6 +592,12 @@ static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited
             py_sequence_length(&c->r, items, &n) == 0)
             snprintf(t->awaits, sizeof t->awaits, "%s (%s), %lld items queued", prim, type,
                      (long long)n);
+        else if (!strncmp(prim, "Lock.acquire", 12) &&
+                 py_attr_get(&c->r, self, "_locked", &items) == 0 && type_named(c, items, "bool") &&
+                 py_int(&c->r, items, &n) == 0 && n == 1)
+            /* asyncio.Lock keeps a flag, not its holder. */
+            snprintf(t->awaits, sizeof t->awaits,
+                     "%.100s (%.60s), held (asyncio locks record no owner)", prim, type);
         else
             snprintf(t->awaits, sizeof t->awaits, "%s (%s)", prim, type);
     } else if (chain_has(t, "sleep")) {
@@ -474,11 +614,14 @@ static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited
                      "loop's clock", type, when);
     } else if (chain_has(t, "wait_for")) {
         snprintf(t->awaits, sizeof t->awaits, "asyncio.wait_for (%s)", type);
+    } else if (chain_link(t, "asyncio/base_subprocess.py", "_wait")) {
+        snprintf(t->awaits, sizeof t->awaits, "subprocess wait (%s)", type);
     } else if (chain_has(t, "_wait") || chain_has(t, "wait")) {
         snprintf(t->awaits, sizeof t->awaits, "asyncio.wait (%s)", type);
     } else {
         snprintf(t->awaits, sizeof t->awaits, "%s", type);
     }
+    append_details(c, t);
 }
 
 /* ---- loops and threads --------------------------------------------------- */
@@ -543,12 +686,55 @@ static void task_name(struct tctx *c, uint64_t task, char *out, size_t size)
         snprintf(out, size, "<unreadable name>");
 }
 
-static size_t index_of(const struct report_loop *loop, uint64_t addr)
+/* Task address -> index in its loop, hashed: a loop may hold 100,000. */
+struct task_index {
+    uint64_t *keys;
+    size_t *values;
+    size_t cap;                  /* a power of two; 0 when it could not be made */
+    const struct report_loop *loop;
+};
+
+static void task_index_build(struct task_index *x, const struct report_loop *loop)
 {
-    for (size_t i = 0; i < loop->n_tasks; i++)
-        if (loop->tasks[i].addr == addr)
-            return i;
-    return (size_t)-1;
+    x->loop = loop;
+    x->cap = 16;
+    while (x->cap < 2 * loop->n_tasks)
+        x->cap *= 2;
+    x->keys = calloc(x->cap, sizeof *x->keys);
+    x->values = malloc(x->cap * sizeof *x->values);
+    if (!x->keys || !x->values) {
+        x->cap = 0;
+        return;
+    }
+    for (size_t i = 0; i < loop->n_tasks; i++) {
+        uint64_t a = loop->tasks[i].addr;
+        for (size_t h = (size_t)((a * 0x9e3779b97f4a7c15ull) >> 32) & (x->cap - 1);;
+             h = (h + 1) & (x->cap - 1))
+            if (!x->keys[h] || x->keys[h] == a) {
+                x->keys[h] = a;
+                x->values[h] = i;
+                break;
+            }
+    }
+}
+
+static size_t index_of(const struct task_index *x, uint64_t addr)
+{
+    if (!addr)
+        return (size_t)-1;
+    if (!x->cap) {
+        for (size_t i = 0; i < x->loop->n_tasks; i++)
+            if (x->loop->tasks[i].addr == addr)
+                return i;
+        return (size_t)-1;
+    }
+    for (size_t h = (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 32) & (x->cap - 1);;
+         h = (h + 1) & (x->cap - 1)) {
+        if (!x->keys[h])
+            return (size_t)-1;
+        if (x->keys[h] == addr)
+            return x->values[h];
+    }
 }
 
 static void add_child(struct report_task *t, size_t child)
@@ -566,12 +752,14 @@ static void add_child(struct report_task *t, size_t child)
 /* Who awaits whom: a task whose waiter is a task, or a gather of tasks. */
 static void link_children(struct tctx *c, struct report_loop *loop)
 {
+    struct task_index x;
+    task_index_build(&x, loop);
     for (size_t i = 0; i < loop->n_tasks; i++) {
         struct report_task *t = &loop->tasks[i];
         uint64_t w = t->awaits_addr;
         if (!w)
             continue;
-        size_t j = index_of(loop, w);
+        size_t j = index_of(&x, w);
         if (j != (size_t)-1) {
             add_child(t, j);
             continue;
@@ -583,19 +771,19 @@ static void link_children(struct tctx *c, struct report_loop *loop)
         int64_t n = (int64_t)u64_at(c, children + (uint64_t)c->L->ob_size);
         uint64_t items = u64_at(c, children + (uint64_t)c->L->list_items);
         for (int64_t k = 0; items && k < n && k < 100000; k++) {
-            size_t ci = index_of(loop, u64_at(c, items + 8 * (uint64_t)k));
+            size_t ci = index_of(&x, u64_at(c, items + 8 * (uint64_t)k));
             if (ci != (size_t)-1)
                 add_child(t, ci);
         }
     }
     for (int g = 0; g < c->n_groups; g++) {
-        size_t owner = index_of(loop, c->groups[g].task);
+        size_t owner = index_of(&x, c->groups[g].task);
         uint64_t set, *keys;
         if (owner == (size_t)-1 || py_attr_get(&c->r, c->groups[g].group, "_tasks", &set) != 0)
             continue;
         long n = set_keys(c, set, ASYNCIO_MAX_TASKS, &keys);
         for (long k = 0; k < n; k++) {
-            size_t ci = index_of(loop, keys[k]);
+            size_t ci = index_of(&x, keys[k]);
             if (ci != (size_t)-1)
                 add_child(&loop->tasks[owner], ci);
         }
@@ -615,6 +803,8 @@ static void link_children(struct tctx *c, struct report_loop *loop)
             }
         }
     }
+    free(x.keys);
+    free(x.values);
 }
 
 /* Does anything but the task itself hold the Future it waits on? Its
@@ -654,6 +844,19 @@ static bool future_orphaned(struct tctx *c, const struct report_task *t, uint64_
     return refs > 0 && refs == known;
 }
 
+/* A finished task's exception that nobody has looked at: asyncio would log
+ * "Task exception was never retrieved" when the task is collected. */
+static void exception_unretrieved(struct tctx *c, uint64_t task, char *out, size_t size)
+{
+    uint8_t flag = 0;
+    const char *name;
+    uint64_t exc = u64_at(c, task + (uint64_t)c->A->fut_exception);
+    if (!exc || target_read_u8(c->r.t, task + (uint64_t)c->A->fut_log_tb, &flag) != 0 ||
+        !(flag & c->A->fut_log_tb_mask) || py_type_of(&c->r, exc, NULL, &name) != 0)
+        return;
+    snprintf(out, size, "%s", name);
+}
+
 static void fill_task(struct tctx *c, struct report_task *t, uint64_t task, int32_t state,
                       const struct loop_thread *lt, int n_lt)
 {
@@ -666,6 +869,8 @@ static void fill_task(struct tctx *c, struct report_task *t, uint64_t task, int3
     uint64_t coro = u64_at(c, task + (uint64_t)c->A->task_coro);
     uint64_t innermost = 0;
     uint64_t yielded = read_chain(c, coro, t, &innermost);
+    if (state != 0 && t->n_chain == 0)
+        t->chain_complete = true;     /* a done task's coroutine has no frame left */
     uint64_t waiter = u64_at(c, task + (uint64_t)c->A->task_fut_waiter);
     if (waiter && !py_is_none(&c->r, waiter)) {
         describe_wait(c, t, waiter);
@@ -673,6 +878,48 @@ static void fill_task(struct tctx *c, struct report_task *t, uint64_t task, int3
     }
     else if (yielded && state == 0 && !t->running)
         describe_wait(c, t, yielded);
+}
+
+/* What reading each task will touch, brought into the page cache a stage
+ * at a time (the tasks, then their coroutines and what they wait on, then
+ * frames kept apart from their coroutine), in a few scattered reads instead
+ * of one read per page: a loop's tasks and coroutines lie on a few hundred
+ * pages. */
+static void prefetch_tasks(struct tctx *c, size_t max_shown)
+{
+    const struct py_layout *L = c->L;
+    size_t n = c->n_found < max_shown ? c->n_found : max_shown;
+    if (n > 4 * ASYNCIO_SAMPLED_TASKS)
+        n = 4 * ASYNCIO_SAMPLED_TASKS;
+    struct target_range *r = malloc(2 * n * sizeof *r + 1);
+    if (!r)
+        return;
+    for (size_t i = 0; i < n; i++)
+        r[i] = (struct target_range){c->found[i].addr, (size_t)c->A->task_size};
+    target_prefetch(c->r.t, r, n);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t coro = u64_at(c, c->found[i].addr + (uint64_t)c->A->task_coro);
+        uint64_t waiter = u64_at(c, c->found[i].addr + (uint64_t)c->A->task_fut_waiter);
+        /* From 3.11 the frame is inside the coroutine, locals after it. */
+        size_t gen_bytes = L->frames == PY_FRAMES_OBJECTS ? 128 : (size_t)L->gen_iframe + 256;
+        if (coro)
+            r[m++] = (struct target_range){coro, gen_bytes};
+        if (waiter)
+            r[m++] = (struct target_range){waiter, (size_t)c->A->task_size};
+    }
+    target_prefetch(c->r.t, r, m);
+    if (L->frames == PY_FRAMES_OBJECTS) {
+        m = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t coro = u64_at(c, c->found[i].addr + (uint64_t)c->A->task_coro);
+            uint64_t frame = coro ? u64_at(c, coro + (uint64_t)L->gen_frame) : 0;
+            if (frame)
+                r[m++] = (struct target_range){frame, 512};
+        }
+        target_prefetch(c->r.t, r, m);
+    }
+    free(r);
 }
 
 struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode mode,
@@ -694,7 +941,7 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
     struct py_snapshot snap = {0};
     struct loop_thread lt[64];
     int n_lt = 0;
-    if (!out || !c.codes || !c.vars || !c.frame || !tids || addrset_init(&c.seen, 2 * ASYNCIO_MAX_TASKS) != 0)
+    if (!out || !c.codes || !c.vars || !c.frame || !tids || addrset_init(&c.seen, 1024) != 0)
         goto fail;
     out->mode = mode;
     int n_tids = target_list_threads(c.r.t, tids, MAX_TIDS);
@@ -743,6 +990,7 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
     if (c.A->interp_tasks_head != PY_OFF_NONE)
         add_list_members(&c, interp + (uint64_t)c.A->interp_tasks_head);
     out->truncated = c.truncated;
+    prefetch_tasks(&c, max_shown);
 
     for (size_t i = 0; i < c.n_found; i++) {
         uint64_t task = c.found[i].addr;
@@ -750,7 +998,10 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
         if (target_read_i32(c.r.t, task + (uint64_t)c.A->fut_state, &state) != 0 || state < 0 ||
             state > 2)
             continue;
-        if (state != 0 && mode != TASKS_ALL)
+        char unretrieved[96] = "";
+        if (state == 2)
+            exception_unretrieved(&c, task, unretrieved, sizeof unretrieved);
+        if (state != 0 && mode != TASKS_ALL && !unretrieved[0])
             continue;
         out->n_found++;
         uint64_t loop_addr = u64_at(&c, task + (uint64_t)c.A->fut_loop);
@@ -761,13 +1012,18 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
             loop->n_hidden++;
             continue;
         }
-        struct report_task *grown = realloc(loop->tasks, (loop->n_tasks + 1) * sizeof *grown);
-        if (!grown)
-            goto fail;
-        loop->tasks = grown;
+        if (loop->n_tasks == loop->cap_tasks) {
+            size_t cap = loop->cap_tasks ? 2 * loop->cap_tasks : 64;
+            struct report_task *grown = realloc(loop->tasks, cap * sizeof *grown);
+            if (!grown)
+                goto fail;
+            loop->tasks = grown;
+            loop->cap_tasks = cap;
+        }
         struct report_task *t = &loop->tasks[loop->n_tasks++];
         memset(t, 0, sizeof *t);
         fill_task(&c, t, task, state, lt, n_lt);
+        memcpy(t->unretrieved, unretrieved, sizeof t->unretrieved);
     }
     for (size_t l = 0; l < out->n_loops; l++) {
         for (int i = 0; i < n_lt; i++)
@@ -799,4 +1055,237 @@ done:
     free(c.frame);
     free(tids);
     return out;
+}
+
+/* ---- for samplers: the running task and the tasks awaiting it ------------- */
+
+
+struct asyncio_sampler {
+    struct tctx c;
+    uint64_t interp, current_dict;   /* asyncio.tasks._current_tasks (<=3.13) */
+    unsigned lookups;                /* since current_dict was last looked for */
+};
+
+struct asyncio_sampler *asyncio_sampler_new(struct py_runtime *rt)
+{
+    struct asyncio_sampler *as = calloc(1, sizeof *as);
+    if (!as)
+        return NULL;
+    py_reader_init(&as->c.r, rt);
+    as->c.L = as->c.r.L;
+    as->c.A = &as->c.r.L->asyncio;
+    as->c.codes = calloc(1, sizeof *as->c.codes);
+    as->c.max_found = ASYNCIO_SAMPLED_TASKS;
+    if (!as->c.codes || addrset_init(&as->c.seen, 2 * ASYNCIO_SAMPLED_TASKS) != 0 ||
+        as->c.A->task_coro == PY_OFF_NONE || as->c.A->task_coro == 0) {
+        asyncio_sampler_free(as);
+        return NULL;
+    }
+    return as;
+}
+
+void asyncio_sampler_free(struct asyncio_sampler *as)
+{
+    if (!as)
+        return;
+    addrset_free(&as->c.seen);
+    free(as->c.found);
+    if (as->c.codes) {
+        py_code_cache_clear(as->c.codes);
+        free(as->c.codes);
+    }
+    free(as);
+}
+
+void asyncio_sampler_flush(struct asyncio_sampler *as)
+{
+    py_code_cache_clear(as->c.codes);
+    py_reader_init(&as->c.r, as->c.r.rt);
+    as->c.n_task_types = 0;
+}
+
+uint64_t asyncio_running_task(struct asyncio_sampler *as, uint64_t interp, uint64_t tstate)
+{
+    struct tctx *c = &as->c;
+    if (c->A->tstate_running_task != PY_OFF_NONE)
+        return u64_at(c, tstate + (uint64_t)c->A->tstate_running_task);
+    uint64_t loop = running_loop_of(c, tstate);
+    if (!loop)
+        return 0;
+    /* The registry is found once asyncio is imported; until then, and
+     * after a failed look, it is looked for again now and then. */
+    if (interp != as->interp || (!as->current_dict && as->lookups++ % 64 == 0)) {
+        uint64_t dict = module_dict(c, interp, "asyncio.tasks"), current = 0;
+        if (dict && py_dict_get_str(&c->r, dict, "_current_tasks", &current) == 0)
+            as->current_dict = current;
+        as->interp = interp;
+    }
+    if (!as->current_dict)
+        return 0;
+    struct current_ctx cur = {.loop = loop};
+    if (py_dict_items(&c->r, as->current_dict, 1024, match_current, &cur) < 0)
+        return 0;
+    return cur.task && is_task(c, cur.task) ? cur.task : 0;
+}
+
+uint64_t asyncio_task_frame(struct asyncio_sampler *as, uint64_t task)
+{
+    struct tctx *c = &as->c;
+    uint64_t coro = u64_at(c, task + (uint64_t)c->A->task_coro);
+    if (!coro || !gen_kind(c, coro))
+        return 0;
+    if (c->L->frames == PY_FRAMES_OBJECTS)
+        return u64_at(c, coro + (uint64_t)c->L->gen_frame);
+    return coro + (uint64_t)c->L->gen_iframe;
+}
+
+static uint64_t awaiter_of(struct tctx *c, uint64_t fut, int depth);
+
+/* The task a done callback wakes or reports to: a waiter's wake-up, a
+ * TaskGroup's _on_task_done (its parent task), or gather's _done_callback,
+ * whose gathering future is awaited in turn. */
+static uint64_t callback_task(struct tctx *c, uint64_t cb, int depth)
+{
+    const struct py_asyncio_layout *A = c->A;
+    const char *name;
+    if (py_type_of(&c->r, cb, NULL, &name) != 0)
+        return 0;
+    if (!strcmp(name, "TaskWakeupMethWrapper") && A->wakeup_task != PY_OFF_NONE) {
+        uint64_t task = u64_at(c, cb + (uint64_t)A->wakeup_task);
+        return is_task(c, task) ? task : 0;
+    }
+    if (!strcmp(name, "builtin_function_or_method")) {
+        uint64_t task = u64_at(c, cb + (uint64_t)A->cfunction_self);
+        return is_task(c, task) ? task : 0;
+    }
+    if (!strcmp(name, "method")) {
+        uint64_t self = u64_at(c, cb + (uint64_t)A->method_self), parent;
+        if (type_named(c, self, "TaskGroup") && py_attr_get(&c->r, self, "_parent_task", &parent) == 0)
+            return is_task(c, parent) ? parent : 0;
+        return 0;
+    }
+    if (!strcmp(name, "function") && A->func_closure != PY_OFF_NONE) {
+        uint64_t closure = u64_at(c, cb + (uint64_t)A->func_closure);
+        if (!type_named(c, closure, "tuple"))
+            return 0;
+        int64_t n = (int64_t)u64_at(c, closure + (uint64_t)c->L->ob_size);
+        for (int64_t i = 0; i < n && i < 16; i++) {
+            uint64_t cell = u64_at(c, closure + (uint64_t)c->L->tuple_items + 8 * (uint64_t)i);
+            uint64_t v = type_named(c, cell, "cell") ? u64_at(c, cell + (uint64_t)c->L->cell_ref) : 0;
+            if (type_named(c, v, "_GatheringFuture"))
+                return awaiter_of(c, v, depth + 1);
+        }
+    }
+    return 0;
+}
+
+/* Who awaits fut, read from its done callbacks (the one place every
+ * version keeps it); 0 when no task does. */
+static uint64_t awaiter_of(struct tctx *c, uint64_t fut, int depth)
+{
+    const struct py_asyncio_layout *A = c->A;
+    if (depth > 8)
+        return 0;
+    uint64_t cb0 = u64_at(c, fut + (uint64_t)A->fut_callback0), task;
+    if (cb0 && !py_is_none(&c->r, cb0) && (task = callback_task(c, cb0, depth)))
+        return task;
+    uint64_t list = u64_at(c, fut + (uint64_t)A->fut_callbacks);
+    if (!type_named(c, list, "list"))
+        return 0;
+    int64_t n = (int64_t)u64_at(c, list + (uint64_t)c->L->ob_size);
+    uint64_t items = u64_at(c, list + (uint64_t)c->L->list_items);
+    for (int64_t i = 0; items && i < n && i < 64; i++) {
+        uint64_t pair = u64_at(c, items + 8 * (uint64_t)i);
+        if (!type_named(c, pair, "tuple"))
+            continue;
+        uint64_t cb = u64_at(c, pair + (uint64_t)c->L->tuple_items);
+        if ((task = callback_task(c, cb, depth)))
+            return task;
+    }
+    return 0;
+}
+
+uint64_t asyncio_task_awaiter(struct asyncio_sampler *as, uint64_t task)
+{
+    return awaiter_of(&as->c, task, 0);
+}
+
+int asyncio_task_describe(struct asyncio_sampler *as, uint64_t task, struct report_task *out)
+{
+    struct tctx *c = &as->c;
+    memset(out, 0, sizeof *out);
+    if (!is_task(c, task))
+        return -1;
+    out->addr = task;
+    task_name(c, task, out->name, sizeof out->name);
+    uint64_t innermost = 0;
+    read_chain(c, u64_at(c, task + (uint64_t)c->A->task_coro), out, &innermost);
+    return 0;
+}
+
+void asyncio_task_name(struct asyncio_sampler *as, uint64_t task, char *out, size_t size)
+{
+    task_name(&as->c, task, out, size);
+}
+
+void asyncio_task_clear(struct report_task *t)
+{
+    for (size_t k = 0; k < t->n_chain; k++) {
+        free(t->chain[k].function);
+        free(t->chain[k].file);
+    }
+    free(t->chain);
+    free(t->children);
+    memset(t, 0, sizeof *t);
+}
+
+size_t asyncio_waiting_tasks(struct asyncio_sampler *as, uint64_t interp, uint64_t tstate,
+                             uint64_t *out, size_t max)
+{
+    struct tctx *c = &as->c;
+    uint64_t loop = running_loop_of(c, tstate);
+    if (!loop)
+        return 0;
+    uint64_t running = asyncio_running_task(as, interp, tstate);
+    addrset_clear(&c->seen);
+    c->n_found = 0;
+    c->truncated = false;
+    if (c->A->tstate_tasks_head != PY_OFF_NONE) {
+        /* 3.14+: a task is on the list of the thread that made it, which
+         * for a loop's tasks is nearly always the loop's own thread. */
+        add_list_members(c, tstate + (uint64_t)c->A->tstate_tasks_head);
+    } else {
+        uint64_t dict = module_dict(c, interp, "asyncio.tasks"), reg, data;
+        if (!dict)
+            return 0;
+        if ((py_dict_get_str(&c->r, dict, "_all_tasks", &reg) == 0 ||
+             py_dict_get_str(&c->r, dict, "_scheduled_tasks", &reg) == 0) &&
+            py_attr_get(&c->r, reg, "data", &data) == 0)
+            add_set_members(c, data, true);
+        if (py_dict_get_str(&c->r, dict, "_eager_tasks", &reg) == 0)
+            add_set_members(c, reg, false);
+    }
+    /* Of this loop's pending tasks, those no other task waits on to finish
+     * (a task awaiting tasks is shown above each of them, not alone). */
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_found; i++) {
+        uint64_t task = c->found[i].addr;
+        int32_t state = -1;
+        if (u64_at(c, task + (uint64_t)c->A->fut_loop) != loop ||
+            target_read_i32(c->r.t, task + (uint64_t)c->A->fut_state, &state) != 0 || state != 0)
+            continue;
+        c->found[n++].addr = task;
+    }
+    addrset_clear(&c->seen);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t waiter = awaiter_of(c, c->found[i].addr, 0);
+        if (waiter)
+            addrset_add(&c->seen, waiter);
+    }
+    /* Adding a task that is some task's waiter finds it there already. */
+    size_t kept = 0;
+    for (size_t i = 0; i < n && kept < max; i++)
+        if (addrset_add(&c->seen, c->found[i].addr) && c->found[i].addr != running)
+            out[kept++] = c->found[i].addr;
+    return kept;
 }

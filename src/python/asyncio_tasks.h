@@ -19,4 +19,31 @@
 struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode mode,
                                         size_t max_shown);
 
+/* For samplers (record/top --async): what one loop thread runs right now,
+ * read cheaply on every pass. Caches what it can between passes. */
+struct asyncio_sampler;
+/* NULL when the layout knows no asyncio, or out of memory. */
+struct asyncio_sampler *asyncio_sampler_new(struct py_runtime *rt);
+void asyncio_sampler_free(struct asyncio_sampler *as);
+/* Forgets cached code objects and types (their addresses may be reused). */
+void asyncio_sampler_flush(struct asyncio_sampler *as);
+/* The task whose step the loop of thread tstate is running, 0 when none. */
+uint64_t asyncio_running_task(struct asyncio_sampler *as, uint64_t interp, uint64_t tstate);
+/* The frame of the task's coroutine as a walk of the thread's stack meets
+ * it, 0 when unreadable. */
+uint64_t asyncio_task_frame(struct asyncio_sampler *as, uint64_t task);
+/* The task that awaits task (directly, through gather or a TaskGroup),
+ * 0 when none. */
+uint64_t asyncio_task_awaiter(struct asyncio_sampler *as, uint64_t task);
+/* The task's name and coroutine chain (innermost first, with offsets);
+ * release with asyncio_task_clear. -1 when task is no task. */
+int asyncio_task_describe(struct asyncio_sampler *as, uint64_t task, struct report_task *out);
+void asyncio_task_clear(struct report_task *t);
+/* The pending tasks of the loop thread tstate runs, but the running one,
+ * that no other task awaits (each at most once; at most max). */
+size_t asyncio_waiting_tasks(struct asyncio_sampler *as, uint64_t interp, uint64_t tstate,
+                             uint64_t *out, size_t max);
+/* The task's name ("Task-N" for a default one). */
+void asyncio_task_name(struct asyncio_sampler *as, uint64_t task, char *out, size_t size);
+
 #endif

@@ -31,6 +31,9 @@ enum py_frame_model {
  * running loop and (3.14+) its tasks. Generated like the rest. */
 struct py_asyncio_layout {
     long fut_loop, fut_callback0, fut_callbacks, fut_state;
+    long fut_exception;
+    long fut_log_tb;             /* the byte holding fut_log_tb (a bitfield from 3.13) */
+    int fut_log_tb_mask;         /* ... and its bit: set while nobody has seen the exception */
     long fut_awaited_by;         /* 3.14+ */
     long fut_awaited_by_is_set;  /* char, 3.14+ */
     long task_size, task_fut_waiter, task_coro, task_name;
@@ -44,6 +47,8 @@ struct py_asyncio_layout {
     long memberdef_offset;       /* PyMemberDef.offset: where a __slots__ value lives */
     long method_self;            /* PyMethodObject.im_self */
     long cfunction_self;         /* PyCFunctionObject.m_self */
+    long func_closure;           /* PyFunctionObject.func_closure */
+    long wakeup_task;            /* <=3.9: TaskWakeupMethWrapper.ww_task */
     long tstate_dict;            /* <=3.12: the running loop is in the thread-state dict */
     long holder_loop;            /* <=3.11: ... inside a _RunningLoopHolder */
     long tstate_running_loop;    /* 3.13+: _PyThreadStateImpl */

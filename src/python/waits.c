@@ -557,10 +557,9 @@ static pid_t proc_pid(const struct waits_ctx *c)
     return target_can(c->rt->target, TARGET_CAN_PROC) ? c->rt->target->pid : 0;
 }
 
-static void load_net(struct waits_ctx *c)
+static const struct procnet_socket *find_socket(struct waits_ctx *c, uint64_t inode)
 {
-    if (!c->net.loaded && proc_pid(c))
-        procnet_table_load(&c->net, proc_pid(c));
+    return proc_pid(c) ? procnet_table_lookup(&c->net, proc_pid(c), inode) : NULL;
 }
 
 static void describe_fd(struct waits_ctx *c, int fd, char *out, size_t outsize)
@@ -576,8 +575,7 @@ static void describe_fd(struct waits_ctx *c, int fd, char *out, size_t outsize)
         return;
     }
     if (procnet_socket_inode(link, &inode) == 0) {
-        load_net(c);
-        const struct procnet_socket *s = procnet_table_find(&c->net, inode);
+        const struct procnet_socket *s = find_socket(c, inode);
         if (s) {
             if (s->remote[0])
                 text_format(out, outsize, "socket %s %s -> %s %s", procnet_kind_name(s->kind), s->local,
@@ -614,8 +612,7 @@ static bool fill_socket(struct waits_ctx *c, const struct stacks_thread_raw *raw
     if (live && (procnet_fd_link(proc_pid(c), fd, link, sizeof link) != 0 ||
                  procnet_socket_inode(link, &inode) != 0))
         return false;
-    load_net(c);
-    const struct procnet_socket *ps = live ? procnet_table_find(&c->net, inode) : NULL;
+    const struct procnet_socket *ps = live ? find_socket(c, inode) : NULL;
     if (ps) {
         s->found = true;
         text_copy(s->protocol, sizeof s->protocol, procnet_kind_name(ps->kind));

@@ -18,6 +18,7 @@ struct task_link {               /* one coroutine of a task's await chain */
     int line;                    /* -1: unknown */
     const char *kind;            /* "coroutine", "generator", "async_generator" */
     uint64_t frame_addr, code_addr;   /* as struct py_frame holds them */
+    long offset;                 /* bytes into the bytecode, as struct py_frame's instr_offset */
 };
 
 struct report_task {
@@ -35,13 +36,15 @@ struct report_task {
     size_t *children;            /* indices (same loop) of the tasks it awaits */
     size_t n_children;
     bool in_cycle;               /* it awaits, through others, itself */
+    char unretrieved[96];        /* finished with an exception nobody has retrieved
+                                    (its type), "" otherwise */
 };
 
 struct report_loop {
     uint64_t addr;
     pid_t tid;                   /* the thread running it, 0 when none runs it */
     struct report_task *tasks;
-    size_t n_tasks;
+    size_t n_tasks, cap_tasks;
     size_t n_hidden;             /* tasks past the cap, counted, not shown */
 };
 

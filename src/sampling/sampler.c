@@ -15,6 +15,7 @@
 #include "python/callable.h"
 #include "python/thread_state.h"
 #include "python/threads.h"
+#include "sampling/async_stacks.h"
 #include "sampling/stack_memo.h"
 #include "target/process.h"
 
@@ -124,6 +125,8 @@ uint64_t monotonic_ns(void)
 
 static void flush_code_caches(struct sampler *s)
 {
+    if (s->tasks)
+        async_stacks_flush(s->tasks);
     py_code_cache_clear(s->codes);
     memset(s->frame_keys->slots, 0, s->frame_keys->n * sizeof s->frame_keys->slots[0]);
     memset(s->callables->sites, 0, s->callables->n_sites * sizeof s->callables->sites[0]);
@@ -249,6 +252,7 @@ void sampler_close(struct sampler *s, uint64_t now_ns)
     free(s->frames);
     free(s->stack_ids);
     free(s->walk_ids);
+    async_stacks_free(s->tasks);
     if (s->target)
         target_close(s->target);
     memset(s, 0, sizeof *s);
@@ -384,6 +388,58 @@ static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, uint64_t fun
         slot->serial = code->serial;
     }
     return id;
+}
+
+/* An awaiting task's coroutine, interned like a sampled frame of the same
+ * code and instruction (so its lines merge with the thread's own). */
+static uint32_t task_frame_id(void *ctx, uint64_t code, long offset)
+{
+    bool unreadable = false;
+    uint32_t id = frame_id_for(ctx, code, 0, offset, &unreadable);
+    return unreadable ? UINT32_MAX : id;
+}
+
+struct waiting_ctx {
+    struct sampler *s;
+    const struct sampled_thread *th;
+    uint32_t thread;          /* the entry beside th's, made on the first task */
+    uint64_t rel_ns;
+};
+
+/* --async --idle: a loop thread's suspended tasks, one idle sample each per
+ * pass, go to a thread entry of their own beside the loop's thread (its tid
+ * negated), so that the thread's own samples still add up to its passes. */
+static void add_waiting(void *ctx, const uint32_t *ids, size_t n)
+{
+    struct waiting_ctx *w = ctx;
+    struct profile *p = w->s->profile;
+    if (w->thread == UINT32_MAX) {
+        if (w->th->tid <= 0 || (w->thread = profile_thread_id(p, w->s->pid, -w->th->tid)) ==
+                                   UINT32_MAX)
+            return;
+        char loop[sizeof p->threads[w->thread].name];
+        memcpy(loop, p->threads[w->th->profile_thread].name, sizeof loop);
+        snprintf(p->threads[w->thread].name, sizeof p->threads[w->thread].name,
+                 "%.40s: waiting tasks", loop);
+    }
+    uint32_t stack = profile_stack_id(p, ids, (uint32_t)n);
+    if (stack != UINT32_MAX)
+        profile_add_sample(p, w->thread, stack, PROFILE_IDLE, false, w->rel_ns);
+}
+
+static void sample_waiting_tasks(struct sampler *s, const struct sampled_thread *th,
+                                 uint64_t interp, uint64_t rel_ns)
+{
+    struct waiting_ctx w = {s, th, UINT32_MAX, rel_ns};
+    async_stacks_waiting(s->tasks, interp, th->tstate, s->stack_ids, MAX_STACK_DEPTH,
+                         add_waiting, &w);
+}
+
+int sampler_enable_tasks(struct sampler *s)
+{
+    if (!s->tasks)
+        s->tasks = async_stacks_new(&s->rt, s->profile, task_frame_id, s);
+    return s->tasks ? 0 : -1;
 }
 
 /* The "[C] name" pseudo-frame of the C callable the innermost frame f is
@@ -575,7 +631,7 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
  * finish. On 3.11+ the walk stops where the thread's stack is unchanged
  * since its last walk, and the rest comes from the memo. */
 static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
-                             const struct py_thread *pt, bool in_gc, bool *torn)
+                             const struct py_thread *pt, uint64_t interp, bool in_gc, bool *torn)
 {
     const struct py_layout *L = &s->rt.layout;
     bool use_memo = (!s->verify_codes || s->memo_verified) && L->frames != PY_FRAMES_OBJECTS &&
@@ -634,9 +690,16 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
     } else {
         th->memo.valid = false;
     }
-    /* Innermost first so far; profiles store outermost first. */
+    /* Innermost first so far; profiles store outermost first. With
+     * --async, a loop thread's frames below its running task's coroutine
+     * give way to the task's logical stack. */
     uint32_t depth = 0;
-    for (size_t i = n; i-- > 0;)
+    size_t keep = n;
+    if (s->tasks)
+        depth = (uint32_t)async_stacks_prefix(s->tasks, interp, th->tstate,
+                                              s->frames, use_memo ? th->memo.addr : NULL, n,
+                                              s->stack_ids, MAX_STACK_DEPTH - n, &keep);
+    for (size_t i = keep; i-- > 0;)
         s->stack_ids[depth++] = ids[i];
     if (th->last_leaf != UINT32_MAX && !*torn && depth > 0)
         s->stack_ids[depth++] = th->last_leaf;
@@ -1085,7 +1148,7 @@ static void sample_thread(struct sampler *s, struct pass_thread *pass, struct pa
     /* The stack first: whether the thread is still at the call it was
      * last found idle in is part of its state (see classify). */
     if (!th->parked && !th->idle_parked)
-        stack = sample_stack(s, th, &pass->pt, in_gc, &torn);
+        stack = sample_stack(s, th, &pass->pt, pi->addr, in_gc, &torn);
     enum profile_state state = classify(s, th, pi, (uint64_t)s->rt.layout.gil_size, torn, now_ns,
                                         &syscall);
     if ((th->parked && state == PROFILE_WAITING_GIL) || (th->idle_parked && state == PROFILE_IDLE))
@@ -1108,6 +1171,9 @@ static void sample_thread(struct sampler *s, struct pass_thread *pass, struct pa
         return;
     struct sink_sample sample = {th->profile_thread, stack, state, in_gc, syscall};
     s->sink->ops->add(s->sink, &th->sink, &sample);
+    /* Suspended tasks are counts without a timeline: into a profile only. */
+    if (s->tasks && s->tasks_waiting && s->sink == &s->profile_sink.sink)
+        sample_waiting_tasks(s, th, pi->addr, s->profile_sink.now_ns);
     if (state == PROFILE_HOLDING_GIL && pass->interp == 0) {
         sum->holder = th->tstate;
         sum->switches = pi->gil_switches;

@@ -22,6 +22,7 @@ struct frame_key_cache;
 struct callable_cache;
 struct py_vars_cache;
 struct pass_thread;
+struct async_stacks;
 
 struct chain_entry {
     uint64_t tstate;
@@ -54,6 +55,9 @@ struct sampler {
      * interns the frames, stacks and threads, and keeps the running totals. */
     struct sample_sink *sink;
     struct profile_sink profile_sink;
+    /* With --async: loop threads' samples as task stacks (NULL: as sampled). */
+    struct async_stacks *tasks;
+    bool tasks_waiting;               /* --async --idle: suspended tasks too */
     /* interpreters, re-read every 100 ms */
     struct py_interp interps[PY_MAX_INTERPRETERS];
     uint64_t gil_bufs[PY_MAX_INTERPRETERS][64];   /* copies of each GIL struct */
@@ -115,6 +119,8 @@ int sampler_small_caches(struct sampler *s);
 /* One pass over all threads at monotonic time now_ns. Returns 0, or -1 when
  * the process is gone. */
 int sampler_pass(struct sampler *s, uint64_t now_ns);
+/* Turns on --async's task stacks; -1 when the target has no asyncio layout. */
+int sampler_enable_tasks(struct sampler *s);
 /* Closes every open timeline segment at now_ns and releases everything. */
 void sampler_close(struct sampler *s, uint64_t now_ns);
 

@@ -71,6 +71,8 @@ static int add_process(struct session *s, pid_t pid, struct pyscope_error *err)
             return -1;
         describe_process(s, &s->samplers[i]);
         s->samplers[i].profile_sink.timeline = s->opts.record_timeline;
+        if (s->opts.async_tasks && sampler_enable_tasks(&s->samplers[i]) == 0)
+            s->samplers[i].tasks_waiting = s->opts.async_waiting;
         /* Re-looking costs up to half a millisecond a pass: worth it at the
          * usual rates, not when sampling flat out. */
         s->samplers[i].recheck_running = s->opts.rate_hz > 0 && s->opts.rate_hz <= 1000;

@@ -19,6 +19,8 @@ struct session_options {
     double duration_s;         /* 0: until stopped */
     bool subprocesses;
     bool record_timeline;
+    bool async_tasks;          /* --async: loop threads sampled as task stacks */
+    bool async_waiting;        /* and their suspended tasks as idle samples */
     char **command;            /* NULL-terminated; when set, start it instead of attaching */
 };
 

@@ -297,28 +297,54 @@ static char *read_whole_file(const char *path)
     return buf;
 }
 
-int procnet_table_load(struct procnet_table *table, pid_t pid)
+static const struct {
+    const char *name;
+    enum procnet_kind kind;
+    int group;                   /* for procnet_table_lookup */
+} procnet_files[] = {
+    {"tcp", PROCNET_TCP, 2}, {"tcp6", PROCNET_TCP6, 2}, {"udp", PROCNET_UDP, 2},
+    {"udp6", PROCNET_UDP6, 2}, {"unix", PROCNET_UNIX, 1},
+};
+
+static int load_files(struct procnet_table *table, pid_t pid, int group)
 {
-    static const struct {
-        const char *name;
-        enum procnet_kind kind;
-    } files[] = {
-        {"tcp", PROCNET_TCP}, {"tcp6", PROCNET_TCP6}, {"udp", PROCNET_UDP},
-        {"udp6", PROCNET_UDP6}, {"unix", PROCNET_UNIX},
-    };
-    table->loaded = true;
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    for (size_t i = 0; i < sizeof procnet_files / sizeof procnet_files[0]; i++) {
+        if (group && procnet_files[i].group != group)
+            continue;
         char path[64];
-        snprintf(path, sizeof path, "/proc/%d/net/%s", (int)pid, files[i].name);
+        snprintf(path, sizeof path, "/proc/%d/net/%s", (int)pid, procnet_files[i].name);
         char *text = read_whole_file(path);
         if (!text)
             continue;
-        int rc = procnet_table_parse(table, text, files[i].kind);
+        int rc = procnet_table_parse(table, text, procnet_files[i].kind);
         free(text);
         if (rc != 0)
             return -1;
     }
     return 0;
+}
+
+const struct procnet_socket *procnet_table_lookup(struct procnet_table *table, pid_t pid,
+                                                  uint64_t inode)
+{
+    const struct procnet_socket *s = procnet_table_find(table, inode);
+    while (!s && !table->loaded && table->groups_loaded < 2) {
+        if (load_files(table, pid, ++table->groups_loaded) != 0)
+            return NULL;
+        table->loaded = table->groups_loaded == 2;
+        s = procnet_table_find(table, inode);
+    }
+    return s;
+}
+
+int procnet_table_load(struct procnet_table *table, pid_t pid)
+{
+    if (table->loaded)
+        return 0;
+    int group = table->groups_loaded ? 2 : 0;   /* 1: unix is in already */
+    table->loaded = true;
+    table->groups_loaded = 2;
+    return load_files(table, pid, group);
 }
 
 const struct procnet_socket *procnet_table_find(const struct procnet_table *table, uint64_t inode)

@@ -44,12 +44,20 @@ struct procnet_table {
     struct procnet_socket *items;
     size_t count, capacity;
     bool loaded;
+    int groups_loaded;           /* procnet_table_lookup's: 1 unix, 2 the inet files too */
 };
 /* Parses a whole file's text (header included) and appends its sockets. */
 int procnet_table_parse(struct procnet_table *table, const char *text, enum procnet_kind kind);
 /* Reads all five files of /proc/PID/net; files that are missing are skipped. */
 int procnet_table_load(struct procnet_table *table, pid_t pid);
 const struct procnet_socket *procnet_table_find(const struct procnet_table *table, uint64_t inode);
+/* The socket of inode, reading the files only as far as needed: unix first
+ * (a local pipe, an event loop's wake-up), then the four inet ones together
+ * (so that procnet_accepted sees every listener). Reading /proc/net/tcp costs
+ * the kernel a walk of its whole connection hash, tens of milliseconds on a
+ * busy machine, which a lookup of a unix socket never needs. */
+const struct procnet_socket *procnet_table_lookup(struct procnet_table *table, pid_t pid,
+                                                  uint64_t inode);
 void procnet_table_free(struct procnet_table *table);
 
 /* Was this TCP connection accepted from a listening socket of the table

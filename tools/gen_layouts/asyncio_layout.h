@@ -82,6 +82,13 @@ struct mirror_task {
 #endif
 };
 
+/* The done callback by which a task waiting on a future is woken, 3.8/3.9
+ * (from 3.10 a builtin method whose m_self is the task). */
+struct mirror_wakeup {
+    PyObject_HEAD
+    PyObject *ww_task;
+};
+
 /* What `await future` leaves in the awaiting coroutine. */
 struct mirror_future_iter {
     PyObject_HEAD
@@ -100,8 +107,26 @@ struct mirror_asend {
     PyObject *ags_gen;
 };
 
+/* Where fut_log_tb lives and which bits are it: a plain int up to 3.12, a
+ * bitfield from 3.13, found by setting it in a zeroed mirror. */
+static void emit_log_tb(void)
+{
+    struct mirror_future m;
+    memset(&m, 0, sizeof m);
+    m.fut_log_tb = 1;
+    const unsigned char *bytes = (const unsigned char *)&m;
+    for (size_t i = 0; i < sizeof m; i++)
+        if (bytes[i]) {
+            emit("asyncio.fut_log_tb", (long)i);
+            emit_int("asyncio.fut_log_tb_mask", bytes[i]);
+            return;
+        }
+}
+
 static void emit_asyncio(void)
 {
+    emit_log_tb();
+    emit("asyncio.fut_exception", OFF(struct mirror_future, fut_exception));
     emit("asyncio.fut_loop", OFF(struct mirror_future, fut_loop));
     emit("asyncio.fut_callback0", OFF(struct mirror_future, fut_callback0));
     emit("asyncio.fut_callbacks", OFF(struct mirror_future, fut_callbacks));
@@ -137,6 +162,14 @@ static void emit_asyncio(void)
     emit("asyncio.memberdef_offset", OFF(PyMemberDef, offset));
     emit("asyncio.method_self", OFF(PyMethodObject, im_self));
     emit("asyncio.cfunction_self", OFF(PyCFunctionObject, m_self));
+    /* Who awaits a task, from its done callbacks: a waiter's wake-up, or
+     * gather's _done_callback, whose closure holds the gathering future. */
+    emit("asyncio.func_closure", OFF(PyFunctionObject, func_closure));
+#if MINOR <= 9
+    emit("asyncio.wakeup_task", OFF(struct mirror_wakeup, ww_task));
+#else
+    emit_none("asyncio.wakeup_task");
+#endif
 
     /* Where a thread keeps its running loop (and from 3.14 its tasks). */
 #if MINOR <= 12

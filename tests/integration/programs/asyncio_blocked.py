@@ -3,10 +3,12 @@ over instead of awaiting: the loop thread never gets back to its selector,
 so the loop's other tasks (asleep in asyncio.sleep) never run.
 
 With the argument "eager" (3.12+), the blocker is an eager task stuck in its
-first step, which CPython keeps apart from the scheduled tasks.
+first step, which CPython keeps apart from the scheduled tasks. With
+"callback", it is no task but a plain callback (loop.call_soon) that sleeps.
 
 extra: {"blocker": task name, "blocker_address": id(task),
         "loop_tid": native id of the loop's thread, "other_tasks": count}
+       (with "callback": {"callback": its function's name, "loop_tid", "tasks"})
 """
 
 import asyncio
@@ -27,12 +29,31 @@ async def blocker(started):
         time.sleep(2)  # blocks the loop
 
 
+def blocking_callback(started):
+    started.set()
+    while True:
+        time.sleep(2)  # blocks the loop
+
+
 async def main(path):
     others = [asyncio.ensure_future(idle()) for _ in range(3)]
     await asyncio.sleep(0)
     started = threading.Event()
     tid = threading.get_native_id()
     holder = []
+
+    if sys.argv[2:] == ["callback"]:
+        def report_callback():
+            started.wait()
+            extra = {"callback": blocking_callback.__name__, "loop_tid": tid,
+                     "tasks": len(others) + 1}   # and main itself
+            _target.write_report(path, _target.build_report("asyncio_blocked.py", [], extra))
+            while True:
+                time.sleep(3600)
+        threading.Thread(target=report_callback, daemon=True).start()
+        asyncio.get_running_loop().call_soon(blocking_callback, started)
+        await asyncio.sleep(3600)
+        return others
 
     def report():
         started.wait()
