@@ -3,6 +3,8 @@
  * accept and refuse the same things, with the same messages. */
 #include "cmd/cli.h"
 
+#include "native/native_sampler.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -62,6 +64,24 @@ bool cli_check_input_file(const char *path)
         fprintf(stderr, "pyscope: %s is not a regular file\n", path);
         return false;
     }
+    return true;
+}
+
+bool cli_parse_native(const char *option, const char *value, int *mode, bool *all)
+{
+    if (option && strcmp(option, "native-mode") == 0) {
+        enum native_mode m;
+        if (!native_mode_parse(value, &m)) {
+            fprintf(stderr, "pyscope: --native-mode takes auto, perf or ptrace\n");
+            return false;
+        }
+        *mode = (int)m;
+        return true;
+    }
+    if (option && strcmp(option, "native-all") == 0)
+        *all = true;
+    if (*mode == NATIVE_OFF)
+        *mode = NATIVE_AUTO;
     return true;
 }
 

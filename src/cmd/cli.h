@@ -22,6 +22,11 @@ bool cli_check_input_file(const char *path);
 /* A sampling rate in Hz (0 < rate <= max_hz); "max" gives 0 when allowed. */
 bool cli_parse_rate(const char *text, double max_hz, bool allow_max, double *rate);
 
+/* --native (option NULL), --native-all ("all") and --native-mode MODE, as
+ * record, top and run take them: *mode an enum native_mode. Says what is
+ * wrong on stderr and returns false for a bad mode. */
+bool cli_parse_native(const char *option, const char *value, int *mode, bool *all);
+
 /* A duration: a number with a unit, "150ms", "2s", "0.5s", "1m", or a bare
  * number of milliseconds; 0 <= result <= max_ms, rounded to the millisecond. */
 bool cli_parse_duration_ms(const char *text, long max_ms, long *ms);

@@ -54,6 +54,12 @@ static void record_usage(FILE *out)
             "  -g, --gil              keep only samples of the thread holding the GIL\n"
             "  -t, --threads          root each stack at its thread\n"
             "  -s, --subprocesses     also sample Python child processes\n"
+            "  -n, --native           also each sample's C stack, merged with its Python stack\n"
+            "                         (perf_event samples of registers and stack, without stopping\n"
+            "                         the process; ptrace interrupts where perf_event is refused)\n"
+            "      --native-all       with --native, keep the interpreter's own C frames too\n"
+            "      --native-mode MODE auto (default), perf (fail if refused), ptrace (force the\n"
+            "                         fallback: stops the process at each pass, at most 100 Hz)\n"
             "  -q, --quiet            no progress line on stderr\n"
             "  -h, --help             this help\n");
 }
@@ -69,6 +75,8 @@ static void show_progress(struct session *s, void *ctx)
     fflush(stderr);
 }
 
+enum { OPT_NATIVE_ALL = 1000, OPT_NATIVE_MODE };
+
 int cmd_record(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -82,6 +90,9 @@ int cmd_record(int argc, char **argv)
         {"threads", no_argument, NULL, 't'},
         {"subprocesses", no_argument, NULL, 's'},
         {"quiet", no_argument, NULL, 'q'},
+        {"native", no_argument, NULL, 'n'},
+        {"native-all", no_argument, NULL, OPT_NATIVE_ALL},
+        {"native-mode", required_argument, NULL, OPT_NATIVE_MODE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -94,7 +105,7 @@ int cmd_record(int argc, char **argv)
     int c;
     optind = 1;
     /* '+' stops at the first non-option, so the command's own flags are its own. */
-    while ((c = getopt_long(argc, argv, "+p:o:f:r:d:igtsqh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+p:o:f:r:d:igtsqnh", longopts, NULL)) != -1) {
         switch (c) {
         case 'p':
             if (!cli_parse_pid(optarg, &pid))
@@ -126,6 +137,13 @@ int cmd_record(int argc, char **argv)
         case 't': wopts.thread_roots = true; break;
         case 's': opts.subprocesses = true; break;
         case 'q': quiet = true; break;
+        case 'n':
+        case OPT_NATIVE_ALL:
+        case OPT_NATIVE_MODE:
+            if (!cli_parse_native(c == 'n' ? NULL : c == OPT_NATIVE_ALL ? "native-all" : "native-mode",
+                                  optarg, &opts.native_mode, &opts.native_all))
+                return 2;
+            break;
         case 'h': record_usage(stdout); return 0;
         default: record_usage(stderr); return 2;
         }

@@ -64,6 +64,17 @@ char *frame_label(const struct profile_frame *f)
 {
     char *label = NULL;
     int n;
+    /* A C frame as dump --native prints one, without the offset (which
+     * would split one function into as many frames as addresses). */
+    if (f->native) {
+        const char *name = f->function[0] ? f->function : "unnamed";
+        const char *module = f->module && f->module[0] ? f->module : "no file";
+        if (f->file && f->file[0] && f->line > 0)
+            n = asprintf(&label, "[C] %s (%s) %s:%d", name, module, f->file, f->line);
+        else
+            n = asprintf(&label, "[C] %s (%s)", name, module);
+        return n < 0 ? NULL : label;
+    }
     /* A pseudo-frame such as "<GC>" has no source to point at. */
     if (f->synthetic || !f->file || !f->file[0])
         n = asprintf(&label, "%s", f->function);

@@ -127,6 +127,14 @@ static void write_header(FILE *out, const struct profile *p, const struct profil
             (unsigned long long)m->stacks_sampled, plural(m->stacks_sampled),
             (unsigned long long)m->stacks_torn, s->torn_pct,
             (unsigned long long)m->passes_failed, m->passes_failed == 1 ? "" : "es", s->failed_pct);
+    if (m->native_mode[0]) {
+        uint64_t all = m->native_merged + m->native_unmerged + m->native_missing;
+        fprintf(out, "C stacks (%s): %llu of %llu sample%s merged with their Python stack, "
+                "%llu not matched (shown separately), %llu without a C stack of the same instant\n",
+                strcmp(m->native_mode, "ptrace") == 0 ? "ptrace interrupts" : "perf_event samples",
+                (unsigned long long)m->native_merged, (unsigned long long)all, plural(all),
+                (unsigned long long)m->native_unmerged, (unsigned long long)m->native_missing);
+    }
 }
 
 static void write_thread_table(FILE *out, const struct profile *p, const struct profile_summary *s)

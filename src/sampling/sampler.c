@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "native/native_sampler.h"
 #include "python/callable.h"
 #include "python/thread_state.h"
 #include "python/threads.h"
@@ -185,6 +186,8 @@ static void forget_thread(struct sampler *s, size_t index, uint64_t now_ns)
     }
     py_stack_copy_free(&th->copy);
     stack_memo_free(&th->memo);
+    if (s->native)
+        native_sampler_forget(s->native, th->tid);
     s->threads[index] = s->threads[--s->n_threads];
 }
 
@@ -212,6 +215,8 @@ void sampler_close(struct sampler *s, uint64_t now_ns)
     free(s->frames);
     free(s->stack_ids);
     free(s->walk_ids);
+    free(s->entry_flags);
+    native_sampler_close(s->native);
     if (s->target)
         target_close(s->target);
     memset(s, 0, sizeof *s);
@@ -485,10 +490,12 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
  * finish. On 3.11+ the walk stops where the thread's stack is unchanged
  * since its last walk, and the rest comes from the memo. */
 static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
-                             const struct py_thread *pt, bool in_gc, bool *torn)
+                             const struct py_thread *pt, bool in_gc, bool blocked, bool *torn)
 {
     const struct py_layout *L = &s->rt.layout;
-    bool use_memo = !s->verify_codes && L->frames != PY_FRAMES_OBJECTS && th->copy.len;
+    /* The memo keeps no is_entry marks, which the native merge needs. */
+    bool use_memo = !s->verify_codes && !s->native && L->frames != PY_FRAMES_OBJECTS &&
+                    th->copy.len;
     struct py_walker walker = {.reader = &s->reader, .codes = s->codes, .stack = &th->copy,
                                .skip_lines = true};
     if (use_memo) {
@@ -526,10 +533,6 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
     } else {
         th->memo.valid = false;
     }
-    /* Innermost first so far; profiles store outermost first. */
-    uint32_t depth = 0;
-    for (size_t i = n; i-- > 0;)
-        s->stack_ids[depth++] = ids[i];
     if (count > 0) {
         th->at_call_known = !*torn;
         th->at_call = true;
@@ -538,8 +541,23 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
         th->last_leaf = UINT32_MAX;
         th->at_call_known = false;
     }
-    if (th->last_leaf != UINT32_MAX && !*torn && depth > 0)
-        s->stack_ids[depth++] = th->last_leaf;
+    uint32_t leaf = !*torn ? th->last_leaf : UINT32_MAX;
+    /* Innermost first so far; profiles store outermost first. */
+    uint32_t depth = 0;
+    if (s->native && !*torn) {
+        for (size_t i = 0; i < n; i++)
+            s->entry_flags[i] = s->frames[i].is_entry;
+        struct native_py_stack py = {ids, s->entry_flags, n, leaf,
+                                     n ? s->frames[0].frame_addr : 0,
+                                     n ? s->frames[0].instr_offset : -1};
+        depth = (uint32_t)native_sampler_stack(s->native, th->tid, blocked, &py, s->stack_ids,
+                                               MAX_STACK_DEPTH + 1);
+    } else {
+        for (size_t i = n; i-- > 0;)
+            s->stack_ids[depth++] = ids[i];
+        if (leaf != UINT32_MAX && depth > 0)
+            s->stack_ids[depth++] = leaf;
+    }
     if (in_gc) {
         /* Remember what the collection runs on top of: the code that
          * allocated and so triggered it. */
@@ -793,7 +811,32 @@ static int walk_threads(struct sampler *s, size_t ts_size)
     return (int)n;
 }
 
+static int pass_body(struct sampler *s, uint64_t now_ns);
+
 int sampler_pass(struct sampler *s, uint64_t now_ns)
+{
+    if (!s->native)
+        return pass_body(s, now_ns);
+    native_sampler_begin_pass(s->native, now_ns);
+    int rc = pass_body(s, now_ns);
+    native_sampler_end_pass(s->native);
+    return rc;
+}
+
+int sampler_enable_native(struct sampler *s, int mode, bool all, double rate_hz,
+                          char *note, size_t note_size, struct pyscope_error *err)
+{
+    s->entry_flags = malloc(sizeof *s->entry_flags * MAX_STACK_DEPTH);
+    if (!s->entry_flags) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        return -1;
+    }
+    s->native = native_sampler_open(s->target, s->pid, s->rt.binary, (enum native_mode)mode, all, rate_hz,
+                                    s->profile, note, note_size, err);
+    return s->native ? 0 : -1;
+}
+
+static int pass_body(struct sampler *s, uint64_t now_ns)
 {
     const struct py_layout *L = &s->rt.layout;
     struct profile *p = s->profile;
@@ -923,7 +966,8 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
         bool torn = false;
         uint32_t stack;
         if (!th->parked)
-            stack = sample_stack(s, th, &s->pass[i].pt, in_gc, &torn);
+            stack = sample_stack(s, th, &s->pass[i].pt, in_gc,
+                                 state == PROFILE_IDLE || state == PROFILE_WAITING_GIL, &torn);
         else if (state == PROFILE_WAITING_GIL)
             stack = th->last_stack;
         else

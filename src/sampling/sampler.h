@@ -21,6 +21,7 @@ struct callable_cache;
 struct py_vars_cache;
 struct pass_thread;
 struct sample_ring;
+struct native_sampler;
 
 struct chain_entry {
     uint64_t tstate;
@@ -83,6 +84,9 @@ struct sampler {
     /* GIL-hog tracking: the holder and the switch count, and since when they
      * have not changed. */
     uint64_t hold_tstate, hold_switches, hold_since_ns;
+    /* --native: each sample's C stack, merged with its Python stack */
+    struct native_sampler *native;
+    bool *entry_flags;                /* scratch: is_entry of one walk's frames */
     bool gc_was_collecting;
     uint32_t gc_frame;                /* the "<GC>" pseudo-frame */
 };
@@ -93,6 +97,11 @@ int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t
 /* One pass over all threads at monotonic time now_ns. Returns 0, or -1 when
  * the process is gone. */
 int sampler_pass(struct sampler *s, uint64_t now_ns);
+/* --native: every sample also carries the thread's C stack (mode: an enum
+ * native_mode of native/native_sampler.h). *note says how, when it is the
+ * fallback or limited. */
+int sampler_enable_native(struct sampler *s, int mode, bool all, double rate_hz, char *note,
+                          size_t note_size, struct pyscope_error *err);
 /* Closes every open timeline segment at now_ns and releases everything. */
 void sampler_close(struct sampler *s, uint64_t now_ns);
 
