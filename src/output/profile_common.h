@@ -33,6 +33,12 @@ void thread_view_name(char buf[THREAD_LABEL_MAX], const struct profile *p,
  * unknown, the bare function for a synthetic frame or one without a file. NULL when out of memory. */
 char *frame_label(const struct profile_frame *f);
 
+/* The name a frame goes by in viewers that show file and line apart: the
+ * function for Python frames, "[C] symbol (module)" for C frames ("[C]
+ * unnamed (module)" when the file names none). Returns buf or f->function. */
+#define FRAME_NAME_MAX 640
+const char *frame_display_name(const struct profile_frame *f, char buf[FRAME_NAME_MAX]);
+
 /* Nanoseconds between sampling passes: from the requested rate, or the mean
  * measured interval when the rate was "as fast as possible"; 0 when unknown. */
 double profile_period_ns(const struct profile *p);
