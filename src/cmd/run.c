@@ -63,6 +63,9 @@ static void run_usage(FILE *out)
             "                      exits with a non-zero status or is killed by a signal\n"
             "  -f, --format FORMAT chrome (default), %s\n"
             "  -r, --rate HZ       samples per second (default 100)\n"
+            "      --native        each sample also carries its C stack, merged with its\n"
+            "                      Python stack (perf_event samples; --native-all keeps the\n"
+            "                      interpreter's own C frames too)\n"
             "      --dump-on SIGNAL\n"
             "                      also write it whenever the program receives SIGNAL (e.g.\n"
             "                      SIGUSR2, sent to the program or to pyscope); the program\n"
@@ -526,6 +529,8 @@ int cmd_run(int argc, char **argv)
         {"format", required_argument, NULL, 'f'},
         {"rate", required_argument, NULL, 'r'},
         {"dump-on", required_argument, NULL, 'D'},
+        {"native", no_argument, NULL, 'n'},
+        {"native-all", no_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -535,7 +540,7 @@ int cmd_run(int argc, char **argv)
     double rate_hz = 100;
     const struct profile_format *format = profile_format_find("chrome");
     int dump_signal = 0;
-    bool format_given = false, rate_given = false;
+    bool format_given = false, rate_given = false, record_native = false, record_native_all = false;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+o:jf:r:h", longopts, NULL)) != -1) {
@@ -581,6 +586,8 @@ int cmd_run(int argc, char **argv)
                 return PYSCOPE_ERR_USAGE;
             }
             break;
+        case 'A': record_native_all = true; /* fall through */
+        case 'n': record_native = true; break;
         case 'h': run_usage(stdout); return 0;
         default: run_usage(stderr); return PYSCOPE_ERR_USAGE;
         }
@@ -594,8 +601,8 @@ int cmd_run(int argc, char **argv)
         return PYSCOPE_ERR_USAGE;
     }
     bool recording = window_ns != 0;
-    if (!recording && (dump_signal || format_given || rate_given)) {
-        fprintf(stderr, "pyscope: --format, --rate and --dump-on go with --record-last\n");
+    if (!recording && (dump_signal || format_given || rate_given || record_native)) {
+        fprintf(stderr, "pyscope: --format, --rate, --native and --dump-on go with --record-last\n");
         return PYSCOPE_ERR_USAGE;
     }
     if (!recording && output)
@@ -636,7 +643,8 @@ int cmd_run(int argc, char **argv)
     struct recorder *rec = NULL;
     if (recording) {
         rec = calloc(1, sizeof *rec);
-        struct flight_options fo = {.window_ns = window_ns, .rate_hz = rate_hz};
+        struct flight_options fo = {.window_ns = window_ns, .rate_hz = rate_hz,
+                                    .native = record_native, .native_all = record_native_all};
         if (!rec || flight_init(&rec->flight, &fo) != 0) {
             fprintf(stderr, "pyscope: out of memory\n");
             free(rec);

@@ -575,6 +575,11 @@ static void top_usage(FILE *out)
             "  -i, --idle             count idle threads too\n"
             "  -g, --gil              count only the thread holding the GIL\n"
             "  -s, --subprocesses     also watch Python child processes\n"
+            "  -n, --native           count C functions too: each sample's C stack merged with\n"
+            "                         its Python stack (perf_event, else ptrace; as record)\n"
+            "      --native-all       with --native, keep the interpreter's own C frames too\n"
+            "      --native-mode MODE auto (default), perf, or ptrace (stops the process at\n"
+            "                         each pass, at most 100 Hz)\n"
             "  -h, --help             this help\n");
 }
 
@@ -584,6 +589,8 @@ int cmd_top(int argc, char **argv)
         {"pid", required_argument, NULL, 'p'},       {"rate", required_argument, NULL, 'r'},
         {"idle", no_argument, NULL, 'i'},            {"gil", no_argument, NULL, 'g'},
         {"subprocesses", no_argument, NULL, 's'},    {"help", no_argument, NULL, 'h'},
+        {"native", no_argument, NULL, 'n'},          {"native-all", no_argument, NULL, 1000},
+        {"native-mode", required_argument, NULL, 1001},
         {NULL, 0, NULL, 0},
     };
     pid_t pid = 0;
@@ -591,7 +598,7 @@ int cmd_top(int argc, char **argv)
     struct top_view view = {0};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+p:r:igsh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+p:r:igsnh", longopts, NULL)) != -1) {
         switch (c) {
         case 'p':
             if (!cli_parse_pid(optarg, &pid))
@@ -606,6 +613,13 @@ int cmd_top(int argc, char **argv)
         case 'i': view.include_idle = true; break;
         case 'g': view.gil_only = true; break;
         case 's': opts.subprocesses = true; break;
+        case 'n':
+        case 1000:
+        case 1001:
+            if (!cli_parse_native(c == 'n' ? NULL : c == 1000 ? "native-all" : "native-mode",
+                                  optarg, &opts.native_mode, &opts.native_all))
+                return 2;
+            break;
         case 'h': top_usage(stdout); return 0;
         default: top_usage(stderr); return 2;
         }

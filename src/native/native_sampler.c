@@ -82,6 +82,9 @@ struct native_sampler {
     struct pc_slot *pcs;
     uint32_t marker;             /* "[C stack not merged]" */
     uint64_t pass_ns;
+    uint64_t refreshed_ns;       /* when modules were last looked for again */
+    bool saw_unknown;            /* an address in no known file since */
+    struct pc_slot transient;    /* for frames not cached */
     bool paused;
     /* ptrace fallback: the threads stopped for this pass, and a signal each
      * one had pending at its stop, given back when it is let go */
@@ -471,6 +474,12 @@ static const struct pc_slot *describe(struct native_sampler *ns, uint64_t pc)
         struct report_native_frame f;
         if (native_describe_pc(ns->u, pc, &f) != 0)
             return NULL;
+        /* In no file we know of: a library loaded since. Not cached, so
+         * that it is named once the files are looked for again. */
+        if (!f.module) {
+            ns->saw_unknown = true;
+            s = &ns->transient;
+        }
         struct profile_mapping map = {0}, *mapping = NULL;
         const struct target_map *m = target_find_map(ns->t, pc);
         if (m && m->path) {
@@ -550,6 +559,15 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
     if (n_pcs <= 0) {
         meta->native_missing++;
         return python_only(py, out, max);
+    }
+    /* The walk ends at code in a file loaded after we looked (it has no
+     * unwind info for us): look again, at most once a second. */
+    if (ns->saw_unknown && ns->pass_ns - ns->refreshed_ns > 1000000000ull) {
+        ns->saw_unknown = false;
+        ns->refreshed_ns = ns->pass_ns;
+        if (native_refresh_modules(ns->u) == 0)
+            n_pcs = ns->mode == NATIVE_PTRACE ? native_unwind_pcs(ns->u, tid, pcs, MAX_NATIVE)
+                                              : n_pcs;
     }
     uint32_t ids[MAX_NATIVE];
     bool is_eval[MAX_NATIVE], shown[MAX_NATIVE];

@@ -17,6 +17,7 @@
 
 #include "elf/elf_image.h"
 #include "target/core.h"
+#include "target/process.h"
 
 #define MAX_MODULES 1024
 
@@ -180,6 +181,9 @@ static void report_modules(struct native_unwinder *u)
             if (t->maps[k].path && strcmp(t->maps[k].path, path) == 0 &&
                 t->maps[k].offset < lowest->offset)
                 lowest = &t->maps[k];
+        /* Already there (a refresh after new libraries were loaded). */
+        if (dwfl_addrmodule(u->dwfl, lowest->start))
+            continue;
         int fd = target_open_file(t, path);
         if (fd < 0)
             continue;
@@ -267,6 +271,16 @@ struct native_unwinder *native_open(struct target *t, const char *const *interp_
         return NULL;
     }
     return u;
+}
+
+int native_refresh_modules(struct native_unwinder *u)
+{
+    if (u->t->ops->is_core || process_read_maps(u->t) != 0)
+        return -1;
+    dwfl_report_begin_add(u->dwfl);
+    report_modules(u);
+    dwfl_report_end(u->dwfl, NULL, NULL);
+    return 0;
 }
 
 void native_close(struct native_unwinder *u)

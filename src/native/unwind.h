@@ -22,6 +22,10 @@ struct native_unwinder *native_open(struct target *t, const char *const *interp_
                                     struct pyscope_error *err);
 void native_close(struct native_unwinder *u);
 
+/* A live target loaded libraries since native_open (ctypes, extension
+ * modules): re-reads its maps and reports the new files. */
+int native_refresh_modules(struct native_unwinder *u);
+
 /* The interpreter's files for native_open: binary (the file holding
  * _PyRuntime, or NULL) and a python executable t maps besides it. Returns
  * how many of out it filled (valid while t's maps are). */

@@ -171,6 +171,16 @@ uint32_t profile_native_frame_id(struct profile *p, const char *symbol, const ch
     return intern_frame(p, &key, address, mapping);
 }
 
+uint32_t profile_copy_frame(struct profile *p, const struct profile *src, uint32_t id)
+{
+    const struct profile_frame *f = &src->frames[id];
+    if (!f->native)
+        return profile_frame_id(p, f->function, f->file, f->line, f->synthetic);
+    const struct profile_mapping *m = f->mapping < src->n_mappings ? &src->mappings[f->mapping]
+                                                                  : NULL;
+    return profile_native_frame_id(p, f->function, f->module, f->file, f->line, f->address, m);
+}
+
 struct stack_key {
     const struct profile *p;
     const uint32_t *frames;

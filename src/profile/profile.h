@@ -166,6 +166,9 @@ uint32_t profile_frame_id(struct profile *p, const char *function, const char *f
 uint32_t profile_native_frame_id(struct profile *p, const char *symbol, const char *module,
                                  const char *file, int line, uint64_t address,
                                  const struct profile_mapping *mapping);
+/* The same frame as src's frame id, interned in p (C frames with their
+ * mapping). */
+uint32_t profile_copy_frame(struct profile *p, const struct profile *src, uint32_t id);
 /* frames: outermost first. */
 uint32_t profile_stack_id(struct profile *p, const uint32_t *frames, uint32_t depth);
 uint32_t profile_thread_id(struct profile *p, pid_t pid, pid_t tid);
