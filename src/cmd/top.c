@@ -161,8 +161,12 @@ static int by_own(const void *a, const void *b)
 
 static bool same_function(const struct profile *p, uint32_t a, uint32_t b)
 {
-    return strcmp(p->frames[a].function, p->frames[b].function) == 0 &&
-           strcmp(p->frames[a].file, p->frames[b].file) == 0;
+    const struct profile_frame *x = &p->frames[a], *y = &p->frames[b];
+    /* An unnamed C frame is only itself: two of them may be anything. */
+    if (x->native && !x->function[0])
+        return a == b;
+    return strcmp(x->function, y->function) == 0 && strcmp(x->file, y->file) == 0 &&
+           x->native == y->native && (!x->native || strcmp(x->module, y->module) == 0);
 }
 
 /* Rows are per function (name and file), so every line of it adds up. */
@@ -426,8 +430,14 @@ static void build(struct session *s, struct top_view *v)
     lines_add(&v->functions, "%7s %7s  %s", "%OWN", "%TOTAL", "FUNCTION");
     for (size_t i = 0; i < n_rows; i++) {
         const struct profile_frame *f = &p->frames[rows[i].frame];
-        lines_add(&v->functions, "%6.1f%% %6.1f%%  %s (%s)", pct(rows[i].own, window_samples),
-                  pct(rows[i].total, window_samples), f->function, f->file);
+        if (f->native)
+            lines_add(&v->functions, "%6.1f%% %6.1f%%  [C] %s (%s)%s%s",
+                      pct(rows[i].own, window_samples), pct(rows[i].total, window_samples),
+                      f->function[0] ? f->function : "unnamed", f->module, f->file[0] ? " " : "",
+                      f->file);
+        else
+            lines_add(&v->functions, "%6.1f%% %6.1f%%  %s (%s)", pct(rows[i].own, window_samples),
+                      pct(rows[i].total, window_samples), f->function, f->file);
     }
     free(rows);
 
