@@ -117,6 +117,8 @@ struct agent {
     uint64_t budget_at_ns;
     /* health */
     uint64_t samples, sample_errors, scans, ticks, ticks_late;
+    /* Samplers freed since the allocator was last asked to give memory back. */
+    size_t freed_since_trim;
     double lag_seconds;          /* summed lateness of passes behind the clock */
     uint64_t http_requests, push_ok, push_failed;
     char push_error[256];

@@ -4,6 +4,7 @@
  * seconds (the base unit) and end in _total. */
 #include "agent/agent.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -169,6 +170,13 @@ static void write_metrics(FILE *f, struct agent *a)
     fprintf(f, "pyscope_agent_cpu_seconds_total %.6f\n", agent_cpu_seconds());
     family(f, "pyscope_agent_resident_memory_bytes", "gauge", "The agent's resident set size.");
     fprintf(f, "pyscope_agent_resident_memory_bytes %ld\n", resident_bytes());
+    /* RSS also counts what the allocator keeps after frees (arenas not yet
+     * trimmed, fragments): the heap in use is what a leak would raise. */
+    struct mallinfo2 mi = mallinfo2();
+    family(f, "pyscope_agent_heap_bytes", "gauge",
+           "The agent's heap: bytes in use (allocated and not freed) and free but kept by the allocator.");
+    fprintf(f, "pyscope_agent_heap_bytes{kind=\"in_use\"} %zu\n", mi.uordblks + mi.hblkhd);
+    fprintf(f, "pyscope_agent_heap_bytes{kind=\"free_kept\"} %zu\n", mi.fordblks);
     family(f, "pyscope_agent_requested_rate_hz", "gauge", "Sampling rate asked for (--rate), per process.");
     fprintf(f, "pyscope_agent_requested_rate_hz %g\n", a->opts.rate_hz);
     family(f, "pyscope_agent_rate_hz", "gauge",

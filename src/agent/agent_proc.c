@@ -53,19 +53,20 @@ static void why_reset(struct agent_proc *p)
     }
 }
 
-static void detach(struct agent_proc *p, uint64_t now_ns)
+static void detach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
 {
     why_reset(p);
     if (p->sampler) {
         sampler_close(p->sampler, now_ns);
         free(p->sampler);
         p->sampler = NULL;
+        a->freed_since_trim++;
     }
 }
 
-static void proc_free(struct agent_proc *p)
+static void proc_free(struct agent *a, struct agent_proc *p)
 {
-    detach(p, monotonic_ns());
+    detach(a, p, monotonic_ns());
     free(p->threads);
     free(p->why_json);
     free(p);
@@ -74,7 +75,7 @@ static void proc_free(struct agent_proc *p)
 void agent_procs_free(struct agent *a)
 {
     for (size_t i = 0; i < a->n_procs; i++)
-        proc_free(a->procs[i]);
+        proc_free(a, a->procs[i]);
     free(a->procs);
     a->procs = NULL;
     a->n_procs = a->cap_procs = 0;
@@ -101,8 +102,7 @@ static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     } else if (!s) {
         snprintf(p->reason, sizeof p->reason, "out of memory");
     } else if (sampler_open(s, p->pid, &a->profile, a->start_ns, &err) == 0) {
-        s->ring = &a->ring;
-        s->record_timeline = false;
+        s->sink = &a->ring.sink;
         /* As record at its usual rates: a second look at threads on CPU
          * without the GIL, and cached code objects checked every pass. */
         s->recheck_running = true;
@@ -214,11 +214,10 @@ void agent_scan(struct agent *a, uint64_t now_ns)
         free(pids);
         return;
     }
-    size_t k = 0, j = 0, dropped = 0;
+    size_t k = 0, j = 0;
     for (size_t i = 0; i < n; i++) {
         while (j < a->n_procs && a->procs[j]->pid < pids[i]) {
-            dropped += a->procs[j]->state != AGENT_PROC_IGNORED || a->procs[j]->sampler;
-            proc_free(a->procs[j++]);
+            proc_free(a, a->procs[j++]);
         }
         struct agent_proc *p = NULL;
         if (j < a->n_procs && a->procs[j]->pid == pids[i]) {
@@ -231,13 +230,15 @@ void agent_scan(struct agent *a, uint64_t now_ns)
             next[k++] = p;
     }
     while (j < a->n_procs) {
-        dropped += a->procs[j]->state != AGENT_PROC_IGNORED || a->procs[j]->sampler;
-        proc_free(a->procs[j++]);
+        proc_free(a, a->procs[j++]);
     }
-    /* Each sampler's buffers come and go with its process: given back to the
-     * system once a scan has dropped some, so that churn leaves memory flat. */
-    if (dropped)
+    /* Each sampler's buffers come and go with its process, mostly freed by the
+     * pass that finds it gone rather than here: what they held is given back
+     * to the system at the next scan, so that churn leaves memory flat. */
+    if (a->freed_since_trim) {
         malloc_trim(0);
+        a->freed_since_trim = 0;
+    }
     free(a->procs);
     a->procs = next;
     a->n_procs = k;
@@ -348,7 +349,7 @@ static void maybe_reset(struct agent *a, uint64_t now_ns)
         return;
     for (size_t i = 0; i < a->n_procs; i++)
         if (a->procs[i]->state == AGENT_PROC_SAMPLING)
-            detach(a->procs[i], now_ns);
+            detach(a, a->procs[i], now_ns);
     a->n_sampling = 0;
     struct profile fresh;
     struct sample_ring ring;
@@ -379,7 +380,7 @@ void agent_sample_all(struct agent *a, uint64_t now_ns)
         uint64_t failed_before = a->profile.meta.passes_failed;
         if (sampler_pass(p->sampler, monotonic_ns()) != 0) {
             bool exec = p->sampler->exec_seen;
-            detach(p, now_ns);
+            detach(a, p, now_ns);
             if (a->n_sampling)
                 a->n_sampling--;
             if (exec) {

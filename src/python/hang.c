@@ -780,6 +780,23 @@ static bool reads_pipe(const struct report_wait *w, uint64_t pipe, int fd)
     return false;
 }
 
+/* The thread's side of a deadlock through a child's full pipe: reading
+ * another pipe the child writes (*read_pipe set), or waiting for the child
+ * to exit (the warning in Popen.wait's documentation). */
+static bool waits_on_child_pipe(const struct report_wait *w, uint64_t *read_pipe)
+{
+    *read_pipe = 0;
+    if (!w)
+        return false;
+    if (w->kind == WAIT_CHILD)
+        return true;
+    if (w->kind != WAIT_IO || !w->syscall ||
+        (strcmp(w->syscall, "read") != 0 && strcmp(w->syscall, "readv") != 0))
+        return false;
+    *read_pipe = pipe_inode(w->io_target);
+    return *read_pipe != 0;
+}
+
 static void pipe_finding(struct analysis *an)
 {
     const struct stack_report *report = an->first->report;
@@ -787,13 +804,14 @@ static void pipe_finding(struct analysis *an)
         return;
     for (int i = 0; i < an->n; i++) {
         const struct report_wait *w = wait_of(an, i);
-        uint64_t pipe = w && w->kind == WAIT_IO && w->syscall &&
-                                (strcmp(w->syscall, "read") == 0 || strcmp(w->syscall, "readv") == 0)
-                            ? pipe_inode(w->io_target)
-                            : 0;
+        uint64_t pipe;
         struct pipe_blocked_writer bw;
-        if (!pipe || an->why->threads[i].changed ||
-            pipe_find_blocked_writer(report->pid, pipe, 16, &bw) != 0 || !bw.writes_read_pipe)
+        if (!waits_on_child_pipe(w, &pipe) || an->why->threads[i].changed)
+            continue;
+        bool for_exit = w->kind == WAIT_CHILD;
+        /* Reading one pipe: only a child that also writes it is waited on. */
+        if (pipe_find_blocked_writer(report->pid, pipe, for_exit ? w->child : 0, 16, &bw) != 0 ||
+            (!for_exit && !bw.writes_read_pipe))
             continue;
         bool drained = false;
         for (int j = 0; j < an->n && !drained; j++)
@@ -810,13 +828,19 @@ static void pipe_finding(struct analysis *an)
         attach_joiners(an, f);
         f->summary[0] = '\0';
         append_thread_name(f->summary, sizeof f->summary, &report->threads[i]);
+        if (for_exit)
+            text_append(f->summary, sizeof f->summary, " waits for child process %d (%s) to exit",
+                        (int)bw.pid, bw.comm);
+        else
+            text_append(f->summary, sizeof f->summary,
+                        " reads fd %d (pipe:[%llu]) from child process %d (%s)", w->io_fd,
+                        (unsigned long long)pipe, (int)bw.pid, bw.comm);
         text_append(f->summary, sizeof f->summary,
-                    " reads fd %d (pipe:[%llu]) from child process %d (%s), which is blocked "
-                    "writing to its fd %d (pipe:[%llu]): that pipe is full, this process holds its "
-                    "read end (fd %d) and no thread reads it (read both pipes, e.g. with "
-                    "Popen.communicate())",
-                    w->io_fd, (unsigned long long)pipe, (int)bw.pid, bw.comm, bw.child_fd,
-                    (unsigned long long)bw.pipe, bw.parent_fd);
+                    ", which is blocked writing to its fd %d (pipe:[%llu]): that pipe is full, this "
+                    "process holds its read end (fd %d) and no thread reads it (%s)",
+                    bw.child_fd, (unsigned long long)bw.pipe, bw.parent_fd,
+                    for_exit ? "read the pipe while waiting, e.g. with Popen.communicate()"
+                             : "read both pipes, e.g. with Popen.communicate()");
     }
 }
 

@@ -100,7 +100,7 @@ static bool try_attach(struct flight *f, uint64_t now)
         f->next_attach_ns = now + (early ? ATTACH_FAST_NS : ATTACH_SLOW_NS);
         return false;
     }
-    f->sampler.ring = &f->ring;
+    f->sampler.sink = &f->ring.sink;
     /* As record does at ordinary rates: look twice at a thread on CPU
      * without the GIL, so waiters between two futex waits are told apart. */
     f->sampler.recheck_running = f->opts.rate_hz <= 1000;

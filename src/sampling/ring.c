@@ -3,6 +3,7 @@
  * struct profile (ids re-interned, the timeline rebuilt as the sampler would). */
 #include "sampling/ring.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,9 +18,50 @@
  * clock that runs a little fast. */
 #define EXTRA_PASSES 256u
 
+static struct sample_ring *ring_of(struct sample_sink *sink)
+{
+    return (struct sample_ring *)(void *)((char *)sink - offsetof(struct sample_ring, sink));
+}
+
+static void sink_begin_pass(struct sample_sink *sink, uint64_t time_ns)
+{
+    sample_ring_begin_pass(ring_of(sink), time_ns);
+}
+
+static void sink_add(struct sample_sink *sink, struct sink_thread *th, const struct sink_sample *smp)
+{
+    (void)th;
+    sample_ring_add(ring_of(sink), smp->thread, smp->stack, smp->state, smp->gc, smp->syscall);
+}
+
+static void sink_end_pass(struct sample_sink *sink, const struct sample_pass *pass)
+{
+    sample_ring_end_pass(ring_of(sink), pass);
+}
+
+/* Nothing to keep: the ring holds no running tallies and no open segments. */
+static void sink_gc_trigger(struct sample_sink *sink, uint32_t stack, bool new_collection)
+{
+    (void)sink, (void)stack, (void)new_collection;
+}
+
+static void sink_thread_gone(struct sample_sink *sink, struct sink_thread *th, uint64_t time_ns)
+{
+    (void)sink, (void)th, (void)time_ns;
+}
+
+static const struct sample_sink_ops ring_sink_ops = {
+    .begin_pass = sink_begin_pass,
+    .add = sink_add,
+    .gc_trigger = sink_gc_trigger,
+    .end_pass = sink_end_pass,
+    .thread_gone = sink_thread_gone,
+};
+
 int sample_ring_init(struct sample_ring *r, uint64_t window_ns, double rate_hz, size_t max_bytes)
 {
     memset(r, 0, sizeof *r);
+    r->sink.ops = &ring_sink_ops;
     r->window_ns = window_ns;
     /* The passes get at most a quarter of the cap again (a pass without any
      * thread takes no sample, so the samples' cap alone would not bound them). */
@@ -47,6 +89,7 @@ void sample_ring_free(struct sample_ring *r)
     free(r->passes);
     free(r->samples);
     memset(r, 0, sizeof *r);
+    r->sink.ops = &ring_sink_ops;   /* an emptied ring still takes (and drops) passes */
 }
 
 static struct ring_pass *pass_at(const struct sample_ring *r, size_t i)
@@ -142,7 +185,7 @@ void sample_ring_add(struct sample_ring *r, uint32_t thread, uint32_t stack,
     pass_at(r, r->n_passes - 1)->n_samples++;
 }
 
-void sample_ring_end_pass(struct sample_ring *r, const struct ring_pass_facts *facts)
+void sample_ring_end_pass(struct sample_ring *r, const struct sample_pass *facts)
 {
     if (!r->in_pass)
         return;

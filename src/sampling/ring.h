@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "profile/profile.h"
+#include "profile/sample_sink.h"
 
 /* One thread's sample in one pass: 12 bytes. */
 struct ring_sample {
@@ -19,18 +20,6 @@ struct ring_sample {
     uint16_t syscall;         /* as profile_segment.syscall */
     uint8_t state;            /* enum profile_state */
     uint8_t gc;
-};
-
-/* What one pass found besides the threads' samples. */
-struct ring_pass_facts {
-    bool failed;              /* some stack could not be read whole */
-    bool gil_busy;            /* some thread held the GIL */
-    bool gc;                  /* a collection was running */
-    bool gc_started;          /* ... and was not on the pass before */
-    uint32_t hog_stack;       /* GIL holder's stack while others waited, or UINT32_MAX */
-    bool hog_native;          /* ... held for longer than a switch interval */
-    uint16_t stacks_sampled;
-    uint16_t stacks_torn;
 };
 
 struct ring_pass {
@@ -43,6 +32,7 @@ struct ring_pass {
 };
 
 struct sample_ring {
+    struct sample_sink sink;  /* what a sampler feeds: see sample_ring_init */
     uint64_t window_ns;
     /* passes: a circular array of fixed capacity, oldest at pass_head */
     struct ring_pass *passes;
@@ -67,7 +57,9 @@ struct sample_ring {
 /* window_ns: how far back to keep; rate_hz: the pass rate, which sizes the
  * pass array (window x rate plus room for extra passes); max_bytes: cap on
  * the samples array (the pass array gets at most a quarter of it more).
- * Returns 0, or -1 when out of memory. */
+ * r->sink is then a sink whose passes go into the ring (a window's GC
+ * triggers and timeline are rebuilt from its samples). Returns 0, or -1 when
+ * out of memory. */
 int sample_ring_init(struct sample_ring *r, uint64_t window_ns, double rate_hz, size_t max_bytes);
 void sample_ring_free(struct sample_ring *r);
 
@@ -76,7 +68,7 @@ void sample_ring_free(struct sample_ring *r);
 void sample_ring_begin_pass(struct sample_ring *r, uint64_t time_ns);
 void sample_ring_add(struct sample_ring *r, uint32_t thread, uint32_t stack,
                      enum profile_state state, bool gc, uint16_t syscall);
-void sample_ring_end_pass(struct sample_ring *r, const struct ring_pass_facts *facts);
+void sample_ring_end_pass(struct sample_ring *r, const struct sample_pass *facts);
 
 /* Replaces thread's sample in the newest pass with stack and state (or adds
  * one): for what is known better than a sample could see it, e.g. the

@@ -16,7 +16,6 @@
 #include "python/callable.h"
 #include "python/thread_state.h"
 #include "python/threads.h"
-#include "sampling/ring.h"
 #include "sampling/stack_memo.h"
 #include "target/process.h"
 
@@ -61,8 +60,7 @@ struct sampled_thread {
      * futex, or last seen holding the GIL; UINT64_MAX when neither. */
     uint64_t waiting_since_switch;
     uint64_t held_at_switch;
-    bool segment_open;
-    struct profile_segment segment;
+    struct sink_thread sink;
     struct py_stack_copy copy;
     struct stack_memo memo;
 };
@@ -127,7 +125,8 @@ int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t
     s->pid = pid;
     s->profile = profile;
     s->start_ns = start_ns;
-    s->record_timeline = true;
+    profile_sink_init(&s->profile_sink, profile, true);
+    s->sink = &s->profile_sink.sink;
     process_raise_fd_limit();
     struct rlimit rl;
     s->fd_budget = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
@@ -166,20 +165,10 @@ int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t
     return 0;
 }
 
-static void close_segment(struct sampler *s, struct sampled_thread *th, uint64_t now_ns)
-{
-    if (!th->segment_open)
-        return;
-    th->segment.end_ns = now_ns;
-    if (s->record_timeline)
-        profile_add_segment(s->profile, &th->segment);
-    th->segment_open = false;
-}
-
 static void forget_thread(struct sampler *s, size_t index, uint64_t now_ns)
 {
     struct sampled_thread *th = &s->threads[index];
-    close_segment(s, th, now_ns);
+    s->sink->ops->thread_gone(s->sink, &th->sink, now_ns);
     if (th->syscall_fd >= 0) {
         close(th->syscall_fd);
         s->kept_fds--;
@@ -563,27 +552,10 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
          * allocated and so triggered it. */
         uint32_t below = profile_stack_id(s->profile, s->stack_ids, depth);
         if (below != UINT32_MAX)
-            profile_add_gc_trigger(s->profile, below, !s->gc_was_collecting);
+            s->sink->ops->gc_trigger(s->sink, below, !s->gc_was_collecting);
         s->stack_ids[depth++] = s->gc_frame;
     }
     return profile_stack_id(s->profile, s->stack_ids, depth);
-}
-
-static void track_segment(struct sampler *s, struct sampled_thread *th, uint32_t stack,
-                          enum profile_state state, bool gc, uint16_t syscall, uint64_t rel_ns)
-{
-    struct profile_segment *seg = &th->segment;
-    if (th->segment_open && seg->stack == stack && seg->state == state && seg->gc == gc &&
-        seg->syscall == syscall)
-        return;
-    close_segment(s, th, rel_ns);
-    seg->thread = th->profile_thread;
-    seg->stack = stack;
-    seg->state = (uint8_t)state;
-    seg->gc = gc;
-    seg->syscall = syscall;
-    seg->start_ns = rel_ns;
-    th->segment_open = true;
 }
 
 struct pass_thread {
@@ -811,44 +783,15 @@ static int walk_threads(struct sampler *s, size_t ts_size)
     return (int)n;
 }
 
-static int pass_body(struct sampler *s, uint64_t now_ns);
-
-int sampler_pass(struct sampler *s, uint64_t now_ns)
+/* Caches and interpreters before a pass. Returns 1 to go on, 0 when there is
+ * nothing to sample yet, -1 when the process is gone or exec'd. */
+static int prepare_pass(struct sampler *s, uint64_t now_ns)
 {
-    if (!s->native)
-        return pass_body(s, now_ns);
-    native_sampler_begin_pass(s->native, now_ns);
-    int rc = pass_body(s, now_ns);
-    native_sampler_end_pass(s->native);
-    return rc;
-}
-
-int sampler_enable_native(struct sampler *s, int mode, bool all, double rate_hz,
-                          char *note, size_t note_size, struct pyscope_error *err)
-{
-    s->entry_flags = malloc(sizeof *s->entry_flags * MAX_STACK_DEPTH);
-    if (!s->entry_flags) {
-        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
-        return -1;
-    }
-    s->native = native_sampler_open(s->target, s->pid, s->rt.binary, (enum native_mode)mode, all, rate_hz,
-                                    s->profile, note, note_size, err);
-    return s->native ? 0 : -1;
-}
-
-static int pass_body(struct sampler *s, uint64_t now_ns)
-{
-    const struct py_layout *L = &s->rt.layout;
-    struct profile *p = s->profile;
-    struct target *t = s->target;
-    uint64_t rel_ns = now_ns > s->start_ns ? now_ns - s->start_ns : 0;
-    target_cache_invalidate(t);
+    target_cache_invalidate(s->target);
     if (now_ns - s->last_code_flush_ns > CODE_CACHE_LIFETIME_NS) {
         flush_code_caches(s);
         s->last_code_flush_ns = now_ns;
     }
-    size_t ts_size = L->tstate_size > 0 && L->tstate_size <= TSTATE_READ_MAX ? (size_t)L->tstate_size
-                                                                             : TSTATE_READ_MAX;
     if (s->n_interps == 0 || now_ns - s->interps_read_ns > INTERP_REFRESH_NS) {
         /* After an exec nothing we know about the process holds. */
         uint64_t image = process_image_id(s->pid);
@@ -860,17 +803,27 @@ static int pass_body(struct sampler *s, uint64_t now_ns)
     }
     if (s->n_interps == 0)
         return process_gone(s->pid) ? -1 : 0;
+    return 1;
+}
 
+/* Every thread state into s->pass: the one read of the list last seen, or
+ * the walk when it changed. Returns the number of threads, or -1. */
+static int read_thread_states(struct sampler *s, uint64_t now_ns)
+{
+    const struct py_layout *L = &s->rt.layout;
+    size_t ts_size = L->tstate_size > 0 && L->tstate_size <= TSTATE_READ_MAX ? (size_t)L->tstate_size
+                                                                             : TSTATE_READ_MAX;
     int n_pass = read_known_threads(s, ts_size);
     if (n_pass < 0) {
         refresh_interpreters(s, now_ns);
         n_pass = walk_threads(s, ts_size);
     }
-    if (n_pass < 0) {
-        p->meta.passes_failed++;
-        return process_gone(s->pid) ? -1 : 0;
-    }
-    /* Remember the list for the next pass's single read. */
+    return n_pass;
+}
+
+/* Remembers the list for the next pass's single read. */
+static void remember_chain(struct sampler *s, int n_pass)
+{
     if ((size_t)n_pass > s->cap_chain) {
         struct chain_entry *grown = realloc(s->chain, (size_t)n_pass * 2 * sizeof *grown);
         if (grown) {
@@ -885,7 +838,12 @@ static int pass_body(struct sampler *s, uint64_t now_ns)
                                                s->pass[i].interp, s->pass[i].cframe, 0, false};
         s->n_chain = (size_t)n_pass;
     }
+}
 
+/* Pairs each thread state of the pass with its sampled thread, adding the
+ * new ones. */
+static void match_threads(struct sampler *s, int n_pass)
+{
     for (size_t i = 0; i < s->n_threads; i++)
         s->threads[i].seen = false;
     for (int i = 0; i < n_pass; i++)
@@ -893,9 +851,12 @@ static int pass_body(struct sampler *s, uint64_t now_ns)
             add_thread(s, &s->pass[i].pt);
     for (int i = 0; i < n_pass; i++)
         s->pass[i].th = find_thread(s, s->pass[i].pt.tstate, s->pass[i].pt.thread_id);
+}
 
-    /* Stacks the first read did not cover (new threads, a moved or grown
-     * stack) in one more scattered read. */
+/* Stacks the first read did not cover (new threads, a moved or grown
+ * stack), in one more scattered read. */
+static void read_uncovered_stacks(struct sampler *s, int n_pass)
+{
     size_t n_spans = 0;
     for (int i = 0; i < n_pass; i++) {
         struct sampled_thread *th = s->pass[i].th;
@@ -930,7 +891,7 @@ static int pass_body(struct sampler *s, uint64_t now_ns)
         n_spans += th->n_spans;
     }
     if (n_spans)
-        target_read_spans(t, s->spans, n_spans);
+        target_read_spans(s->target, s->spans, n_spans);
     for (int i = 0; i < n_pass; i++) {
         struct sampled_thread *th = s->pass[i].th;
         if (!th)
@@ -944,113 +905,162 @@ static int pass_body(struct sampler *s, uint64_t now_ns)
         th->last_limit = s->pass[i].pt.datastack_limit;
         th->read_ahead = false;
     }
+}
 
-    bool failed = false, gc_now = false;
-    uint64_t holder = 0, switches = 0;
-    bool waiters = false;
-    uint32_t holder_stack = UINT32_MAX;
-    for (int k = 0; k < s->n_interps; k++)
-        gc_now |= s->interps[k].gc_collecting;
-    uint64_t sampled_before = p->meta.stacks_sampled, torn_before = p->meta.stacks_torn;
-    if (s->ring)
-        sample_ring_begin_pass(s->ring, rel_ns);
-    for (int i = 0; i < n_pass; i++) {
-        struct sampled_thread *th = s->pass[i].th;
-        if (!th)
-            continue;
-        th->seen = true;
-        const struct py_interp *pi = &s->interps[s->pass[i].interp];
-        uint16_t syscall;
-        enum profile_state state = classify(s, th, pi, (uint64_t)L->gil_size, &syscall);
-        bool in_gc = pi->gc_collecting && state == PROFILE_HOLDING_GIL;
-        bool torn = false;
-        uint32_t stack;
-        if (!th->parked)
-            stack = sample_stack(s, th, &s->pass[i].pt, in_gc,
-                                 state == PROFILE_IDLE || state == PROFILE_WAITING_GIL, &torn);
-        else if (state == PROFILE_WAITING_GIL)
-            stack = th->last_stack;
-        else
-            stack = UINT32_MAX, torn = true; /* cannot be: parked means still waiting */
-        /* On a CPU without the GIL, yet running bytecode that calls
-         * nothing: no code can do that, so it is between the futex wake-up
-         * and taking the GIL (what take_gil does when CPUs are scarce). */
-        if (state == PROFILE_RUNNING && !th->parked && !torn && th->at_call_known && !th->at_call)
-            state = PROFILE_WAITING_GIL;
-        th->last_stack = torn ? UINT32_MAX : stack;
-        th->last_top_frame = s->pass[i].pt.top_frame;
-        p->meta.stacks_sampled++;
-        if (torn) {
-            p->meta.stacks_torn++;
-            failed = true;
-        }
-        if (stack == UINT32_MAX)
-            continue;
-        if (s->ring) {
-            sample_ring_add(s->ring, th->profile_thread, stack, state, in_gc, syscall);
-        } else {
-            profile_add_sample(p, th->profile_thread, stack, state, in_gc, rel_ns);
-            track_segment(s, th, stack, state, in_gc, syscall, rel_ns);
-        }
-        if (state == PROFILE_HOLDING_GIL && s->pass[i].interp == 0) {
-            holder = th->tstate;
-            switches = pi->gil_switches;
-            holder_stack = stack;
-        }
-        if (state == PROFILE_WAITING_GIL && s->pass[i].interp == 0)
-            waiters = true;
+/* What sampling the threads of one pass found, for the pass-wide facts. */
+struct pass_summary {
+    bool failed, gc_now, waiters;
+    uint64_t holder, switches;      /* the main interpreter's GIL holder */
+    uint32_t holder_stack;
+    uint64_t sampled, torn;         /* stacks read, and of those torn */
+};
+
+/* One thread of the pass: its state, its stack, and the sample for the sink. */
+static void sample_thread(struct sampler *s, struct pass_thread *pass, struct pass_summary *sum)
+{
+    struct sampled_thread *th = pass->th;
+    th->seen = true;
+    const struct py_interp *pi = &s->interps[pass->interp];
+    uint16_t syscall;
+    enum profile_state state = classify(s, th, pi, (uint64_t)s->rt.layout.gil_size, &syscall);
+    bool in_gc = pi->gc_collecting && state == PROFILE_HOLDING_GIL;
+    bool torn = false;
+    uint32_t stack;
+    if (!th->parked)
+        stack = sample_stack(s, th, &pass->pt, in_gc,
+                             state == PROFILE_IDLE || state == PROFILE_WAITING_GIL, &torn);
+    else if (state == PROFILE_WAITING_GIL)
+        stack = th->last_stack;
+    else
+        stack = UINT32_MAX, torn = true; /* cannot be: parked means still waiting */
+    /* On a CPU without the GIL, yet running bytecode that calls
+     * nothing: no code can do that, so it is between the futex wake-up
+     * and taking the GIL (what take_gil does when CPUs are scarce). */
+    if (state == PROFILE_RUNNING && !th->parked && !torn && th->at_call_known && !th->at_call)
+        state = PROFILE_WAITING_GIL;
+    th->last_stack = torn ? UINT32_MAX : stack;
+    th->last_top_frame = pass->pt.top_frame;
+    sum->sampled++;
+    if (torn) {
+        sum->torn++;
+        sum->failed = true;
     }
-    for (size_t i = s->n_threads; i-- > 0;)
-        if (!s->threads[i].seen)
-            forget_thread(s, i, rel_ns);
+    if (stack == UINT32_MAX)
+        return;
+    struct sink_sample sample = {th->profile_thread, stack, state, in_gc, syscall};
+    s->sink->ops->add(s->sink, &th->sink, &sample);
+    if (state == PROFILE_HOLDING_GIL && pass->interp == 0) {
+        sum->holder = th->tstate;
+        sum->switches = pi->gil_switches;
+        sum->holder_stack = stack;
+    }
+    if (state == PROFILE_WAITING_GIL && pass->interp == 0)
+        sum->waiters = true;
+}
 
+/* The pass-wide facts to the sink, and the running totals to the profile. */
+static void finish_pass(struct sampler *s, const struct pass_summary *sum, uint64_t now_ns,
+                        uint64_t rel_ns)
+{
+    struct profile *p = s->profile;
     /* GIL hogs: who holds the GIL while others wait, and whether it has held
      * it, without one hand-off, for longer than the switch interval. */
-    if (holder != s->hold_tstate || switches != s->hold_switches) {
-        s->hold_tstate = holder;
-        s->hold_switches = switches;
+    if (sum->holder != s->hold_tstate || sum->switches != s->hold_switches) {
+        s->hold_tstate = sum->holder;
+        s->hold_switches = sum->switches;
         s->hold_since_ns = now_ns;
     }
-    bool hog = holder && waiters && holder_stack != UINT32_MAX;
+    bool hog = sum->holder && sum->waiters && sum->holder_stack != UINT32_MAX;
     bool hog_native = now_ns - s->hold_since_ns > GIL_SWITCH_INTERVAL_NS;
-    if (hog && !s->ring)
-        profile_add_hog(p, holder_stack, hog_native);
-    if (s->ring) {
-        struct ring_pass_facts facts = {
-            .failed = failed,
-            .gil_busy = holder != 0,
-            .gc = gc_now,
-            .gc_started = gc_now && !s->gc_was_collecting,
-            .hog_stack = hog ? holder_stack : UINT32_MAX,
-            .hog_native = hog && hog_native,
-            .stacks_sampled = (uint16_t)(p->meta.stacks_sampled - sampled_before),
-            .stacks_torn = (uint16_t)(p->meta.stacks_torn - torn_before),
-        };
-        sample_ring_end_pass(s->ring, &facts);
-    }
+    struct sample_pass facts = {
+        .failed = sum->failed,
+        .gil_busy = sum->holder != 0,
+        .gc = sum->gc_now,
+        .gc_started = sum->gc_now && !s->gc_was_collecting,
+        .hog_stack = hog ? sum->holder_stack : UINT32_MAX,
+        .hog_native = hog && hog_native,
+        .stacks_sampled = (uint16_t)sum->sampled,
+        .stacks_torn = (uint16_t)sum->torn,
+    };
+    s->sink->ops->end_pass(s->sink, &facts);
 
+    p->meta.stacks_sampled += sum->sampled;
+    p->meta.stacks_torn += sum->torn;
     p->meta.passes++;
-    if (failed)
+    if (sum->failed)
         p->meta.passes_failed++;
-    if (holder)
+    if (sum->holder)
         p->meta.gil_busy_passes++;
     if (s->profile_process < p->n_processes) {
         struct profile_process *proc = &p->processes[s->profile_process];
         if (proc->passes++ == 0)
             proc->first_ns = rel_ns;
         proc->last_ns = rel_ns;
-        proc->passes_failed += failed;
-        proc->gil_busy_passes += holder != 0;
+        proc->passes_failed += sum->failed;
+        proc->gil_busy_passes += sum->holder != 0;
     }
-    if (gc_now) {
+    if (sum->gc_now) {
         p->meta.gc_passes++;
         if (!s->gc_was_collecting)
             p->meta.gc_collections++;
     }
-    s->gc_was_collecting = gc_now;
+    s->gc_was_collecting = sum->gc_now;
+}
+
+static int pass_body(struct sampler *s, uint64_t now_ns)
+{
+    uint64_t rel_ns = now_ns > s->start_ns ? now_ns - s->start_ns : 0;
+    int ready = prepare_pass(s, now_ns);
+    if (ready <= 0)
+        return ready;
+    int n_pass = read_thread_states(s, now_ns);
+    if (n_pass < 0) {
+        s->profile->meta.passes_failed++;
+        return process_gone(s->pid) ? -1 : 0;
+    }
+    remember_chain(s, n_pass);
+    match_threads(s, n_pass);
+    read_uncovered_stacks(s, n_pass);
+
+    struct pass_summary sum = {.holder_stack = UINT32_MAX};
+    for (int k = 0; k < s->n_interps; k++)
+        sum.gc_now |= s->interps[k].gc_collecting;
+    s->sink->ops->begin_pass(s->sink, rel_ns);
+    for (int i = 0; i < n_pass; i++)
+        if (s->pass[i].th)
+            sample_thread(s, &s->pass[i], &sum);
+    for (size_t i = s->n_threads; i-- > 0;)
+        if (!s->threads[i].seen)
+            forget_thread(s, i, rel_ns);
+    finish_pass(s, &sum, now_ns, rel_ns);
+
     if (now_ns - s->last_names_ns > NAMES_REFRESH_NS) {
         refresh_names(s);
         s->last_names_ns = now_ns;
     }
     return 0;
 }
+
+int sampler_pass(struct sampler *s, uint64_t now_ns)
+{
+    if (!s->native)
+        return pass_body(s, now_ns);
+    native_sampler_begin_pass(s->native, now_ns);
+    int rc = pass_body(s, now_ns);
+    native_sampler_end_pass(s->native);
+    return rc;
+}
+
+int sampler_enable_native(struct sampler *s, int mode, bool all, double rate_hz,
+                          char *note, size_t note_size, struct pyscope_error *err)
+{
+    s->entry_flags = malloc(sizeof *s->entry_flags * MAX_STACK_DEPTH);
+    if (!s->entry_flags) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        return -1;
+    }
+    s->native = native_sampler_open(s->target, s->pid, s->rt.binary, (enum native_mode)mode, all, rate_hz,
+                                    s->profile, note, note_size, err);
+    return s->native ? 0 : -1;
+}
+

@@ -1,5 +1,6 @@
 /* The sampling engine: one pass reads every thread's Python stack and GIL
- * state of one process, without stopping it, and adds them to a profile. */
+ * state of one process, without stopping it, and hands them to a sink (the
+ * profile, or the flight recorder's ring). */
 #ifndef PYSCOPE_SAMPLING_SAMPLER_H
 #define PYSCOPE_SAMPLING_SAMPLER_H
 
@@ -8,6 +9,7 @@
 #include <sys/types.h>
 
 #include "profile/profile.h"
+#include "profile/sample_sink.h"
 #include "python/code.h"
 #include "python/frames.h"
 #include "python/runtime.h"
@@ -20,7 +22,6 @@ struct frame_key_cache;
 struct callable_cache;
 struct py_vars_cache;
 struct pass_thread;
-struct sample_ring;
 struct native_sampler;
 
 struct chain_entry {
@@ -48,10 +49,11 @@ struct sampler {
     size_t n_threads, cap_threads;
     struct profile *profile;
     uint32_t profile_process;         /* its entry in profile->processes */
-    /* When set, each pass goes into this ring (the flight recorder) instead
-     * of the profile's counts, hogs and timeline; the profile still interns
-     * the frames, stacks and threads, and keeps the running totals. */
-    struct sample_ring *ring;
+    /* Where each pass's samples go: by default profile_sink, into the
+     * profile's counts, hogs and timeline. Whatever the sink, the profile
+     * interns the frames, stacks and threads, and keeps the running totals. */
+    struct sample_sink *sink;
+    struct profile_sink profile_sink;
     /* interpreters, re-read every 100 ms */
     struct py_interp interps[PY_MAX_INTERPRETERS];
     uint64_t gil_bufs[PY_MAX_INTERPRETERS][64];   /* copies of each GIL struct */
@@ -72,7 +74,6 @@ struct sampler {
     bool exec_seen;                   /* the process has exec'd: the end of its recording */
     bool fds_exhausted;               /* some threads' syscall files are opened per read */
     size_t kept_fds, fd_budget;       /* syscall files kept open, and how many may be */
-    bool record_timeline;
     bool recheck_running;             /* look twice at threads on CPU without the GIL */
     /* Check every cached code object against the target on every pass, so
      * that a freed one whose address is reused is never shown under its old
@@ -91,7 +92,8 @@ struct sampler {
     uint32_t gc_frame;                /* the "<GC>" pseudo-frame */
 };
 
-/* Attaches to pid (which must run CPython); samples go into profile. */
+/* Attaches to pid (which must run CPython); samples go into profile (with a
+ * timeline) until s->sink is pointed elsewhere. */
 int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t start_ns,
                  struct pyscope_error *err);
 /* One pass over all threads at monotonic time now_ns. Returns 0, or -1 when

@@ -97,7 +97,7 @@ static int add_process(struct session *s, pid_t pid, struct pyscope_error *err)
         if (sampler_open(&s->samplers[i], pid, s->profile, s->start_ns, err) != 0)
             return -1;
         describe_process(s, &s->samplers[i]);
-        s->samplers[i].record_timeline = s->opts.record_timeline;
+        s->samplers[i].profile_sink.timeline = s->opts.record_timeline;
         /* Re-looking costs up to half a millisecond a pass: worth it at the
          * usual rates, not when sampling flat out. */
         s->samplers[i].recheck_running = s->opts.rate_hz > 0 && s->opts.rate_hz <= 1000;

@@ -104,17 +104,18 @@ static bool blocked_writing(pid_t child, struct pipe_blocked_writer *out)
     return found;
 }
 
-int pipe_find_blocked_writer(pid_t pid, uint64_t read_pipe, int max_children,
-                             struct pipe_blocked_writer *out)
+/* The children of pid, those of every thread: at most max of them; the
+ * number found (more than max when some were left out), or -1. */
+static int list_children(pid_t pid, pid_t *children, int max)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
     DIR *tasks = opendir(path);
     if (!tasks)
         return -1;
-    int seen = 0, rc = -1;
+    int n = 0;
     struct dirent *e;
-    while (rc != 0 && seen < max_children && (e = readdir(tasks)) != NULL) {
+    while (n <= max && (e = readdir(tasks)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
         char list[1024];
@@ -122,23 +123,55 @@ int pipe_find_blocked_writer(pid_t pid, uint64_t read_pipe, int max_children,
         if (proc_read_text(path, list, sizeof list) != 0)
             continue;
         char *save = NULL;
-        for (char *word = strtok_r(list, " \n", &save); word && rc != 0 && seen < max_children;
+        for (char *word = strtok_r(list, " \n", &save); word && n <= max;
              word = strtok_r(NULL, " \n", &save)) {
             pid_t child = (pid_t)atoi(word);
-            seen++;
-            memset(out, 0, sizeof *out);
-            if (child <= 0 || !blocked_writing(child, out) || out->pipe == read_pipe)
+            if (child <= 0)
                 continue;
-            out->parent_fd = find_pipe_fd(pid, out->pipe, O_RDONLY);
-            if (out->parent_fd < 0)
-                continue;
-            out->writes_read_pipe = find_pipe_fd(child, read_pipe, O_WRONLY) >= 0;
-            snprintf(path, sizeof path, "/proc/%d/comm", (int)child);
-            if (proc_read_text(path, out->comm, sizeof out->comm) == 0)
-                out->comm[strcspn(out->comm, "\n")] = '\0';
-            rc = 0;
+            if (n < max)
+                children[n] = child;
+            n++;
         }
     }
     closedir(tasks);
-    return rc;
+    return n;
+}
+
+/* Does a child other than writer hold the read end of pipe (a pipeline,
+ * `a | b`, whose parent kept its copy)? It may be draining it. Children
+ * left out of the list count as readers: they were not looked at. */
+static bool sibling_reads(const pid_t *children, int n, int max, uint64_t pipe, pid_t writer)
+{
+    if (n > max)
+        return true;
+    for (int i = 0; i < n; i++)
+        if (children[i] != writer && find_pipe_fd(children[i], pipe, O_RDONLY) >= 0)
+            return true;
+    return false;
+}
+
+int pipe_find_blocked_writer(pid_t pid, uint64_t read_pipe, pid_t only_child, int max_children,
+                             struct pipe_blocked_writer *out)
+{
+    enum { MAX_CHILDREN = 64 };
+    pid_t children[MAX_CHILDREN];
+    int max = max_children < MAX_CHILDREN ? max_children : MAX_CHILDREN;
+    int n = list_children(pid, children, max);
+    for (int i = 0; i < n && i < max; i++) {
+        pid_t child = children[i];
+        memset(out, 0, sizeof *out);
+        if ((only_child > 0 && child != only_child) || !blocked_writing(child, out) ||
+            out->pipe == read_pipe)
+            continue;
+        out->parent_fd = find_pipe_fd(pid, out->pipe, O_RDONLY);
+        if (out->parent_fd < 0 || sibling_reads(children, n, max, out->pipe, child))
+            continue;
+        out->writes_read_pipe = read_pipe && find_pipe_fd(child, read_pipe, O_WRONLY) >= 0;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/comm", (int)child);
+        if (proc_read_text(path, out->comm, sizeof out->comm) == 0)
+            out->comm[strcspn(out->comm, "\n")] = '\0';
+        return 0;
+    }
+    return -1;
 }

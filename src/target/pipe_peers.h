@@ -22,10 +22,11 @@ struct pipe_blocked_writer {
 /* The inode of "pipe:[123]", or 0. */
 uint64_t pipe_inode(const char *link);
 
-/* Looks at the children of pid (those of every thread) for one blocked in
- * write() to a pipe, other than read_pipe, whose read end pid holds. 0 and
- * *out when found; -1 otherwise. At most max_children are looked at. */
-int pipe_find_blocked_writer(pid_t pid, uint64_t read_pipe, int max_children,
+/* Looks at the children of pid (those of every thread; only the child
+ * only_child when it is > 0) for one blocked in write() to a pipe, other than
+ * read_pipe (0: none excluded), whose read end pid holds. 0 and *out when
+ * found; -1 otherwise. At most max_children are looked at. */
+int pipe_find_blocked_writer(pid_t pid, uint64_t read_pipe, pid_t only_child, int max_children,
                              struct pipe_blocked_writer *out);
 
 #endif

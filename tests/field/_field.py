@@ -61,6 +61,21 @@ def main_blocked_in(*functions):
     return wait
 
 
+def blocked_writing(pid):
+    """A `before` for report_later: wait until process pid sleeps in
+    write() (its pipe is full)."""
+    def wait():
+        while True:
+            try:
+                with open("/proc/%d/syscall" % pid) as f:
+                    if f.read().split()[0] == "1":
+                        return
+            except (OSError, IndexError):
+                pass
+            threading.Event().wait(0.005)
+    return wait
+
+
 def report_later(expect, objects=None, extra=None, settle=True, then=None, before=None):
     """Start the reporter: it waits until the other threads settle (unless
     settle is False), writes the report (expect may be a function returning

@@ -27,7 +27,8 @@ def main():
     _field.report_later(_field.expect("deadlock", "certain", threads=["MainThread"]),
                         extra={"child": child.pid,
                                "stdout_fd": child.stdout.fileno(),
-                               "stderr_fd": child.stderr.fileno()})
+                               "stderr_fd": child.stderr.fileno()},
+                        before=_field.blocked_writing(child.pid))
     child.stdout.read()
     child.wait()
 

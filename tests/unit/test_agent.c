@@ -51,7 +51,7 @@ static void test_last_pass(void)
         sample_ring_begin_pass(&r, (uint64_t)pass * 10000000ull);
         for (uint32_t t = 0; t < 5; t++)
             sample_ring_add(&r, t, pass, t == 0 ? PROFILE_HOLDING_GIL : PROFILE_IDLE, t == 1, 0xffff);
-        struct ring_pass_facts facts = {.hog_stack = UINT32_MAX};
+        struct sample_pass facts = {.hog_stack = UINT32_MAX};
         sample_ring_end_pass(&r, &facts);
         size_t n = sample_ring_last_pass(&r, out, 16);
         CHECK_EQ_INT(n, 5);

@@ -54,7 +54,7 @@ static void pass(struct sample_ring *r, uint64_t t, uint32_t thread_a, uint32_t 
     sample_ring_add(r, thread_a, stack_a, state_a, false, 0xffff);
     if (thread_b != UINT32_MAX)
         sample_ring_add(r, thread_b, stack_b, state_b, false, state_b == PROFILE_IDLE ? 230 : 0xffff);
-    struct ring_pass_facts facts = {.gil_busy = true, .hog_stack = hog ? stack_a : UINT32_MAX,
+    struct sample_pass facts = {.gil_busy = true, .hog_stack = hog ? stack_a : UINT32_MAX,
                                     .stacks_sampled = thread_b != UINT32_MAX ? 2 : 1};
     sample_ring_end_pass(r, &facts);
 }
@@ -218,7 +218,7 @@ static void test_memory_cap(void)
         sample_ring_begin_pass(&r, t);
         for (int i = 0; i < 64; i++)
             sample_ring_add(&r, threads[i], s.s_work, PROFILE_HOLDING_GIL, false, 0xffff);
-        struct ring_pass_facts facts = {.hog_stack = UINT32_MAX, .stacks_sampled = 64};
+        struct sample_pass facts = {.hog_stack = UINT32_MAX, .stacks_sampled = 64};
         sample_ring_end_pass(&r, &facts);
         CHECK(sample_ring_memory(&r) <= cap);
     }
@@ -252,7 +252,7 @@ static void test_pass_cap(void)
     CHECK_EQ_INT(r.pass_cap, 256);
     for (uint64_t t = 0; t < 1000; t++) {
         sample_ring_begin_pass(&r, t * MS);
-        sample_ring_end_pass(&r, &(struct ring_pass_facts){.hog_stack = UINT32_MAX});
+        sample_ring_end_pass(&r, &(struct sample_pass){.hog_stack = UINT32_MAX});
     }
     CHECK_EQ_INT(r.n_passes, 256);
     CHECK_EQ_INT(r.passes_evicted, 1000 - 256);
