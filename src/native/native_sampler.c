@@ -60,6 +60,12 @@ struct ns_thread {
     uint64_t prev_hash;          /* of its Python frame ids */
     bool prev_known;
     bool poked;                  /* interrupted once to get a switch sample */
+    /* The addresses of the newest sample, once unwound: passes that use
+     * the same sample again (a thread still blocked, or one whose Python
+     * stack stands still between two clock ticks) do not unwind it again. */
+    uint64_t *pcs;
+    int n_pcs;
+    uint64_t pcs_time;           /* the sample's time; 0 when not unwound */
 };
 
 struct pc_slot {
@@ -143,6 +149,7 @@ static void close_thread(struct native_sampler *ns, struct ns_thread *th)
     if (th->fd_clock >= 0)
         close(th->fd_clock);
     free(th->stack);
+    free(th->pcs);
 }
 
 /* Opens the thread's events; -1 with errno when the kernel refuses. */
@@ -547,11 +554,21 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
         else if (th->have)
             same_instant = th->time >= th->stable_since_ns &&
                            th->time + MAX_SAMPLE_AGE_NS >= ns->pass_ns;
-        if (same_instant) {
+        if (same_instant && th->pcs && th->pcs_time == th->time) {
+            n_pcs = th->n_pcs;
+            memcpy(pcs, th->pcs, (size_t)n_pcs * sizeof *pcs);
+        } else if (same_instant) {
             struct native_regs_copy copy = {.sp = th->regs[7], .stack = th->stack,
                                             .stack_len = th->stack_len};
             memcpy(copy.dwarf_regs, th->regs, sizeof copy.dwarf_regs);
             n_pcs = native_unwind_copy(ns->u, tid, &copy, pcs, MAX_NATIVE, NULL);
+            if (!th->pcs)
+                th->pcs = malloc(MAX_NATIVE * sizeof *th->pcs);
+            if (th->pcs && n_pcs > 0) {
+                memcpy(th->pcs, pcs, (size_t)n_pcs * sizeof *pcs);
+                th->n_pcs = n_pcs;
+                th->pcs_time = th->time;
+            }
         } else if (blocked && !th->poked && ns->switch_events && th->ring) {
             poke(th);
         }

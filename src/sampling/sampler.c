@@ -52,6 +52,11 @@ struct sampled_thread {
     /* The "[C] name" leaf of the last walk that read the innermost frame: a
      * walk the memo stops at once has not changed frame or instruction. */
     uint32_t last_leaf;
+    /* --native walks every frame (no memo): where the innermost frame was
+     * when last_leaf was found, so that an unchanged one is not looked at
+     * again (what the memo's early stop gives otherwise). */
+    uint64_t leaf_frame;
+    long leaf_instr;
     bool at_call;                    /* its innermost frame's instruction is a call */
     bool at_call_known;
     uint64_t last_top_frame;
@@ -522,11 +527,16 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
     } else {
         th->memo.valid = false;
     }
-    if (count > 0) {
+    bool same_leaf = s->native && count > 0 && !*torn && th->at_call_known &&
+                     th->leaf_frame == s->frames[0].frame_addr &&
+                     th->leaf_instr == s->frames[0].instr_offset;
+    if (count > 0 && !same_leaf) {
         th->at_call_known = !*torn;
         th->at_call = true;
         th->last_leaf = *torn ? UINT32_MAX : callable_frame_for(s, &s->frames[0], &th->at_call);
-    } else if (!stopped) {
+        th->leaf_frame = s->frames[0].frame_addr;
+        th->leaf_instr = s->frames[0].instr_offset;
+    } else if (count == 0 && !stopped) {
         th->last_leaf = UINT32_MAX;
         th->at_call_known = false;
     }
