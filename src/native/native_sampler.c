@@ -413,12 +413,13 @@ void native_sampler_close(struct native_sampler *ns)
     free(ns);
 }
 
-/* Waits (bounded) for tid's stop after PTRACE_INTERRUPT; returns the
- * signal of a signal-delivery stop that came first (to give back), 0 for
- * the interrupt itself, -1 when it did not stop (it exited). */
+/* Waits (bounded: two seconds, for a loaded machine) for tid's stop after
+ * PTRACE_INTERRUPT; returns the signal of a signal-delivery stop that came
+ * first (to give back), 0 for the interrupt itself, -1 when it did not stop
+ * (it exited, or it was not scheduled in time). */
 static int wait_stopped(pid_t tid)
 {
-    for (int tries = 0; tries < 5000; tries++) {
+    for (int tries = 0; tries < 20000; tries++) {
         int status;
         pid_t got = waitpid(tid, &status, __WALL | WNOHANG);
         if (got == tid) {
@@ -429,7 +430,7 @@ static int wait_stopped(pid_t tid)
         }
         if (got < 0 && errno != EINTR)
             return -1;
-        usleep(20);
+        usleep(tries < 100 ? 10 : 100);
     }
     return -1;
 }
@@ -455,15 +456,22 @@ void native_sampler_begin_pass(struct native_sampler *ns, uint64_t now_ns)
     }
     for (int i = 0; i < ns->n_stopped; i++) {
         int sig = wait_stopped(ns->stopped[i]);
-        ns->stop_signal[i] = sig > 0 ? sig : 0;
+        ns->stop_signal[i] = sig > 0 ? sig : sig < 0 ? -1 : 0;
     }
     ns->paused = ns->n_stopped > 0;
 }
 
 void native_sampler_end_pass(struct native_sampler *ns)
 {
-    for (int i = 0; i < ns->n_stopped; i++)
-        ptrace(PTRACE_DETACH, ns->stopped[i], NULL, (void *)(long)ns->stop_signal[i]);
+    for (int i = 0; i < ns->n_stopped; i++) {
+        /* One not seen stopping yet still has the interrupt coming: it
+         * must be waited for, or it would stay stopped after we let go. */
+        int sig = ns->stop_signal[i];
+        if (sig < 0)
+            sig = wait_stopped(ns->stopped[i]);
+        if (sig >= 0)
+            ptrace(PTRACE_DETACH, ns->stopped[i], NULL, (void *)(long)sig);
+    }
     ns->n_stopped = 0;
     ns->paused = false;
 }
