@@ -171,7 +171,9 @@ def memory(args, tmp, lib):
         rec.wait()
         for t, kb in points:
             print("  t=%5.0f s  VmRSS %6.1f MB" % (t, kb / 1024))
-        good = [(t, kb) for t, kb in points if kb]
+        # Only points inside the recording: the last ones catch it writing
+        # its output and exiting.
+        good = [(t, kb) for t, kb in points if kb and t <= args.memory_seconds - 5]
         if len(good) >= 3:
             (t0, m0), (t1, m1) = good[1], good[-1]
             rate = (m1 - m0) / 1024 / max(t1 - t0, 1) * 60

@@ -242,7 +242,9 @@ def test_stripped_interpreter_names(start_program, pyscope, gilhog_lib, tmp_path
     assert any(f["function"] == "" for f in interp_frames), interp_frames[:10]
     assert any(f["function"].startswith("Py") for f in interp_frames), interp_frames[:10]
     collapsed = tmp_path / "rec.txt"
-    record(pyscope, collapsed, "-p", target.pid, "--native-all", duration=1, fmt="flamegraph")
+    # --idle: the blocked threads' C stacks are there at every pass.
+    record(pyscope, collapsed, "-p", target.pid, "--native-all", "--idle", duration=1.5,
+           fmt="flamegraph")
     assert "[C] unnamed (%s)" % exe in collapsed.read_text(), collapsed.read_text()[:2000]
 
 
