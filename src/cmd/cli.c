@@ -4,6 +4,8 @@
  * same things, with the same messages. */
 #include "cmd/cli.h"
 
+#include "native/native_sampler.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -63,6 +65,30 @@ bool cli_check_input_file(const char *path)
      * does not exist is left to the reader, which says so. */
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
         fprintf(stderr, "pyscope: %s is not a regular file\n", path);
+        return false;
+    }
+    return true;
+}
+
+bool cli_parse_native(bool native, bool all, const char *mode_text, bool async_tasks,
+                      int *mode, bool *all_out)
+{
+    *mode = NATIVE_OFF;
+    *all_out = all;
+    if (mode_text) {
+        enum native_mode m;
+        if (!native_mode_parse(mode_text, &m)) {
+            fprintf(stderr, "pyscope: --native-mode takes auto, perf or ptrace\n");
+            return false;
+        }
+        *mode = (int)m;
+    } else if (native || all) {
+        *mode = NATIVE_AUTO;
+    }
+    /* A task's logical stack replaces the thread's outer frames, which the C
+     * stack's merge needs whole. */
+    if (*mode != NATIVE_OFF && async_tasks) {
+        fprintf(stderr, "pyscope: --async and --native do not combine yet\n");
         return false;
     }
     return true;

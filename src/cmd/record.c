@@ -48,7 +48,8 @@ int cmd_record(int argc, char **argv)
     const char *output = NULL, *format_name = NULL;
     struct session_options opts = {.rate_hz = 100, .record_timeline = true};
     struct profile_write_options wopts = {0};
-    bool quiet = false;
+    bool quiet = false, native = false, native_all = false;
+    const char *native_mode = NULL;
     const struct cli_option options[] = {
         CLI_OPT('p', "pid", "PID", "sample this running process", CLI_PID, &pid),
         CLI_OPT('o', "output", "FILE",
@@ -79,6 +80,17 @@ int cmd_record(int argc, char **argv)
                 "with --idle, suspended tasks are kept as idle samples", CLI_FLAG,
                 &opts.async_tasks),
         CLI_OPT('q', "quiet", NULL, "no progress line on stderr", CLI_FLAG, &quiet),
+        CLI_OPT('n', "native", NULL,
+                "also each sample's C stack, merged with its Python stack\n"
+                "(perf_event samples of registers and stack, without stopping\n"
+                "the process; ptrace interrupts where perf_event is refused)", CLI_FLAG,
+                &native),
+        CLI_OPT(0, "native-all", NULL, "with --native, keep the interpreter's own C frames too",
+                CLI_FLAG, &native_all),
+        CLI_OPT(0, "native-mode", "MODE",
+                "auto (default), perf (fail if refused), ptrace (force the\n"
+                "fallback: stops the process at each pass, at most 100 Hz)", CLI_STRING,
+                &native_mode),
         CLI_HELP_OPTION,
         {0},
     };
@@ -104,6 +116,9 @@ int cmd_record(int argc, char **argv)
         : output && profile_format_for_path(output) ? profile_format_for_path(output)
                                                     : profile_format_find("flamegraph");
     opts.async_waiting = opts.async_tasks && wopts.include_idle;
+    if (!cli_parse_native(native, native_all, native_mode, opts.async_tasks, &opts.native_mode,
+                          &opts.native_all))
+        return 2;
     if (!cli_check_program(argc, argv, optind))
         return 2;
     if (optind < argc)

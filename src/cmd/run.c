@@ -65,7 +65,7 @@ int cmd_run(int argc, char **argv)
     uint64_t window_ns = 0;
     double rate_hz = 100;
     int dump_signal = 0;
-    bool format_given = false, rate_given = false;
+    bool format_given = false, rate_given = false, record_native = false, record_native_all = false;
     const struct cli_option options[] = {
         CLI_OPT(0, "core-dir", "DIR", "also write a core file DIR/core.PID at the crash\n"
                 "(read it with: pyscope dump --core DIR/core.PID)", CLI_STRING, &core_dir),
@@ -90,6 +90,12 @@ int cmd_run(int argc, char **argv)
                 .help_value = profile_format_names),
         CLI_OPT('r', "rate", "HZ", "samples per second (default 100)", CLI_RATE, &rate_hz,
                 .given = &rate_given),
+        CLI_OPT(0, "native", NULL,
+                "each sample also carries its C stack, merged with its\n"
+                "Python stack (perf_event samples)", CLI_FLAG, &record_native),
+        CLI_OPT(0, "native-all", NULL,
+                "with --native, keep the interpreter's own C frames too", CLI_FLAG,
+                &record_native_all),
         CLI_OPT(0, "dump-on", "SIGNAL",
                 "also write it whenever the program receives SIGNAL (e.g.\n"
                 "SIGUSR2, sent to the program or to pyscope); the program\n"
@@ -126,8 +132,9 @@ int cmd_run(int argc, char **argv)
         return PYSCOPE_ERR_USAGE;
     }
     bool recording = window_ns != 0;
-    if (!recording && (dump_signal || format_given || rate_given)) {
-        fprintf(stderr, "pyscope: --format, --rate and --dump-on go with --record-last\n");
+    record_native = record_native || record_native_all;
+    if (!recording && (dump_signal || format_given || rate_given || record_native)) {
+        fprintf(stderr, "pyscope: --format, --rate, --native and --dump-on go with --record-last\n");
         return PYSCOPE_ERR_USAGE;
     }
     if (!recording && output)
@@ -152,7 +159,8 @@ int cmd_run(int argc, char **argv)
         .program = argv + optind, .core_dir = core_dir, .report_path = report_path,
         .json = json, .native = native, .window_ns = window_ns, .rate_hz = rate_hz,
         .format = format, .recording_path = recording ? output : NULL,
-        .dump_signal = dump_signal,
+        .dump_signal = dump_signal, .record_native = record_native,
+        .record_native_all = record_native_all,
     };
     return run_program(&o);
 }

@@ -160,8 +160,12 @@ static int by_own(const void *a, const void *b)
 
 static bool same_function(const struct profile *p, uint32_t a, uint32_t b)
 {
-    return strcmp(p->frames[a].function, p->frames[b].function) == 0 &&
-           strcmp(p->frames[a].file, p->frames[b].file) == 0;
+    const struct profile_frame *x = &p->frames[a], *y = &p->frames[b];
+    /* An unnamed C frame is only itself: two of them may be anything. */
+    if (x->native && !x->function[0])
+        return a == b;
+    return strcmp(x->function, y->function) == 0 && strcmp(x->file, y->file) == 0 &&
+           x->native == y->native && (!x->native || strcmp(x->module, y->module) == 0);
 }
 
 /* Rows are per function (name and file), so every line of it adds up. */
@@ -425,8 +429,14 @@ static void build(struct session *s, struct top_view *v)
     lines_add(&v->functions, "%7s %7s  %s", "%OWN", "%TOTAL", "FUNCTION");
     for (size_t i = 0; i < n_rows; i++) {
         const struct profile_frame *f = &p->frames[rows[i].frame];
-        lines_add(&v->functions, "%6.1f%% %6.1f%%  %s (%s)", pct(rows[i].own, window_samples),
-                  pct(rows[i].total, window_samples), f->function, f->file);
+        if (f->native)
+            lines_add(&v->functions, "%6.1f%% %6.1f%%  [C] %s (%s)%s%s",
+                      pct(rows[i].own, window_samples), pct(rows[i].total, window_samples),
+                      f->function[0] ? f->function : "unnamed", f->module, f->file[0] ? " " : "",
+                      f->file);
+        else
+            lines_add(&v->functions, "%6.1f%% %6.1f%%  %s (%s)", pct(rows[i].own, window_samples),
+                      pct(rows[i].total, window_samples), f->function, f->file);
     }
     free(rows);
 
@@ -565,6 +575,8 @@ int cmd_top(int argc, char **argv)
     pid_t pid = 0;
     struct session_options opts = {.rate_hz = 100, .record_timeline = false};
     struct top_view view = {0};
+    bool native = false, native_all = false;
+    const char *native_mode = NULL;
     const struct cli_option options[] = {
         CLI_OPT('p', "pid", "PID", "watch this running process", CLI_PID, &pid),
         CLI_OPT('r', "rate", "HZ", "samples per second (default 100)", CLI_RATE, &opts.rate_hz),
@@ -576,6 +588,14 @@ int cmd_top(int argc, char **argv)
         CLI_OPT('a', "async", NULL,
                 "an event loop's thread counts as the asyncio task it\n"
                 "runs, under the tasks awaiting it", CLI_FLAG, &opts.async_tasks),
+        CLI_OPT('n', "native", NULL,
+                "count C functions too: each sample's C stack merged with\n"
+                "its Python stack (perf_event, else ptrace; as record)", CLI_FLAG, &native),
+        CLI_OPT(0, "native-all", NULL, "with --native, keep the interpreter's own C frames too",
+                CLI_FLAG, &native_all),
+        CLI_OPT(0, "native-mode", "MODE",
+                "auto (default), perf, or ptrace (stops the process at\n"
+                "each pass, at most 100 Hz)", CLI_STRING, &native_mode),
         CLI_HELP_OPTION,
         {0},
     };
@@ -594,6 +614,9 @@ int cmd_top(int argc, char **argv)
     if (parsed != CLI_CONTINUE)
         return parsed;
     opts.async_waiting = opts.async_tasks && view.include_idle;
+    if (!cli_parse_native(native, native_all, native_mode, opts.async_tasks, &opts.native_mode,
+                          &opts.native_all))
+        return 2;
     if (!cli_check_program(argc, argv, optind))
         return 2;
     if (optind < argc)

@@ -17,6 +17,7 @@
 
 #include "elf/elf_image.h"
 #include "target/core.h"
+#include "target/process.h"
 
 #define MAX_MODULES 1024
 
@@ -44,6 +45,9 @@ struct native_unwinder {
     bool attached;
     bool lines_for_internal;     /* look up file:line of interpreter frames too */
     pid_t current_tid;           /* the thread being unwound */
+    /* When set, the registers and stack top come from this copy (a perf
+     * sample) instead of ptrace or the core. */
+    const struct native_regs_copy *copy;
 };
 
 struct frame_walk {
@@ -95,6 +99,15 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 {
     (void)dwfl;
     struct native_unwinder *u = arg;
+    const struct native_regs_copy *c = u->copy;
+    /* The copied stack is what the thread had at the sample; past its end
+     * (outer frames, which rarely change) the live memory stands in. */
+    if (c && addr >= c->sp && addr - c->sp + 8 <= c->stack_len) {
+        uint64_t v;
+        memcpy(&v, c->stack + (addr - c->sp), 8);
+        *result = v;
+        return true;
+    }
     uint64_t v;
     if (target_read_u64(u->t, addr, &v) != 0)
         return false;
@@ -105,6 +118,12 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 static bool cb_set_initial_registers(Dwfl_Thread *thread, void *arg)
 {
     struct native_unwinder *u = arg;
+    if (u->copy) {
+        if (!dwfl_thread_state_registers(thread, 0, 17, u->copy->dwarf_regs))
+            return false;
+        dwfl_thread_state_register_pc(thread, u->copy->dwarf_regs[16]);
+        return true;
+    }
     uint64_t r[CORE_NREGS];
     if (target_can(u->t, TARGET_CAN_SAVED_REGISTERS)) {
         const struct core_thread *th = core_thread(u->t, u->current_tid);
@@ -162,6 +181,9 @@ static void report_modules(struct native_unwinder *u)
             if (t->maps[k].path && strcmp(t->maps[k].path, path) == 0 &&
                 t->maps[k].offset < lowest->offset)
                 lowest = &t->maps[k];
+        /* Already there (a refresh after new libraries were loaded). */
+        if (dwfl_addrmodule(u->dwfl, lowest->start))
+            continue;
         int fd = target_open_file(t, path);
         if (fd < 0)
             continue;
@@ -180,6 +202,30 @@ static void report_modules(struct native_unwinder *u)
         else
             close(fd);
     }
+}
+
+static bool python_named(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return strncmp(base, "python", 6) == 0;
+}
+
+int native_interp_paths(const struct target *t, const char *binary, const char *out[2])
+{
+    int n = 0;
+    if (binary)
+        out[n++] = binary;
+    /* The python executable of a shared build only holds main(). */
+    for (size_t i = 0; i < t->nmaps; i++) {
+        const char *path = t->maps[i].path;
+        if (path && t->maps[i].offset == 0 && python_named(path) &&
+            (!binary || strcmp(path, binary) != 0)) {
+            out[n++] = path;
+            break;
+        }
+    }
+    return n;
 }
 
 struct native_unwinder *native_open(struct target *t, const char *const *interp_paths,
@@ -225,6 +271,16 @@ struct native_unwinder *native_open(struct target *t, const char *const *interp_
         return NULL;
     }
     return u;
+}
+
+int native_refresh_modules(struct native_unwinder *u)
+{
+    if (!target_can(u->t, TARGET_CAN_CHANGE) || target_refresh_maps(u->t) != 0)
+        return -1;
+    dwfl_report_begin_add(u->dwfl);
+    report_modules(u);
+    dwfl_report_end(u->dwfl, NULL, NULL);
+    return 0;
 }
 
 void native_close(struct native_unwinder *u)
@@ -357,13 +413,26 @@ static bool is_interp_module(struct native_unwinder *u, const char *path)
     return false;
 }
 
+static int describe_at(struct native_unwinder *u, Dwarf_Addr pc, Dwarf_Addr lookup,
+                       struct report_native_frame *f);
+
 static int describe_frame(struct native_unwinder *u, Dwarf_Addr pc, bool activation,
                           struct report_native_frame *f)
 {
+    /* A return address points after the call: look up the call itself. */
+    return describe_at(u, pc, activation ? pc : pc - 1, f);
+}
+
+int native_describe_pc(struct native_unwinder *u, uint64_t pc, struct report_native_frame *f)
+{
+    return describe_at(u, pc, pc, f);
+}
+
+static int describe_at(struct native_unwinder *u, Dwarf_Addr pc, Dwarf_Addr lookup,
+                       struct report_native_frame *f)
+{
     memset(f, 0, sizeof *f);
     f->pc = pc;
-    /* A return address points after the call: look up the call itself. */
-    Dwarf_Addr lookup = activation ? pc : pc - 1;
     Dwfl_Module *mod = dwfl_addrmodule(u->dwfl, lookup);
     if (!mod)
         return 0;
@@ -460,9 +529,7 @@ struct report_native *native_unwind(struct native_unwinder *u, pid_t tid)
         bool at_root = false;
         if (out->n_frames > 0) {
             const char *last = out->frames[out->n_frames - 1].symbol;
-            at_root = last && (strcmp(last, "clone3") == 0 || strcmp(last, "clone") == 0 ||
-                               strcmp(last, "_start") == 0 || strstr(last, "start_thread") ||
-                               strstr(last, "libc_start"));
+            at_root = native_frame_is_root(last);
         }
         if (at_root)
             out->complete = true;
@@ -503,4 +570,24 @@ int native_unwind_pcs(struct native_unwinder *u, pid_t tid, uint64_t *pcs, int m
     u->current_tid = tid;
     dwfl_getthread_frames(u->dwfl, tid, pc_frame_cb, &w);
     return w.n;
+}
+
+int native_unwind_copy(struct native_unwinder *u, pid_t tid, const struct native_regs_copy *copy,
+                       uint64_t *pcs, int max, bool *complete)
+{
+    struct pc_walk w = {.pcs = pcs, .max = max};
+    u->current_tid = tid;
+    u->copy = copy;
+    int rc = dwfl_getthread_frames(u->dwfl, tid, pc_frame_cb, &w);
+    u->copy = NULL;
+    if (complete)
+        *complete = rc == 0 || w.n > 0;
+    return w.n;
+}
+
+bool native_frame_is_root(const char *symbol)
+{
+    return symbol && (strcmp(symbol, "clone3") == 0 || strcmp(symbol, "clone") == 0 ||
+                      strcmp(symbol, "_start") == 0 || strstr(symbol, "start_thread") ||
+                      strstr(symbol, "libc_start"));
 }

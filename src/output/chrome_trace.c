@@ -81,8 +81,9 @@ static int open_frame(struct chrome *c, uint32_t thread, uint32_t frame_id, uint
     const struct profile_frame *f = &c->p->frames[frame_id];
     event_head(c->w, "B", th->pid, th->tid);
     member_ts(c->w, "ts", ns);
-    json_member_string(c->w, "name", f->function);
-    json_member_string(c->w, "cat", "python");
+    char name[FRAME_NAME_MAX];
+    json_member_string(c->w, "name", frame_display_name(f, name));
+    json_member_string(c->w, "cat", f->native ? "native" : "python");
     json_key(c->w, "args");
     json_begin_object(c->w);
     json_member_string(c->w, "file", f->file);
@@ -98,7 +99,8 @@ static int open_frame(struct chrome *c, uint32_t thread, uint32_t frame_id, uint
 static bool same_function(const struct profile *p, uint32_t a, uint32_t b)
 {
     const struct profile_frame *x = &p->frames[a], *y = &p->frames[b];
-    return strcmp(x->function, y->function) == 0 && strcmp(x->file, y->file) == 0;
+    return strcmp(x->function, y->function) == 0 && strcmp(x->file, y->file) == 0 &&
+           x->native == y->native && (!x->native || strcmp(x->module, y->module) == 0);
 }
 
 static void gil_label(char *buf, size_t size, const struct gil_slice *g)

@@ -446,6 +446,7 @@ struct html_data {
     struct profile_summary summary;
     struct strings strings;
     uint32_t *frame_fn, *frame_file;
+    char **native_names;          /* the display names of C frames, which strings points at */
     struct trie trie;
     uint32_t *stack_node;
     bool *stack_moved;              /* its deepest prefixes were pruned */
@@ -582,7 +583,16 @@ static int build(struct html_data *d)
         !d->tl.threads)
         return -1;
     for (size_t i = 0; i < p->n_frames; i++) {
-        d->frame_fn[i] = string_id(&d->strings, p->frames[i].function);
+        const char *fn = p->frames[i].function;
+        if (p->frames[i].native) {
+            if (!d->native_names && !(d->native_names = calloc(nf, sizeof *d->native_names)))
+                return -1;
+            char name[FRAME_NAME_MAX];
+            if (!(d->native_names[i] = strdup(frame_display_name(&p->frames[i], name))))
+                return -1;
+            fn = d->native_names[i];
+        }
+        d->frame_fn[i] = string_id(&d->strings, fn);
         d->frame_file[i] = string_id(&d->strings, p->frames[i].file);
         if (d->frame_fn[i] == NONE_ID || d->frame_file[i] == NONE_ID)
             return -1;
@@ -622,6 +632,9 @@ static void free_data(struct html_data *d)
     profile_summary_free(&d->summary);
     free(d->strings.s);
     idtable_free(&d->strings.index);
+    for (size_t i = 0; d->native_names && i < d->p->n_frames; i++)
+        free(d->native_names[i]);
+    free(d->native_names);
     free(d->frame_fn);
     free(d->frame_file);
     free(d->trie.parent.v);

@@ -14,13 +14,16 @@
 
 /* Field numbers of profile.proto. */
 enum {
-    PROFILE_SAMPLE_TYPE = 1, PROFILE_SAMPLE = 2, PROFILE_LOCATION = 4, PROFILE_FUNCTION = 5,
+    PROFILE_SAMPLE_TYPE = 1, PROFILE_SAMPLE = 2, PROFILE_MAPPING = 3, PROFILE_LOCATION = 4,
+    PROFILE_FUNCTION = 5,
     PROFILE_STRING_TABLE = 6, PROFILE_TIME_NANOS = 9, PROFILE_DURATION_NANOS = 10,
     PROFILE_PERIOD_TYPE = 11, PROFILE_PERIOD = 12, PROFILE_COMMENT = 13,
     VALUE_TYPE_TYPE = 1, VALUE_TYPE_UNIT = 2,
     SAMPLE_LOCATION_ID = 1, SAMPLE_VALUE = 2, SAMPLE_LABEL = 3,
     LABEL_KEY = 1, LABEL_STR = 2, LABEL_NUM = 3,
-    LOCATION_ID = 1, LOCATION_LINE = 4,
+    LOCATION_ID = 1, LOCATION_MAPPING_ID = 2, LOCATION_ADDRESS = 3, LOCATION_LINE = 4,
+    MAPPING_ID = 1, MAPPING_START = 2, MAPPING_LIMIT = 3, MAPPING_OFFSET = 4, MAPPING_FILENAME = 5,
+    MAPPING_HAS_FUNCTIONS = 7, MAPPING_HAS_FILENAMES = 8, MAPPING_HAS_LINE_NUMBERS = 9,
     LINE_FUNCTION_ID = 1, LINE_LINE = 2,
     FUNCTION_ID = 1, FUNCTION_NAME = 2, FUNCTION_FILENAME = 4,
 };
@@ -291,8 +294,30 @@ static int write_samples(struct pprof *w)
     return 0;
 }
 
+/* C frames (--native) sit in the ELF files they came from: one mapping
+ * per file, already symbolized (pprof must not look the addresses up). */
+static void write_mappings(struct pprof *w)
+{
+    const struct profile *p = w->p;
+    for (size_t i = 0; i < p->n_mappings && !w->gz.failed; i++) {
+        const struct profile_mapping *m = &p->mappings[i];
+        int64_t file_id = str_id(&w->strings, m->path);
+        pb_reset(&w->inner);
+        pb_uint64(&w->inner, MAPPING_ID, (uint64_t)i + 1);
+        pb_uint64(&w->inner, MAPPING_START, m->start);
+        pb_uint64(&w->inner, MAPPING_LIMIT, m->limit);
+        pb_uint64(&w->inner, MAPPING_OFFSET, m->offset);
+        pb_int64(&w->inner, MAPPING_FILENAME, file_id);
+        pb_uint64(&w->inner, MAPPING_HAS_FUNCTIONS, 1);
+        pb_uint64(&w->inner, MAPPING_HAS_FILENAMES, 1);
+        pb_uint64(&w->inner, MAPPING_HAS_LINE_NUMBERS, 1);
+        pb_message(&w->field, PROFILE_MAPPING, &w->inner);
+        gz_put(&w->gz, &w->field);
+    }
+}
+
 static void write_location(struct pprof *w, uint64_t id, const char *function, const char *file,
-                           int line)
+                           int line, const struct profile_frame *native)
 {
     /* Two statements: argument order is unspecified, string ids must not be. */
     int64_t name_id = str_id(&w->strings, function);
@@ -300,6 +325,10 @@ static void write_location(struct pprof *w, uint64_t id, const char *function, c
     uint64_t fid = function_id(&w->functions, name_id, file_id);
     pb_reset(&w->inner);
     pb_uint64(&w->inner, LOCATION_ID, id);
+    if (native && native->mapping < w->p->n_mappings) {
+        pb_uint64(&w->inner, LOCATION_MAPPING_ID, (uint64_t)native->mapping + 1);
+        pb_uint64(&w->inner, LOCATION_ADDRESS, native->address);
+    }
     pb_reset(&w->line);
     pb_uint64(&w->line, LINE_FUNCTION_ID, fid);
     pb_int64(&w->line, LINE_LINE, line > 0 ? line : 0);
@@ -313,17 +342,19 @@ static void write_locations(struct pprof *w)
     const struct profile *p = w->p;
     for (size_t i = 0; i < p->n_frames && !w->gz.failed; i++) {
         const struct profile_frame *f = &p->frames[i];
-        write_location(w, (uint64_t)i + 1, f->function, f->file, f->line);
+        char name[FRAME_NAME_MAX];
+        write_location(w, (uint64_t)i + 1, frame_display_name(f, name), f->file, f->line,
+                       f->native ? f : NULL);
     }
     if (!(w->o && w->o->thread_roots))
         return;
     for (uint32_t i = 0; i < p->n_threads && !w->gz.failed; i++) {
         char label[THREAD_LABEL_MAX];
         thread_label(label, &p->threads[i]);
-        write_location(w, thread_root_location(p, i), label, "", 0);
+        write_location(w, thread_root_location(p, i), label, "", 0, NULL);
         if (w->several_pids) {
             process_label(label, p->threads[i].pid);
-            write_location(w, process_root_location(p, i), label, "", 0);
+            write_location(w, process_root_location(p, i), label, "", 0, NULL);
         }
     }
 }
@@ -364,6 +395,7 @@ int profile_write_pprof(FILE *out, const struct profile *p, const struct profile
         free(comment);
 
         rc = write_samples(&w);
+        write_mappings(&w);
         write_locations(&w);
         write_functions(&w);
         for (size_t i = 0; i < w.strings.n; i++) {

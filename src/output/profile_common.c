@@ -60,10 +60,30 @@ void thread_view_name(char buf[THREAD_LABEL_MAX], const struct profile *p,
     format_thread(buf + prefix, THREAD_LABEL_MAX - (size_t)prefix, t);
 }
 
+const char *frame_display_name(const struct profile_frame *f, char buf[FRAME_NAME_MAX])
+{
+    if (!f->native)
+        return f->function;
+    snprintf(buf, FRAME_NAME_MAX, "[C] %s (%s)", f->function[0] ? f->function : "unnamed",
+             f->module && f->module[0] ? f->module : "no file");
+    return buf;
+}
+
 char *frame_label(const struct profile_frame *f)
 {
     char *label = NULL;
     int n;
+    /* A C frame as dump --native prints one, without the offset (which
+     * would split one function into as many frames as addresses). */
+    if (f->native) {
+        char name[FRAME_NAME_MAX];
+        frame_display_name(f, name);
+        if (f->file && f->file[0] && f->line > 0)
+            n = asprintf(&label, "%s %s:%d", name, f->file, f->line);
+        else
+            n = asprintf(&label, "%s", name);
+        return n < 0 ? NULL : label;
+    }
     /* A pseudo-frame such as "<GC>" has no source to point at. */
     if (f->synthetic || !f->file || !f->file[0])
         n = asprintf(&label, "%s", f->function);

@@ -45,6 +45,11 @@ struct folded_line {
  * 0, or -1 out of memory. */
 int profile_fold(const struct profile *p, const struct profile_write_options *o,
                  struct folded_line **lines, size_t *n);
+/* The name a frame goes by in viewers that show file and line apart: the
+ * function for Python frames, "[C] symbol (module)" for C frames ("[C]
+ * unnamed (module)" when the file names none). Returns buf or f->function. */
+#define FRAME_NAME_MAX 640
+const char *frame_display_name(const struct profile_frame *f, char buf[FRAME_NAME_MAX]);
 
 /* Nanoseconds between sampling passes: from the requested rate, or the mean
  * measured interval when the rate was "as fast as possible"; 0 when unknown. */

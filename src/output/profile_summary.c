@@ -34,6 +34,98 @@ static int gc_trigger_order(const void *a, const void *b)
     return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
+static bool c_runtime_module(const char *module)
+{
+    static const char *const prefixes[] = {"libc.so", "ld-linux", "libpthread.so", "libm.so"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(module, prefixes[i], strlen(prefixes[i])) == 0)
+            return true;
+    return false;
+}
+
+/* Innermost first: the first C frame outside the C runtime (memcpy called
+ * by the regex matcher is not what holds the GIL), else the first C frame. */
+static void c_holder(const struct profile *p, const struct profile_stack *st, uint32_t *c_frame,
+                     uint32_t *py_frame)
+{
+    *c_frame = *py_frame = UINT32_MAX;
+    uint32_t first_c = UINT32_MAX;
+    for (uint32_t k = st->depth; k-- > 0;) {
+        uint32_t id = st->frames[k];
+        if (id >= p->n_frames)
+            return;
+        const struct profile_frame *f = &p->frames[id];
+        if (f->native) {
+            if (first_c == UINT32_MAX)
+                first_c = id;
+            if (*c_frame == UINT32_MAX && !c_runtime_module(f->module))
+                *c_frame = id;
+        } else if (!f->synthetic) {
+            *py_frame = id;
+            break;
+        }
+    }
+    if (*c_frame == UINT32_MAX)
+        *c_frame = first_c;
+}
+
+static int c_hog_order(const void *a, const void *b)
+{
+    const struct summary_c_hog *x = a, *y = b;
+    return x->samples > y->samples ? -1 : x->samples < y->samples;
+}
+
+static bool same_c_function(const struct profile *p, uint32_t a, uint32_t b)
+{
+    const struct profile_frame *x = &p->frames[a], *y = &p->frames[b];
+    return strcmp(x->function, y->function) == 0 && strcmp(x->module, y->module) == 0 &&
+           (x->function[0] || a == b); /* unnamed frames are only themselves */
+}
+
+static int c_hogs_build(struct profile_summary *s, const struct profile *p)
+{
+    struct summary_c_hog *all = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < p->n_hogs; i++) {
+        const struct profile_hog *h = &p->hogs[i];
+        if (h->samples == 0 || h->stack >= p->n_stacks)
+            continue;
+        uint32_t c_frame, py_frame;
+        c_holder(p, &p->stacks[h->stack], &c_frame, &py_frame);
+        if (c_frame == UINT32_MAX)
+            continue;
+        size_t k = 0;
+        while (k < n && !(all[k].py_frame == py_frame && same_c_function(p, all[k].c_frame, c_frame)))
+            k++;
+        if (k == n) {
+            if (n == cap) {
+                size_t ncap = cap ? cap * 2 : 16;
+                struct summary_c_hog *grown = realloc(all, ncap * sizeof *grown);
+                if (!grown) {
+                    free(all);
+                    return -1;
+                }
+                all = grown;
+                cap = ncap;
+            }
+            all[n++] = (struct summary_c_hog){c_frame, py_frame, 0, 0, 0};
+        }
+        /* The frame (and so the line) shown is the one sampled most. */
+        if (h->samples > all[k].samples)
+            all[k].c_frame = c_frame;
+        all[k].samples += h->samples;
+        all[k].native_samples += h->native_samples;
+    }
+    if (n)
+        qsort(all, n, sizeof *all, c_hog_order);
+    for (size_t k = 0; k < n && s->n_c_hogs < SUMMARY_MAX_C_HOGS; k++) {
+        all[k].passes_pct = pct(all[k].samples, p->meta.passes);
+        s->c_hogs[s->n_c_hogs++] = all[k];
+    }
+    free(all);
+    return 0;
+}
+
 int profile_summary_build(struct profile_summary *s, const struct profile *p)
 {
     memset(s, 0, sizeof *s);
@@ -72,6 +164,9 @@ int profile_summary_build(struct profile_summary *s, const struct profile *p)
         s->hogs[s->n_hogs++] = cand;
         qsort(s->hogs, s->n_hogs, sizeof s->hogs[0], hog_order);
     }
+
+    if (c_hogs_build(s, p) != 0)
+        return -1;
 
     for (size_t i = 0; i < p->n_gc_triggers; i++) {
         const struct profile_gc_trigger *g = &p->gc_triggers[i];
@@ -137,6 +232,20 @@ void profile_meta_write_json(struct json_writer *w, const struct profile *p)
     json_member_uint(w, "gil_busy_passes", m->gil_busy_passes);
     json_member_uint(w, "gc_passes", m->gc_passes);
     json_member_uint(w, "gc_collections", m->gc_collections);
+    /* --native only: how C stacks were taken and what came of the merges */
+    if (m->native_mode[0]) {
+        json_key(w, "native");
+        json_begin_object(w);
+        json_member_string(w, "mode", m->native_mode);
+        if (m->native_note[0])
+            json_member_string(w, "note", m->native_note);
+        else
+            json_member_null(w, "note");
+        json_member_uint(w, "merged", m->native_merged);
+        json_member_uint(w, "unmerged", m->native_unmerged);
+        json_member_uint(w, "missing", m->native_missing);
+        json_end_object(w);
+    }
     json_end_object(w);
 }
 
@@ -233,6 +342,37 @@ void profile_summary_write_json(struct json_writer *w, const struct profile_summ
         write_hog(w, p, &s->hogs[i]);
     json_end_array(w);
     json_member_uint(w, "gil_hog_stacks", s->n_hogs_total);
+    /* --native: which C functions those were */
+    if (m->native_mode[0]) {
+        json_key(w, "gil_hog_c_functions");
+        json_begin_array(w);
+    }
+    for (size_t i = 0; m->native_mode[0] && i < s->n_c_hogs; i++) {
+        const struct summary_c_hog *h = &s->c_hogs[i];
+        const struct profile_frame *c = &p->frames[h->c_frame];
+        json_begin_object(w);
+        json_member_string(w, "function", c->function);
+        json_member_string(w, "module", c->module ? c->module : "");
+        json_member_string(w, "file", c->file);
+        json_member_int(w, "line", c->line);
+        char *label = frame_label(c);
+        json_member_string(w, "label", label ? label : "");
+        free(label);
+        json_key(w, "python_caller");
+        if (h->py_frame != UINT32_MAX) {
+            label = frame_label(&p->frames[h->py_frame]);
+            json_string(w, label ? label : "");
+            free(label);
+        } else {
+            json_null(w);
+        }
+        json_member_uint(w, "samples", h->samples);
+        json_member_uint(w, "native_samples", h->native_samples);
+        member_2dp(w, "passes_pct", h->passes_pct);
+        json_end_object(w);
+    }
+    if (m->native_mode[0])
+        json_end_array(w);
     /* Each process has its own GIL and pace: its own figures. */
     json_key(w, "processes");
     json_begin_array(w);

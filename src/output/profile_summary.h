@@ -30,6 +30,18 @@ struct summary_hog {
     double passes_pct;        /* share of all passes this stack hogged the GIL */
 };
 
+/* --native: the C function that held the GIL (the innermost C frame of a
+ * hog stack outside the C runtime), with its Python caller, summed over the
+ * hog stacks that share both. */
+#define SUMMARY_MAX_C_HOGS 10
+struct summary_c_hog {
+    uint32_t c_frame;         /* of the hog stack with the most samples */
+    uint32_t py_frame;        /* the innermost Python frame below it, UINT32_MAX: none */
+    uint64_t samples;
+    uint64_t native_samples;
+    double passes_pct;
+};
+
 struct summary_gc_trigger {
     uint32_t stack;           /* the stack the collection ran on top of */
     uint64_t samples;
@@ -43,6 +55,8 @@ struct profile_summary {
     struct summary_hog hogs[SUMMARY_MAX_HOGS];   /* most samples first */
     size_t n_hogs;
     size_t n_hogs_total;                   /* distinct hog stacks, shown or not */
+    struct summary_c_hog c_hogs[SUMMARY_MAX_C_HOGS];   /* most samples first */
+    size_t n_c_hogs;
     double gil_utilisation_pct;            /* passes in which some thread held the GIL */
     double gc_pct;                         /* passes during which a collection ran */
     struct summary_gc_trigger gc_triggers[SUMMARY_MAX_GC_TRIGGERS];   /* most collections first */

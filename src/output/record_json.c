@@ -24,6 +24,11 @@ static void write_frames(struct json_writer *w, const struct profile *p)
         else
             json_member_null(w, "line");
         json_member_bool(w, "synthetic", f->synthetic);
+        /* Only C frames (--native) say so, and name their ELF file. */
+        if (f->native) {
+            json_member_bool(w, "native", true);
+            json_member_string(w, "module", f->module ? f->module : "");
+        }
         json_end_object(w);
     }
     json_end_array(w);

@@ -89,8 +89,9 @@ static void write_frames(struct json_writer *w, const struct profile *p)
     json_begin_array(w);
     for (size_t i = 0; i < p->n_frames; i++) {
         const struct profile_frame *f = &p->frames[i];
+        char name[FRAME_NAME_MAX];
         json_begin_object(w);
-        json_member_string(w, "name", f->function);
+        json_member_string(w, "name", frame_display_name(f, name));
         if (f->file && f->file[0])
             json_member_string(w, "file", f->file);
         if (f->line >= 0)

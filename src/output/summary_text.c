@@ -127,6 +127,14 @@ static void write_header(FILE *out, const struct profile *p, const struct profil
             (unsigned long long)m->stacks_sampled, plural(m->stacks_sampled),
             (unsigned long long)m->stacks_torn, s->torn_pct,
             (unsigned long long)m->passes_failed, m->passes_failed == 1 ? "" : "es", s->failed_pct);
+    if (m->native_mode[0]) {
+        uint64_t all = m->native_merged + m->native_unmerged + m->native_missing;
+        fprintf(out, "C stacks (%s): %llu of %llu sample%s merged with their Python stack, "
+                "%llu not matched (shown separately), %llu without a C stack of the same instant\n",
+                strcmp(m->native_mode, "ptrace") == 0 ? "ptrace interrupts" : "perf_event samples",
+                (unsigned long long)m->native_merged, (unsigned long long)all, plural(all),
+                (unsigned long long)m->native_unmerged, (unsigned long long)m->native_missing);
+    }
 }
 
 static void write_thread_table(FILE *out, const struct profile *p, const struct profile_summary *s)
@@ -228,6 +236,26 @@ static void write_hogs(FILE *out, const struct profile *p, const struct profile_
     if (s->n_hogs_total > s->n_hogs)
         fprintf(out, "     (%zu more stack%s)\n", s->n_hogs_total - s->n_hogs,
                 plural(s->n_hogs_total - s->n_hogs));
+    if (s->n_c_hogs == 0)
+        return;
+    fputs("\nC functions holding the GIL in those stacks (--native), with their Python caller:\n", out);
+    for (size_t i = 0; i < s->n_c_hogs; i++) {
+        const struct summary_c_hog *h = &s->c_hogs[i];
+        char *c = frame_label(&p->frames[h->c_frame]);
+        char *py = h->py_frame != UINT32_MAX ? frame_label(&p->frames[h->py_frame]) : NULL;
+        fprintf(out, "%3zu. %llu sample%s (%.1f%% of passes)  ", i + 1,
+                (unsigned long long)h->samples, plural(h->samples), h->passes_pct);
+        if (c)
+            put_printable(out, c, strlen(c));
+        fputs("\n       called from ", out);
+        if (py)
+            put_printable(out, py, strlen(py));
+        else
+            fputs("no Python frame", out);
+        fputc('\n', out);
+        free(c);
+        free(py);
+    }
 }
 
 int profile_write_summary(FILE *out, const struct profile *p)

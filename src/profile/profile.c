@@ -55,7 +55,11 @@ void profile_free(struct profile *p)
     for (size_t i = 0; i < p->n_frames; i++) {
         free(p->frames[i].function);
         free(p->frames[i].file);
+        free(p->frames[i].module);
     }
+    for (size_t i = 0; i < p->n_mappings; i++)
+        free(p->mappings[i].path);
+    free(p->mappings);
     for (size_t i = 0; i < p->n_stacks; i++)
         free(p->stacks[i].frames);
     free(p->frames);
@@ -79,11 +83,27 @@ void profile_free(struct profile *p)
     memset(p, 0, sizeof *p);
 }
 
+/* Mappings are few (the files a process maps executable): a linear search. */
+static uint32_t profile_mapping_id(struct profile *p, const struct profile_mapping *m)
+{
+    for (size_t i = 0; i < p->n_mappings; i++)
+        if (strcmp(p->mappings[i].path, m->path) == 0)
+            return (uint32_t)i;
+    if (grow((void **)&p->mappings, &p->cap_mappings, p->n_mappings, sizeof *p->mappings) != 0)
+        return UINT32_MAX;
+    struct profile_mapping *copy = &p->mappings[p->n_mappings];
+    *copy = *m;
+    if (!(copy->path = strdup(m->path)))
+        return UINT32_MAX;
+    return (uint32_t)p->n_mappings++;
+}
+
 struct frame_key {
     const struct profile *p;
     const char *function, *file;
     int line;
     bool synthetic;
+    const char *module;       /* NULL: a Python or pseudo-frame */
 };
 
 static bool frame_equal(const void *ctx, uint32_t id)
@@ -91,41 +111,74 @@ static bool frame_equal(const void *ctx, uint32_t id)
     const struct frame_key *k = ctx;
     const struct profile_frame *f = &k->p->frames[id];
     return f->line == k->line && f->synthetic == k->synthetic &&
-           strcmp(f->function, k->function) == 0 && strcmp(f->file, k->file) == 0;
+           strcmp(f->function, k->function) == 0 && strcmp(f->file, k->file) == 0 &&
+           (f->module == NULL) == (k->module == NULL) &&
+           (!k->module || strcmp(f->module, k->module) == 0);
 }
 
-uint32_t profile_frame_id(struct profile *p, const char *function, const char *file, int line,
-                          bool synthetic)
+static uint32_t intern_frame(struct profile *p, const struct frame_key *key, uint64_t address,
+                             const struct profile_mapping *mapping)
 {
-    struct frame_key key = {p, function, file, line, synthetic};
-    uint64_t h = idtable_hash(IDTABLE_HASH_SEED, function, strlen(function) + 1);
-    h = idtable_hash(h, file, strlen(file) + 1);
-    h = idtable_hash(h, &line, sizeof line);
-    h = idtable_hash(h, &synthetic, sizeof synthetic);
-    uint32_t id = idtable_find(&p->index->frames, h, frame_equal, &key);
+    uint64_t h = idtable_hash(IDTABLE_HASH_SEED, key->function, strlen(key->function) + 1);
+    h = idtable_hash(h, key->file, strlen(key->file) + 1);
+    h = idtable_hash(h, &key->line, sizeof key->line);
+    h = idtable_hash(h, &key->synthetic, sizeof key->synthetic);
+    if (key->module)
+        h = idtable_hash(h, key->module, strlen(key->module) + 1);
+    uint32_t id = idtable_find(&p->index->frames, h, frame_equal, key);
     if (id != IDTABLE_NONE)
         return id;
     if (p->n_frames >= UINT32_MAX - 1 ||
         grow((void **)&p->frames, &p->cap_frames, p->n_frames, sizeof *p->frames) != 0)
         return UINT32_MAX;
     struct profile_frame *f = &p->frames[p->n_frames];
-    f->function = strdup(function);
-    f->file = strdup(file);
-    f->line = line;
-    f->synthetic = synthetic;
-    if (!f->function || !f->file) {
-        free(f->function);
-        free(f->file);
-        return UINT32_MAX;
+    memset(f, 0, sizeof *f);
+    f->function = strdup(key->function);
+    f->file = strdup(key->file);
+    f->line = key->line;
+    f->synthetic = key->synthetic;
+    f->mapping = UINT32_MAX;
+    if (key->module) {
+        f->native = true;
+        f->module = strdup(key->module);
+        f->address = address;
+        f->mapping = mapping ? profile_mapping_id(p, mapping) : UINT32_MAX;
     }
     id = (uint32_t)p->n_frames;
-    if (idtable_insert(&p->index->frames, h, id) != 0) {
+    if (!f->function || !f->file || (key->module && !f->module) ||
+        idtable_insert(&p->index->frames, h, id) != 0) {
         free(f->function);
         free(f->file);
+        free(f->module);
         return UINT32_MAX;
     }
     p->n_frames++;
     return id;
+}
+
+uint32_t profile_frame_id(struct profile *p, const char *function, const char *file, int line,
+                          bool synthetic)
+{
+    struct frame_key key = {p, function, file, line, synthetic, NULL};
+    return intern_frame(p, &key, 0, NULL);
+}
+
+uint32_t profile_native_frame_id(struct profile *p, const char *symbol, const char *module,
+                                 const char *file, int line, uint64_t address,
+                                 const struct profile_mapping *mapping)
+{
+    struct frame_key key = {p, symbol, file, line, false, module};
+    return intern_frame(p, &key, address, mapping);
+}
+
+uint32_t profile_copy_frame(struct profile *p, const struct profile *src, uint32_t id)
+{
+    const struct profile_frame *f = &src->frames[id];
+    if (!f->native)
+        return profile_frame_id(p, f->function, f->file, f->line, f->synthetic);
+    const struct profile_mapping *m = f->mapping < src->n_mappings ? &src->mappings[f->mapping]
+                                                                  : NULL;
+    return profile_native_frame_id(p, f->function, f->module, f->file, f->line, f->address, m);
 }
 
 struct stack_key {

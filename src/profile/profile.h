@@ -28,6 +28,20 @@ struct profile_frame {
     char *file;
     int line;                 /* -1 when unknown */
     bool synthetic;           /* a pseudo-frame pyscope adds, e.g. "<GC>" */
+    /* --native: a C frame. function is its symbol ("" when the file names
+     * none), file:line its source when debug info has it ("" and 0 when
+     * not), module the ELF file's base name. */
+    bool native;
+    char *module;             /* NULL for Python frames */
+    uint64_t address;         /* the first address seen in it (pprof locations) */
+    uint32_t mapping;         /* index into profile->mappings, UINT32_MAX when none */
+};
+
+/* An ELF file native frames were found in, where the first process that
+ * had it mapped it (pprof mappings). */
+struct profile_mapping {
+    char *path;
+    uint64_t start, limit, offset;
 };
 
 struct profile_stack {
@@ -107,6 +121,13 @@ struct profile_meta {
     uint64_t gil_busy_passes; /* passes in which some thread held the GIL */
     uint64_t gc_passes;       /* passes during which a collection ran */
     uint64_t gc_collections;  /* collections seen starting */
+    /* --native: how C stacks were taken ("" without --native), and what came
+     * of each sample's merge. */
+    char native_mode[16];     /* "perf_event" or "ptrace" */
+    char native_note[160];    /* why that mode, when it is the fallback */
+    uint64_t native_merged;   /* samples whose C and Python stacks were merged */
+    uint64_t native_unmerged; /* ... could not be matched: both shown, one after the other */
+    uint64_t native_missing;  /* ... had no C stack taken at the pass: Python only */
 };
 
 struct profile {
@@ -125,6 +146,8 @@ struct profile {
     size_t n_hogs, cap_hogs;
     struct profile_gc_trigger *gc_triggers;
     size_t n_gc_triggers, cap_gc_triggers;
+    struct profile_mapping *mappings;
+    size_t n_mappings, cap_mappings;
     /* private: hash indexes and the timeline */
     struct profile_index *index;
     FILE *timeline;
@@ -137,6 +160,15 @@ void profile_free(struct profile *p);
 /* Interning. Each returns an id, or UINT32_MAX when out of memory. */
 uint32_t profile_frame_id(struct profile *p, const char *function, const char *file, int line,
                           bool synthetic);
+/* A C frame (--native): symbol may be "" (unnamed), file "" and line 0 when
+ * unknown. address and the mapping (path, start, limit, offset) are
+ * remembered from the first time the frame is seen. */
+uint32_t profile_native_frame_id(struct profile *p, const char *symbol, const char *module,
+                                 const char *file, int line, uint64_t address,
+                                 const struct profile_mapping *mapping);
+/* The same frame as src's frame id, interned in p (C frames with their
+ * mapping). */
+uint32_t profile_copy_frame(struct profile *p, const struct profile *src, uint32_t id);
 /* frames: outermost first. */
 uint32_t profile_stack_id(struct profile *p, const uint32_t *frames, uint32_t depth);
 uint32_t profile_thread_id(struct profile *p, pid_t pid, pid_t tid);

@@ -61,28 +61,12 @@ static int collect_os_threads(struct target *t, struct stack_report *report)
     return rc;
 }
 
-static bool python_named(const char *path)
-{
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    return strncmp(base, "python", 6) == 0;
-}
-
 static int collect_native(struct target *t, struct py_runtime *rt,
                           const struct collect_request *req, struct stack_report *report,
                           struct pyscope_error *err)
 {
-    const char *interp[2] = {rt ? rt->binary : NULL, NULL};
-    int n_interp = rt ? 1 : 0;
-    /* The python executable of a shared build only holds main(). */
-    for (size_t i = 0; i < t->nmaps; i++) {
-        const char *path = t->maps[i].path;
-        if (path && t->maps[i].offset == 0 && python_named(path) &&
-            (!rt || strcmp(path, rt->binary) != 0)) {
-            interp[n_interp++] = path;
-            break;
-        }
-    }
+    const char *interp[2];
+    int n_interp = native_interp_paths(t, rt ? rt->binary : NULL, interp);
     struct native_unwinder *u = native_open(t, interp, n_interp, req->native_all, err);
     if (!u)
         return -1;

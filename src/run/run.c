@@ -301,11 +301,13 @@ static void record_traceback(struct recorder *rec, const struct py_uncaught *u)
     if (!frames)
         return;
     for (size_t i = 0; i < u->n_frames; i++)
-        frames[i] = (struct profile_frame){(char *)u->frames[i].function, (char *)u->frames[i].file,
-                                           u->frames[i].line, false};
+        frames[i] = (struct profile_frame){.function = (char *)u->frames[i].function,
+                                           .file = (char *)u->frames[i].file,
+                                           .line = u->frames[i].line};
     char top[160];
     snprintf(top, sizeof top, "<uncaught %s>", u->type_name);
-    frames[u->n_frames] = (struct profile_frame){top, "<exception>", -1, true};
+    frames[u->n_frames] = (struct profile_frame){.function = top, .file = "<exception>",
+                                                 .line = -1, .synthetic = true};
     flight_set_last_stack(&rec->flight, u->tid, frames, u->n_frames + 1, PROFILE_HOLDING_GIL);
     free(frames);
 }
@@ -427,7 +429,9 @@ int run_program(const struct run_options *o)
     struct recorder *rec = NULL;
     if (recording) {
         rec = calloc(1, sizeof *rec);
-        struct flight_options fo = {.window_ns = o->window_ns, .rate_hz = o->rate_hz};
+        struct flight_options fo = {.window_ns = o->window_ns, .rate_hz = o->rate_hz,
+                                    .native = o->record_native,
+                                    .native_all = o->record_native_all};
         if (rec)
             rec->threads = calloc(PROCESS_MAX_THREADS, sizeof *rec->threads);
         if (!rec || !rec->threads || flight_init(&rec->flight, &fo) != 0) {

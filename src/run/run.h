@@ -20,6 +20,8 @@ struct run_options {
     const struct profile_format *format;
     const char *recording_path;   /* NULL: pyscope-PID.EXT */
     int dump_signal;           /* also written at this signal, not delivered; 0: none */
+    bool record_native;        /* the recording's samples carry their C stacks */
+    bool record_native_all;    /* ... with the interpreter's own C frames */
 };
 
 /* Runs the program under ptrace until it ends; signals that would end

@@ -3,6 +3,8 @@
  * ring, and writing a window out with a one-line note of what it covers. */
 #include "sampling/flight.h"
 
+#include "native/native_sampler.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +108,26 @@ static bool try_attach(struct flight *f, uint64_t now)
     /* Attached while the program starts, when module code objects are made
      * and freed by the hundred: a name shown must be the code's own. */
     f->sampler.verify_codes = true;
+    /* Each attach (after an exec too) sets the sampler's C stacks up anew;
+     * what came of it is said once. */
+    if (f->opts.native) {
+        char note[160];
+        struct pyscope_error nerr = {0};
+        bool ok = sampler_enable_native(&f->sampler, NATIVE_PERF, f->opts.native_all,
+                                        f->opts.rate_hz, note, sizeof note, &nerr) == 0;
+        if (ok && !f->profile.meta.native_mode[0]) {
+            snprintf(f->profile.meta.native_mode, sizeof f->profile.meta.native_mode,
+                     "perf_event");
+            snprintf(f->profile.meta.native_note, sizeof f->profile.meta.native_note, "%s", note);
+        }
+        if (!f->native_said && !ok)
+            fprintf(stderr, "pyscope: --native: %s; recording without C stacks (the program is "
+                    "traced by pyscope run already, so there is no ptrace fallback)\n",
+                    nerr.message);
+        else if (!f->native_said && note[0])
+            fprintf(stderr, "pyscope: %s\n", note);
+        f->native_said = true;
+    }
     f->attached = true;
     f->ever_attached = true;
     f->next_attach_ns = NO_DEADLINE;

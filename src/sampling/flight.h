@@ -19,6 +19,9 @@ struct flight_options {
     uint64_t window_ns;
     double rate_hz;
     size_t max_bytes;          /* cap on the ring's samples; 0: RING_DEFAULT_MAX_BYTES */
+    bool native;               /* --native: samples carry C stacks (perf_event only: the
+                                * program is already traced, no ptrace fallback) */
+    bool native_all;
 };
 
 struct flight {
@@ -35,6 +38,7 @@ struct flight {
     uint64_t watch_since_ns;   /* when pid was (re)started: paces attach attempts */
     uint64_t next_attach_ns;
     char why_not[520];         /* why the last attach failed */
+    bool native_said;          /* --native was set up (or refused) once */
 };
 
 /* Starts the clock; nothing is sampled before flight_watch. */

@@ -267,8 +267,7 @@ static uint32_t map_frame(struct window_builder *b, uint32_t id)
     if (id >= b->src->n_frames)
         return UINT32_MAX;
     if (b->frame_map[id] == UINT32_MAX) {
-        const struct profile_frame *f = &b->src->frames[id];
-        b->frame_map[id] = profile_frame_id(b->out, f->function, f->file, f->line, f->synthetic);
+        b->frame_map[id] = profile_copy_frame(b->out, b->src, id);
     }
     return b->frame_map[id];
 }

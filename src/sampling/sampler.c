@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "native/native_sampler.h"
 #include "python/callable.h"
 #include "python/thread_state.h"
 #include "python/threads.h"
@@ -55,6 +56,11 @@ struct sampled_thread {
     /* The "[C] name" leaf of the last walk that read the innermost frame: a
      * walk the memo stops at once has not changed frame or instruction. */
     uint32_t last_leaf;
+    /* --native walks every frame (no memo): where the innermost frame was
+     * when last_leaf was found, so that an unchanged one is not looked at
+     * again (what the memo's early stop gives otherwise). */
+    uint64_t leaf_frame;
+    long leaf_instr;
     bool at_call;                    /* its innermost frame's instruction is a call */
     bool at_call_known;
     uint64_t last_top_frame;
@@ -225,6 +231,8 @@ static void forget_thread(struct sampler *s, size_t index, uint64_t now_ns)
     }
     py_stack_copy_free(&th->copy);
     stack_memo_free(&th->memo);
+    if (s->native)
+        native_sampler_forget(s->native, th->tid);
     s->threads[index] = s->threads[--s->n_threads];
 }
 
@@ -253,6 +261,8 @@ void sampler_close(struct sampler *s, uint64_t now_ns)
     free(s->stack_ids);
     free(s->walk_ids);
     async_stacks_free(s->tasks);
+    free(s->entry_flags);
+    native_sampler_close(s->native);
     if (s->target)
         target_close(s->target);
     memset(s, 0, sizeof *s);
@@ -631,10 +641,13 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
  * finish. On 3.11+ the walk stops where the thread's stack is unchanged
  * since its last walk, and the rest comes from the memo. */
 static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
-                             const struct py_thread *pt, uint64_t interp, bool in_gc, bool *torn)
+                             const struct py_thread *pt, uint64_t interp, bool in_gc,
+                             bool blocked, bool *torn)
 {
     const struct py_layout *L = &s->rt.layout;
-    bool use_memo = (!s->verify_codes || s->memo_verified) && L->frames != PY_FRAMES_OBJECTS &&
+    /* The memo keeps no is_entry marks, which the native merge needs. */
+    bool use_memo = (!s->verify_codes || s->memo_verified) && !s->native &&
+                    L->frames != PY_FRAMES_OBJECTS &&
                     th->copy.len;
     struct py_walker walker = {.reader = &s->reader, .codes = s->codes, .stack = &th->copy,
                                .skip_lines = true};
@@ -690,19 +703,31 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
     } else {
         th->memo.valid = false;
     }
-    /* Innermost first so far; profiles store outermost first. With
-     * --async, a loop thread's frames below its running task's coroutine
-     * give way to the task's logical stack. */
+    uint32_t leaf = !*torn ? th->last_leaf : UINT32_MAX;
+    /* Innermost first so far; profiles store outermost first. */
     uint32_t depth = 0;
-    size_t keep = n;
-    if (s->tasks)
-        depth = (uint32_t)async_stacks_prefix(s->tasks, interp, th->tstate,
-                                              s->frames, use_memo ? th->memo.addr : NULL, n,
-                                              s->stack_ids, MAX_STACK_DEPTH - n, &keep);
-    for (size_t i = keep; i-- > 0;)
-        s->stack_ids[depth++] = ids[i];
-    if (th->last_leaf != UINT32_MAX && !*torn && depth > 0)
-        s->stack_ids[depth++] = th->last_leaf;
+    if (s->native && !*torn) {
+        for (size_t i = 0; i < n; i++)
+            s->entry_flags[i] = s->frames[i].is_entry;
+        struct native_py_stack py = {ids, s->entry_flags, n, leaf,
+                                     n ? s->frames[0].frame_addr : 0,
+                                     n ? s->frames[0].instr_offset : -1};
+        depth = (uint32_t)native_sampler_stack(s->native, th->tid, blocked, &py, s->stack_ids,
+                                               MAX_STACK_DEPTH + 1);
+    } else {
+        /* With --async, a loop thread's frames below its running task's
+         * coroutine give way to the task's logical stack (record and top
+         * refuse --async with --native). */
+        size_t keep = n;
+        if (s->tasks)
+            depth = (uint32_t)async_stacks_prefix(s->tasks, interp, th->tstate, s->frames,
+                                                  use_memo ? th->memo.addr : NULL, n, s->stack_ids,
+                                                  MAX_STACK_DEPTH - n, &keep);
+        for (size_t i = keep; i-- > 0;)
+            s->stack_ids[depth++] = ids[i];
+        if (leaf != UINT32_MAX && depth > 0)
+            s->stack_ids[depth++] = leaf;
+    }
     if (in_gc) {
         /* Remember what the collection runs on top of: the code that
          * allocated and so triggered it. */
@@ -1145,12 +1170,22 @@ static void sample_thread(struct sampler *s, struct pass_thread *pass, struct pa
     bool in_gc = pi->gc_collecting && pi->gil_holder == th->tstate;
     bool torn = false;
     uint32_t stack = UINT32_MAX;
-    /* The stack first: whether the thread is still at the call it was
-     * last found idle in is part of its state (see classify). */
-    if (!th->parked && !th->idle_parked)
-        stack = sample_stack(s, th, &pass->pt, pi->addr, in_gc, &torn);
-    enum profile_state state = classify(s, th, pi, (uint64_t)s->rt.layout.gil_size, torn, now_ns,
-                                        &syscall);
+    enum profile_state state;
+    if (s->native) {
+        /* The C stack's merge needs to know whether the thread is off CPU
+         * (its switch-out sample is then of this instant); parking idle
+         * threads, which wants the stack first, is the agent's alone. */
+        state = classify(s, th, pi, (uint64_t)s->rt.layout.gil_size, false, now_ns, &syscall);
+        if (!th->parked && !th->idle_parked)
+            stack = sample_stack(s, th, &pass->pt, pi->addr, in_gc,
+                                 state == PROFILE_IDLE || state == PROFILE_WAITING_GIL, &torn);
+    } else {
+        /* The stack first: whether the thread is still at the call it was
+         * last found idle in is part of its state (see classify). */
+        if (!th->parked && !th->idle_parked)
+            stack = sample_stack(s, th, &pass->pt, pi->addr, in_gc, false, &torn);
+        state = classify(s, th, pi, (uint64_t)s->rt.layout.gil_size, torn, now_ns, &syscall);
+    }
     if ((th->parked && state == PROFILE_WAITING_GIL) || (th->idle_parked && state == PROFILE_IDLE))
         stack = th->last_stack;
     else if (th->parked || th->idle_parked)
@@ -1232,7 +1267,7 @@ static void finish_pass(struct sampler *s, const struct pass_summary *sum, uint6
     s->gc_was_collecting = sum->gc_now;
 }
 
-int sampler_pass(struct sampler *s, uint64_t now_ns)
+static int pass_body(struct sampler *s, uint64_t now_ns)
 {
     uint64_t rel_ns = now_ns > s->start_ns ? now_ns - s->start_ns : 0;
     int ready = prepare_pass(s, now_ns);
@@ -1272,3 +1307,27 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
     }
     return 0;
 }
+
+int sampler_pass(struct sampler *s, uint64_t now_ns)
+{
+    if (!s->native)
+        return pass_body(s, now_ns);
+    native_sampler_begin_pass(s->native, now_ns);
+    int rc = pass_body(s, now_ns);
+    native_sampler_end_pass(s->native);
+    return rc;
+}
+
+int sampler_enable_native(struct sampler *s, int mode, bool all, double rate_hz,
+                          char *note, size_t note_size, struct pyscope_error *err)
+{
+    s->entry_flags = malloc(sizeof *s->entry_flags * MAX_STACK_DEPTH);
+    if (!s->entry_flags) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        return -1;
+    }
+    s->native = native_sampler_open(s->target, s->pid, s->rt.binary, (enum native_mode)mode, all, rate_hz,
+                                    s->profile, note, note_size, err);
+    return s->native ? 0 : -1;
+}
+

@@ -23,6 +23,7 @@ struct callable_cache;
 struct py_vars_cache;
 struct pass_thread;
 struct async_stacks;
+struct native_sampler;
 
 struct chain_entry {
     uint64_t tstate;
@@ -105,6 +106,9 @@ struct sampler {
     /* GIL-hog tracking: the holder and the switch count, and since when they
      * have not changed. */
     uint64_t hold_tstate, hold_switches, hold_since_ns;
+    /* --native: each sample's C stack, merged with its Python stack */
+    struct native_sampler *native;
+    bool *entry_flags;                /* scratch: is_entry of one walk's frames */
     bool gc_was_collecting;
     uint32_t gc_frame;                /* the "<GC>" pseudo-frame */
 };
@@ -121,6 +125,11 @@ int sampler_small_caches(struct sampler *s);
 int sampler_pass(struct sampler *s, uint64_t now_ns);
 /* Turns on --async's task stacks; -1 when the target has no asyncio layout. */
 int sampler_enable_tasks(struct sampler *s);
+/* --native: every sample also carries the thread's C stack (mode: an enum
+ * native_mode of native/native_sampler.h). *note says how, when it is the
+ * fallback or limited. */
+int sampler_enable_native(struct sampler *s, int mode, bool all, double rate_hz, char *note,
+                          size_t note_size, struct pyscope_error *err);
 /* Closes every open timeline segment at now_ns and releases everything. */
 void sampler_close(struct sampler *s, uint64_t now_ns);
 

@@ -3,6 +3,8 @@
  * made up in a burst), and stopping cleanly however the recording ends. */
 #include "sampling/session.h"
 
+#include "native/native_sampler.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -62,6 +64,31 @@ static void describe_process(struct session *s, struct sampler *sampler)
     target_cmdline(sampler->target, proc->command, sizeof proc->command);
 }
 
+static int enable_native(struct session *s, struct sampler *sampler, struct pyscope_error *err)
+{
+    char note[160];
+    if (sampler_enable_native(sampler, s->opts.native_mode, s->opts.native_all, s->opts.rate_hz,
+                              note, sizeof note, err) != 0)
+        return -1;
+    struct profile_meta *meta = &s->profile->meta;
+    bool ptrace_mode = native_sampler_mode(sampler->native) == NATIVE_PTRACE;
+    /* The threads are stopped through the pass: nothing to look at twice. */
+    if (ptrace_mode)
+        sampler->recheck_running = false;
+    if (ptrace_mode && (s->opts.rate_hz <= 0 || s->opts.rate_hz > NATIVE_PTRACE_MAX_HZ)) {
+        s->opts.rate_hz = NATIVE_PTRACE_MAX_HZ;
+        meta->rate_hz = NATIVE_PTRACE_MAX_HZ;
+    }
+    if (!meta->native_mode[0]) {
+        snprintf(meta->native_mode, sizeof meta->native_mode, "%s",
+                 ptrace_mode ? "ptrace" : "perf_event");
+        snprintf(meta->native_note, sizeof meta->native_note, "%s", note);
+        if (note[0] && !s->opts.quiet_native)
+            fprintf(stderr, "pyscope: %s\n", note);
+    }
+    return 0;
+}
+
 static int add_process(struct session *s, pid_t pid, struct pyscope_error *err)
 {
     for (int i = 0; i < SESSION_MAX_PROCESSES; i++) {
@@ -79,6 +106,10 @@ static int add_process(struct session *s, pid_t pid, struct pyscope_error *err)
         /* Likewise re-checking cached code objects on every pass: flat out,
          * the two-second cache lifetime bounds a stale name instead. */
         s->samplers[i].verify_codes = s->opts.rate_hz > 0 && s->opts.rate_hz <= 1000;
+        if (s->opts.native_mode != NATIVE_OFF && enable_native(s, &s->samplers[i], err) != 0) {
+            sampler_close(&s->samplers[i], s->start_ns);
+            return -1;
+        }
         s->active[i] = true;
         return 0;
     }

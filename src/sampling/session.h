@@ -22,6 +22,9 @@ struct session_options {
     bool async_tasks;          /* --async: loop threads sampled as task stacks */
     bool async_waiting;        /* and their suspended tasks as idle samples */
     char **command;            /* NULL-terminated; when set, start it instead of attaching */
+    int native_mode;           /* --native: an enum native_mode, NATIVE_OFF (0) without */
+    bool native_all;           /* --native-all: keep the interpreter's plumbing frames */
+    bool quiet_native;         /* do not say on stderr how C stacks are taken */
 };
 
 struct session {

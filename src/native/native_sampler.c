@@ -1,0 +1,633 @@
+/* The C-stack side of the sampler. perf_event path: per thread a task-clock
+ * event (samples while it runs) and a context-switch event (a sample each
+ * time it leaves the CPU) into one ring, each sample a copy of the user
+ * registers and stack top, unwound with libdwfl from the copy. A C stack is
+ * used with the Python stack of a pass only when both describe one instant:
+ * a switch-out sample of a thread still off CPU, or a sample taken since the
+ * last pass while the innermost Python frame did not move. ptrace fallback:
+ * the process is stopped for the pass and unwound live. */
+#include "native/native_sampler.h"
+
+#include <asm/perf_regs.h>
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "native/merge.h"
+#include "native/unwind.h"
+#include "target/process.h"
+
+/* Bytes of user stack each perf sample copies: the frames of a C call
+ * chain and a few interpreter activations; outer frames are read live. */
+#define STACK_COPY 16384u
+#define RING_PAGES 32u          /* data pages per thread (a power of two) */
+#define MAX_NATIVE 512
+#define PC_SLOTS 65536u
+#define MAX_SAMPLE_AGE_NS 1000000000ull
+/* Registers asked for, in the order a sample carries them (bit order). */
+#define REG_MASK ((1ull << PERF_REG_X86_AX) | (1ull << PERF_REG_X86_BX) | \
+                  (1ull << PERF_REG_X86_CX) | (1ull << PERF_REG_X86_DX) | \
+                  (1ull << PERF_REG_X86_SI) | (1ull << PERF_REG_X86_DI) | \
+                  (1ull << PERF_REG_X86_BP) | (1ull << PERF_REG_X86_SP) | \
+                  (1ull << PERF_REG_X86_IP) | (0xffull << PERF_REG_X86_R8))
+#define N_REGS 17
+
+struct ns_thread {
+    pid_t tid;
+    int fd_clock, fd_switch;
+    void *ring;
+    uint64_t id_switch;          /* PERF_SAMPLE_ID of the switch event */
+    /* the newest sample */
+    bool have, from_switch;
+    uint64_t time;
+    uint64_t regs[N_REGS];       /* DWARF order */
+    unsigned char *stack;
+    size_t stack_len;
+    /* the previous pass's look at this thread, and since which pass its
+     * Python stack has been the same */
+    uint64_t stable_since_ns;
+    uint64_t prev_top;
+    long prev_instr;
+    uint64_t prev_hash;          /* of its Python frame ids */
+    bool prev_known;
+    bool poked;                  /* interrupted once to get a switch sample */
+    /* The addresses of the newest sample, once unwound: passes that use
+     * the same sample again (a thread still blocked, or one whose Python
+     * stack stands still between two clock ticks) do not unwind it again. */
+    uint64_t *pcs;
+    int n_pcs;
+    uint64_t pcs_time;           /* the sample's time; 0 when not unwound */
+};
+
+struct pc_slot {
+    uint64_t pc;
+    uint32_t frame;
+    bool internal, is_eval;
+};
+
+struct native_sampler {
+    struct target *t;
+    pid_t pid;
+    struct profile *profile;
+    enum native_mode mode;
+    bool all;
+    bool switch_events;          /* off-CPU samples are available */
+    uint64_t period_ns;
+    struct native_unwinder *u;
+    struct ns_thread *threads;
+    size_t n_threads, cap_threads;
+    struct pc_slot *pcs;
+    uint32_t marker;             /* "[C stack not merged]" */
+    uint64_t pass_ns;
+    uint64_t refreshed_ns;       /* when modules were last looked for again */
+    bool saw_unknown;            /* an address in no known file since */
+    struct pc_slot transient;    /* for frames not cached */
+    bool paused;
+    /* ptrace fallback: the threads stopped for this pass, and a signal each
+     * one had pending at its stop, given back when it is let go */
+    pid_t stopped[PROCESS_MAX_THREADS];
+    int stop_signal[PROCESS_MAX_THREADS];
+    int n_stopped;
+    size_t page;
+    unsigned char *scratch;      /* one sample record, when it wraps the ring */
+};
+
+bool native_mode_parse(const char *text, enum native_mode *mode)
+{
+    static const struct { const char *name; enum native_mode mode; } names[] = {
+        {"auto", NATIVE_AUTO}, {"perf", NATIVE_PERF}, {"ptrace", NATIVE_PTRACE}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(text, names[i].name) == 0) {
+            *mode = names[i].mode;
+            return true;
+        }
+    return false;
+}
+
+enum native_mode native_sampler_mode(const struct native_sampler *ns)
+{
+    return ns->mode;
+}
+
+static int perf_open(pid_t tid, uint64_t config, uint64_t period)
+{
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = config;
+    a.sample_period = period;
+    a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ID | PERF_SAMPLE_REGS_USER |
+                    PERF_SAMPLE_STACK_USER;
+    a.sample_regs_user = REG_MASK;
+    a.sample_stack_user = STACK_COPY;
+    a.exclude_hv = 1;
+    /* A switch-out happens in the kernel: that event must not exclude it
+     * (perf_event_paranoid <= 1 or CAP_PERFMON); the clock samples only
+     * user code, which paranoid 2 allows for one's own processes. */
+    a.exclude_kernel = config == PERF_COUNT_SW_TASK_CLOCK;
+    a.use_clockid = 1;
+    a.clockid = CLOCK_MONOTONIC;
+    return (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static void close_thread(struct native_sampler *ns, struct ns_thread *th)
+{
+    if (th->ring)
+        munmap(th->ring, (RING_PAGES + 1) * ns->page);
+    if (th->fd_switch >= 0)
+        close(th->fd_switch);
+    if (th->fd_clock >= 0)
+        close(th->fd_clock);
+    free(th->stack);
+    free(th->pcs);
+}
+
+/* Opens the thread's events; -1 with errno when the kernel refuses. */
+static int open_events(struct native_sampler *ns, struct ns_thread *th)
+{
+    th->fd_clock = perf_open(th->tid, PERF_COUNT_SW_TASK_CLOCK, ns->period_ns);
+    if (th->fd_clock < 0)
+        return -1;
+    th->ring = mmap(NULL, (RING_PAGES + 1) * ns->page, PROT_READ | PROT_WRITE, MAP_SHARED,
+                    th->fd_clock, 0);
+    if (th->ring == MAP_FAILED) {
+        th->ring = NULL;
+        return -1;
+    }
+    if (ns->switch_events) {
+        th->fd_switch = perf_open(th->tid, PERF_COUNT_SW_CONTEXT_SWITCHES, 1);
+        if (th->fd_switch >= 0 &&
+            (ioctl(th->fd_switch, PERF_EVENT_IOC_SET_OUTPUT, th->fd_clock) != 0 ||
+             ioctl(th->fd_switch, PERF_EVENT_IOC_ID, &th->id_switch) != 0)) {
+            close(th->fd_switch);
+            th->fd_switch = -1;
+        }
+    }
+    return 0;
+}
+
+static struct ns_thread *thread_of(struct native_sampler *ns, pid_t tid)
+{
+    for (size_t i = 0; i < ns->n_threads; i++)
+        if (ns->threads[i].tid == tid)
+            return &ns->threads[i];
+    if (ns->n_threads == ns->cap_threads) {
+        size_t cap = ns->cap_threads ? ns->cap_threads * 2 : 16;
+        struct ns_thread *grown = realloc(ns->threads, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        ns->threads = grown;
+        ns->cap_threads = cap;
+    }
+    struct ns_thread *th = &ns->threads[ns->n_threads];
+    memset(th, 0, sizeof *th);
+    th->tid = tid;
+    th->fd_clock = th->fd_switch = -1;
+    if (ns->mode == NATIVE_PERF) {
+        th->stack = malloc(STACK_COPY);
+        if (!th->stack || open_events(ns, th) != 0) {
+            /* The thread may have exited, or hit a limit (descriptors,
+             * locked memory): its samples go without C stacks. */
+            close_thread(ns, th);
+            th->stack = NULL;
+            th->ring = NULL;
+            th->fd_clock = th->fd_switch = -1;
+        }
+    }
+    ns->n_threads++;
+    return th;
+}
+
+void native_sampler_forget(struct native_sampler *ns, pid_t tid)
+{
+    for (size_t i = 0; i < ns->n_threads; i++)
+        if (ns->threads[i].tid == tid) {
+            close_thread(ns, &ns->threads[i]);
+            ns->threads[i] = ns->threads[--ns->n_threads];
+            return;
+        }
+}
+
+static void ring_copy(const unsigned char *data, size_t size, uint64_t pos, void *out, size_t len)
+{
+    size_t off = (size_t)(pos & (size - 1));
+    size_t first = len < size - off ? len : size - off;
+    memcpy(out, data + off, first);
+    if (first < len)
+        memcpy((unsigned char *)out + first, data, len - first);
+}
+
+/* Takes the newest sample out of the thread's ring and empties it. */
+static void drain(struct native_sampler *ns, struct ns_thread *th)
+{
+    if (!th->ring)
+        return;
+    struct perf_event_mmap_page *meta = th->ring;
+    const unsigned char *data = (const unsigned char *)th->ring + ns->page;
+    size_t size = RING_PAGES * ns->page;
+    uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+    uint64_t tail = meta->data_tail;
+    uint64_t last = UINT64_MAX;
+    uint16_t last_size = 0;
+    bool lost = false;
+    for (int guard = 0; tail < head && guard < 100000; guard++) {
+        struct perf_event_header h;
+        ring_copy(data, size, tail, &h, sizeof h);
+        if (h.size < sizeof h || tail + h.size > head)
+            break;
+        if (h.type == PERF_RECORD_SAMPLE) {
+            last = tail;
+            last_size = h.size;
+            lost = false;
+        } else if (h.type == PERF_RECORD_LOST) {
+            lost = true; /* newer samples than the last one kept were dropped */
+        }
+        tail += h.size;
+    }
+    if (lost) {
+        th->have = false;
+    } else if (last != UINT64_MAX && last_size <= (RING_PAGES * ns->page) &&
+               last_size > sizeof(struct perf_event_header) + 40) {
+        unsigned char *rec = ns->scratch;
+        ring_copy(data, size, last, rec, last_size);
+        const unsigned char *p = rec + sizeof(struct perf_event_header);
+        const unsigned char *end = rec + last_size;
+        uint64_t time, id, abi, regs[N_REGS], stack_size;
+        p += 8; /* pid, tid */
+        memcpy(&time, p, 8);
+        memcpy(&id, p + 8, 8);
+        memcpy(&abi, p + 16, 8);
+        p += 24;
+        bool ok = abi != PERF_SAMPLE_REGS_ABI_NONE && p + sizeof regs + 8 <= end;
+        if (ok) {
+            memcpy(regs, p, sizeof regs);
+            p += sizeof regs;
+            memcpy(&stack_size, p, 8);
+            p += 8;
+            ok = stack_size <= STACK_COPY && p + stack_size + 8 <= end;
+        }
+        if (ok) {
+            uint64_t dyn;
+            memcpy(&dyn, p + stack_size, 8);
+            size_t len = dyn < stack_size ? (size_t)dyn : (size_t)stack_size;
+            memcpy(th->stack, p, len);
+            th->stack_len = len;
+            /* bit order ax bx cx dx si di bp sp ip r8..r15 -> DWARF order
+             * rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip */
+            static const int from[N_REGS] = {0, 3, 2, 1, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15,
+                                             16, 8};
+            for (int i = 0; i < N_REGS; i++)
+                th->regs[i] = regs[from[i]];
+            th->time = time;
+            th->from_switch = th->fd_switch >= 0 && id == th->id_switch;
+            th->have = true;
+        }
+    }
+    __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
+}
+
+/* A thread blocked since before its events were opened has no switch-out
+ * sample: one ptrace interrupt (it is blocked anyway, and its system call
+ * restarts) makes it leave and re-enter the wait, which the switch event
+ * samples. Done once per thread. */
+static void poke(struct ns_thread *th)
+{
+    th->poked = true;
+    if (ptrace(PTRACE_SEIZE, th->tid, NULL, NULL) != 0)
+        return;
+    if (ptrace(PTRACE_INTERRUPT, th->tid, NULL, NULL) == 0) {
+        for (int tries = 0; tries < 2000; tries++) {
+            int status;
+            pid_t got = waitpid(th->tid, &status, __WALL | WNOHANG);
+            if (got == th->tid || (got < 0 && errno != EINTR))
+                break;
+            usleep(100);
+        }
+    }
+    ptrace(PTRACE_DETACH, th->tid, NULL, NULL);
+}
+
+struct native_sampler *native_sampler_open(struct target *t, pid_t pid, const char *binary,
+                                           enum native_mode mode, bool all, double rate_hz,
+                                           struct profile *profile, char *note, size_t note_size,
+                                           struct pyscope_error *err)
+{
+    note[0] = '\0';
+    struct native_sampler *ns = calloc(1, sizeof *ns);
+    if (!ns || !(ns->pcs = calloc(PC_SLOTS, sizeof *ns->pcs)) ||
+        !(ns->scratch = malloc(RING_PAGES * (size_t)sysconf(_SC_PAGESIZE)))) {
+        if (ns)
+            free(ns->pcs);
+        free(ns);
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        return NULL;
+    }
+    ns->t = t;
+    ns->pid = pid;
+    ns->profile = profile;
+    ns->all = all;
+    ns->page = (size_t)sysconf(_SC_PAGESIZE);
+    /* Four clock samples per pass interval of CPU time, so that a thread
+     * sharing its CPU still has one since the last pass; 10 kHz at most. */
+    ns->period_ns = rate_hz > 0 ? (uint64_t)(1e9 / rate_hz / 4) : 100000;
+    if (ns->period_ns < 100000)
+        ns->period_ns = 100000;
+    ns->marker = profile_frame_id(profile, "[C stack not merged]", "<native>", -1, true);
+    const char *interp[2];
+    int n_interp = native_interp_paths(t, binary, interp);
+    ns->u = native_open(t, interp, n_interp, all, err);
+    if (!ns->u || ns->marker == UINT32_MAX) {
+        native_sampler_close(ns);
+        return NULL;
+    }
+    ns->mode = mode == NATIVE_PTRACE ? NATIVE_PTRACE : NATIVE_PERF;
+    if (ns->mode == NATIVE_PERF) {
+        /* Try the main thread's events now, to know whether the kernel
+         * allows them at all. */
+        int fd = perf_open(pid, PERF_COUNT_SW_TASK_CLOCK, ns->period_ns);
+        int saved = errno;
+        if (fd >= 0) {
+            close(fd);
+            fd = perf_open(pid, PERF_COUNT_SW_CONTEXT_SWITCHES, 1);
+            saved = errno;
+            ns->switch_events = fd >= 0;
+            if (fd >= 0)
+                close(fd);
+            else
+                snprintf(note, note_size,
+                         "perf_event_open refused context-switch samples (%s): no C stacks for "
+                         "threads off CPU", strerror(saved));
+        } else {
+            FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+            int paranoid = -9;
+            if (f) {
+                if (fscanf(f, "%d", &paranoid) != 1)
+                    paranoid = -9;
+                fclose(f);
+            }
+            char why[96];
+            if (paranoid != -9)
+                snprintf(why, sizeof why, "%s, perf_event_paranoid=%d", strerror(saved), paranoid);
+            else
+                snprintf(why, sizeof why, "%s", strerror(saved));
+            if (mode == NATIVE_PERF) {
+                error_set(err, PYSCOPE_ERR_PERMISSION, "perf_event_open refused (%s)", why);
+                native_sampler_close(ns);
+                return NULL;
+            }
+            snprintf(note, note_size,
+                     "perf_event_open refused (%s): C stacks by ptrace interrupts, which stop "
+                     "the process briefly at each pass (at most %.0f Hz)", why,
+                     NATIVE_PTRACE_MAX_HZ);
+            ns->mode = NATIVE_PTRACE;
+        }
+    }
+    if (mode == NATIVE_PTRACE)
+        snprintf(note, note_size,
+                 "C stacks by ptrace interrupts (--native-mode=ptrace), which stop the process "
+                 "briefly at each pass (at most %.0f Hz)", NATIVE_PTRACE_MAX_HZ);
+    return ns;
+}
+
+void native_sampler_close(struct native_sampler *ns)
+{
+    if (!ns)
+        return;
+    native_sampler_end_pass(ns);
+    for (size_t i = 0; i < ns->n_threads; i++)
+        close_thread(ns, &ns->threads[i]);
+    free(ns->threads);
+    native_close(ns->u);
+    free(ns->pcs);
+    free(ns->scratch);
+    free(ns);
+}
+
+/* Waits (bounded: two seconds, for a loaded machine) for tid's stop after
+ * PTRACE_INTERRUPT; returns the signal of a signal-delivery stop that came
+ * first (to give back), 0 for the interrupt itself, -1 when it did not stop
+ * (it exited, or it was not scheduled in time). */
+static int wait_stopped(pid_t tid)
+{
+    for (int tries = 0; tries < 20000; tries++) {
+        int status;
+        pid_t got = waitpid(tid, &status, __WALL | WNOHANG);
+        if (got == tid) {
+            if (!WIFSTOPPED(status))
+                return -1;
+            bool event_stop = (status >> 16) == PTRACE_EVENT_STOP;
+            return event_stop ? 0 : WSTOPSIG(status);
+        }
+        if (got < 0 && errno != EINTR)
+            return -1;
+        usleep(tries < 100 ? 10 : 100);
+    }
+    return -1;
+}
+
+/* Stops every thread for the pass: seized and interrupted, let go at the
+ * end. Without cleanup handlers: pyscope dying lets the kernel detach
+ * them, and record's own signal handling ends a pass normally. */
+void native_sampler_begin_pass(struct native_sampler *ns, uint64_t now_ns)
+{
+    ns->pass_ns = now_ns;
+    if (ns->mode != NATIVE_PTRACE || ns->paused)
+        return;
+    pid_t tids[PROCESS_MAX_THREADS];
+    int n = process_list_tids(ns->pid, tids, PROCESS_MAX_THREADS);
+    ns->n_stopped = 0;
+    for (int i = 0; i < n; i++) {
+        if (ptrace(PTRACE_SEIZE, tids[i], NULL, NULL) != 0)
+            continue;
+        ns->stopped[ns->n_stopped] = tids[i];
+        ns->stop_signal[ns->n_stopped] = 0;
+        ns->n_stopped++;
+        ptrace(PTRACE_INTERRUPT, tids[i], NULL, NULL);
+    }
+    for (int i = 0; i < ns->n_stopped; i++) {
+        int sig = wait_stopped(ns->stopped[i]);
+        ns->stop_signal[i] = sig > 0 ? sig : sig < 0 ? -1 : 0;
+    }
+    ns->paused = ns->n_stopped > 0;
+}
+
+void native_sampler_end_pass(struct native_sampler *ns)
+{
+    for (int i = 0; i < ns->n_stopped; i++) {
+        /* One not seen stopping yet still has the interrupt coming: it
+         * must be waited for, or it would stay stopped after we let go. */
+        int sig = ns->stop_signal[i];
+        if (sig < 0)
+            sig = wait_stopped(ns->stopped[i]);
+        if (sig >= 0)
+            ptrace(PTRACE_DETACH, ns->stopped[i], NULL, (void *)(long)sig);
+    }
+    ns->n_stopped = 0;
+    ns->paused = false;
+}
+
+static const struct pc_slot *describe(struct native_sampler *ns, uint64_t pc)
+{
+    uint64_t h = pc * 0x9E3779B97F4A7C15ull;
+    size_t slot = (size_t)(h >> 48) & (PC_SLOTS - 1);
+    for (size_t probe = 0; probe < 64; probe++, slot = (slot + 1) & (PC_SLOTS - 1)) {
+        struct pc_slot *s = &ns->pcs[slot];
+        if (s->pc == pc && s->pc)
+            return s;
+        if (s->pc)
+            continue;
+        struct report_native_frame f;
+        if (native_describe_pc(ns->u, pc, &f) != 0)
+            return NULL;
+        /* In no file we know of: a library loaded since. Not cached, so
+         * that it is named once the files are looked for again. */
+        if (!f.module) {
+            ns->saw_unknown = true;
+            s = &ns->transient;
+        }
+        struct profile_mapping map = {0}, *mapping = NULL;
+        const struct target_map *m = target_find_map(ns->t, pc);
+        if (m && m->path) {
+            map = (struct profile_mapping){(char *)m->path, m->start, m->end, m->offset};
+            mapping = &map;
+        }
+        uint32_t id = profile_native_frame_id(ns->profile, f.symbol ? f.symbol : "",
+                                              f.module ? f.module : "", f.file ? f.file : "",
+                                              f.line, pc, mapping);
+        s->pc = pc;
+        s->frame = id;
+        s->internal = f.internal;
+        s->is_eval = f.is_eval;
+        free(f.symbol);
+        free(f.module);
+        free(f.file);
+        return id == UINT32_MAX ? NULL : s;
+    }
+    return NULL; /* the table is crowded here: the frame goes without */
+}
+
+static size_t python_only(const struct native_py_stack *py, uint32_t *out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = py->n; i-- > 0 && n < max;)
+        out[n++] = py->ids[i];
+    if (py->leaf != UINT32_MAX && py->n > 0 && n < max)
+        out[n++] = py->leaf;
+    return n;
+}
+
+size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
+                            const struct native_py_stack *py, uint32_t *out, size_t max)
+{
+    struct profile_meta *meta = &ns->profile->meta;
+    struct ns_thread *th = thread_of(ns, tid);
+    if (!th) {
+        meta->native_missing++;
+        return python_only(py, out, max);
+    }
+    uint64_t pcs[MAX_NATIVE];
+    int n_pcs = 0;
+    if (ns->mode == NATIVE_PTRACE) {
+        if (ns->paused)
+            n_pcs = native_unwind_pcs(ns->u, tid, pcs, MAX_NATIVE);
+    } else {
+        drain(ns, th);
+        uint64_t hash = 1469598103934665603ull;
+        for (size_t i = 0; i < py->n; i++)
+            hash = (hash ^ py->ids[i]) * 1099511628211ull;
+        if (!th->prev_known || th->prev_top != py->top_frame || th->prev_instr != py->top_instr ||
+            th->prev_hash != hash)
+            th->stable_since_ns = ns->pass_ns;
+        th->prev_known = true;
+        th->prev_top = py->top_frame;
+        th->prev_instr = py->top_instr;
+        th->prev_hash = hash;
+        /* A switch-out sample is the stack of a thread still off CPU. For
+         * one on CPU, a sample (a clock tick, or being preempted) counts
+         * when taken while the Python stack stood as it is now (seen the
+         * same at every pass since), and not long ago. */
+        bool same_instant = false;
+        if (th->have && blocked)
+            same_instant = th->from_switch;
+        else if (th->have)
+            same_instant = th->time >= th->stable_since_ns &&
+                           th->time + MAX_SAMPLE_AGE_NS >= ns->pass_ns;
+        if (same_instant && th->pcs && th->pcs_time == th->time) {
+            n_pcs = th->n_pcs;
+            memcpy(pcs, th->pcs, (size_t)n_pcs * sizeof *pcs);
+        } else if (same_instant) {
+            struct native_regs_copy copy = {.sp = th->regs[7], .stack = th->stack,
+                                            .stack_len = th->stack_len};
+            memcpy(copy.dwarf_regs, th->regs, sizeof copy.dwarf_regs);
+            n_pcs = native_unwind_copy(ns->u, tid, &copy, pcs, MAX_NATIVE, NULL);
+            if (!th->pcs)
+                th->pcs = malloc(MAX_NATIVE * sizeof *th->pcs);
+            if (th->pcs && n_pcs > 0) {
+                memcpy(th->pcs, pcs, (size_t)n_pcs * sizeof *pcs);
+                th->n_pcs = n_pcs;
+                th->pcs_time = th->time;
+            }
+        } else if (blocked && !th->poked && ns->switch_events && th->ring) {
+            poke(th);
+        }
+    }
+    if (n_pcs <= 0) {
+        meta->native_missing++;
+        return python_only(py, out, max);
+    }
+    /* The walk ends at code in a file loaded after we looked (it has no
+     * unwind info for us): look again, at most once a second. */
+    if (ns->saw_unknown && ns->pass_ns - ns->refreshed_ns > 1000000000ull) {
+        ns->saw_unknown = false;
+        ns->refreshed_ns = ns->pass_ns;
+        if (native_refresh_modules(ns->u) == 0)
+            n_pcs = ns->mode == NATIVE_PTRACE ? native_unwind_pcs(ns->u, tid, pcs, MAX_NATIVE)
+                                              : n_pcs;
+    }
+    uint32_t ids[MAX_NATIVE];
+    bool is_eval[MAX_NATIVE], shown[MAX_NATIVE];
+    for (int i = 0; i < n_pcs; i++) {
+        const struct pc_slot *s = describe(ns, pcs[i]);
+        ids[i] = s ? s->frame : UINT32_MAX;
+        is_eval[i] = s && s->is_eval;
+        shown[i] = s && (ns->all || !s->internal);
+    }
+    struct report_stack_entry entries[MAX_NATIVE + 4096];
+    size_t n_entries = 0;
+    bool merged = py->n + (size_t)n_pcs <= sizeof entries / sizeof entries[0] &&
+                  native_merge_order(is_eval, (size_t)n_pcs, py->is_entry, py->n, entries,
+                                     &n_entries, NULL, 0) == 0;
+    size_t n = 0;
+    if (merged) {
+        meta->native_merged++;
+        for (size_t k = n_entries; k-- > 0 && n < max;) {
+            const struct report_stack_entry *e = &entries[k];
+            /* The "[C] callable" leaf is left out: the C frames say more. */
+            if (e->python)
+                out[n++] = py->ids[e->index];
+            else if (shown[e->index]) {
+                out[n++] = ids[e->index];
+            }
+        }
+        return n;
+    }
+    /* Not matched: the Python stack, then the C stack, never interleaved. */
+    meta->native_unmerged++;
+    n = python_only(py, out, max);
+    if (n < max)
+        out[n++] = ns->marker;
+    for (int i = n_pcs; i-- > 0 && n < max;)
+        if (shown[i])
+            out[n++] = ids[i];
+    return n;
+}
