@@ -39,6 +39,8 @@ def main():
     ap.add_argument("--depth", type=int, default=100)
     ap.add_argument("--compare", help="another pyscope binary (e.g. before a change): dumps "
                     "alternate between the two and both medians are printed")
+    ap.add_argument("--pause", action="store_true",
+                    help="with --compare: time dump --pause instead of the plain dump")
     args = ap.parse_args()
     target = os.path.join(HERE, "targets", "sleep_deep.py")
     print("pyscope dump, %d threads x %d frames, median of %d runs (ms)"
@@ -63,8 +65,9 @@ def main():
                 # one dump of each binary in turn, so both see the same load
                 mine, other = [], []
                 for _ in range(args.runs):
-                    mine += time_dumps(args.pyscope, proc.pid, 1, [])
-                    other += time_dumps(args.compare, proc.pid, 1, [])
+                    flags = ["--pause"] if args.pause else []
+                    mine += time_dumps(args.pyscope, proc.pid, 1, flags)
+                    other += time_dumps(args.compare, proc.pid, 1, flags)
                 print("%-14s %8.2f %8.2f  %+6.1f%%  %d/%d descend frames" % (
                     interp.id, statistics.median(mine), statistics.median(other),
                     100 * (statistics.median(mine) / statistics.median(other) - 1),

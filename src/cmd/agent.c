@@ -1,10 +1,10 @@
 /* pyscope agent: the command line of the host agent (src/agent/), its
  * signals (SIGTERM and SIGINT end it cleanly, SIGHUP reopens the log). */
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
 #include "cmd/cli.h"
@@ -25,58 +25,80 @@ static void on_hup(int sig)
     reopen_requested = 1;
 }
 
-static void agent_usage(FILE *out)
+/* The agent samples every process of the host: a lower ceiling than the
+ * shared --rate rule of record, top and run. */
+#define AGENT_MAX_RATE_HZ 1000
+
+static int take_rate(const char *arg, void *value)
 {
-    fprintf(out,
-            "usage: pyscope agent [options]\n"
-            "\n"
-            "Samples every CPython 3.8-3.15 process of the host (or those chosen) at a low\n"
-            "rate without stopping any, runs why on each now and then, and serves:\n"
-            "  /metrics                         Prometheus text format\n"
-            "  /debug/pprof/profile?seconds=N[&pid=P]   gzipped pprof of the next N seconds\n"
-            "  /debug/pyscope/dump?pid=P        dump --json (no locals)\n"
-            "  /debug/pyscope/why?pid=P         why --json, evaluated afresh\n"
-            "\n"
-            "  -l, --listen HOST:PORT  address to serve on (default 127.0.0.1:9464; another\n"
-            "                          address only when given; port 0 picks a free one)\n"
-            "  -r, --rate HZ           samples per second per process (default 19)\n"
-            "  -p, --pid PID           only this process (repeatable; default: every one)\n"
-            "  -m, --match REGEX       only processes whose command line matches (extended regex)\n"
-            "      --why-every SECS    how often why runs on each process (default 30)\n"
-            "      --cpu-budget PCT    percent of one core the agent may use (default 1); over\n"
-            "                          it the rate is lowered, and the metrics say so; 0: no limit\n"
-            "      --window SECS       samples kept for the pprof endpoint (default 60)\n"
-            "      --max-processes N   sampled at once (default 256); more are listed in the\n"
-            "                          metrics as unreadable, and taken up as others exit\n"
-            "      --no-debug-endpoints  serve /metrics and /debug/pprof only\n"
-            "      --push URL          every --push-every seconds, POST pprof to URL/ingest\n"
-            "                          (Pyroscope's ingest API; http:// only)\n"
-            "      --push-every SECS   default 10\n"
-            "      --app-name NAME     application name pushed (default pyscope)\n"
-            "      --log FILE          log here instead of stderr (reopened on SIGHUP)\n"
-            "  -h, --help              this help\n");
+    if (!cli_parse_rate(arg, AGENT_MAX_RATE_HZ, false, value)) {
+        fprintf(stderr, "pyscope: --rate takes samples per second, up to %d\n",
+                AGENT_MAX_RATE_HZ);
+        return PYSCOPE_ERR_USAGE;
+    }
+    return 0;
+}
+
+static int take_pid(const char *arg, void *value)
+{
+    struct agent_options *opts = value;
+    if (opts->n_pids == AGENT_MAX_PIDS) {
+        fprintf(stderr, "pyscope: at most %d --pid\n", AGENT_MAX_PIDS);
+        return PYSCOPE_ERR_USAGE;
+    }
+    if (!cli_parse_pid(arg, &opts->pids[opts->n_pids]))
+        return PYSCOPE_ERR_USAGE;
+    opts->n_pids++;
+    return 0;
+}
+
+static int take_budget(const char *arg, void *value)
+{
+    char *end;
+    double pct = strtod(arg, &end);
+    if (end != arg && *end == '%')
+        end++;
+    if (end == arg || *end || !(pct >= 0) || pct > 100) {
+        fprintf(stderr, "pyscope: --cpu-budget takes a percentage of one core, 0 to 100\n");
+        return PYSCOPE_ERR_USAGE;
+    }
+    *(double *)value = pct / 100;
+    return 0;
+}
+
+static int take_window(const char *arg, void *value)
+{
+    if (!cli_parse_seconds(arg, value) || *(double *)value > 3600) {
+        fprintf(stderr, "pyscope: --window takes seconds, at most 3600\n");
+        return PYSCOPE_ERR_USAGE;
+    }
+    return 0;
+}
+
+static int take_push(const char *arg, void *value)
+{
+    if (!agent_push_url_valid(arg)) {
+        fprintf(stderr, "pyscope: --push takes http://HOST[:PORT][/PATH]\n");
+        return PYSCOPE_ERR_USAGE;
+    }
+    *(const char **)value = arg;
+    return 0;
+}
+
+static int take_max_processes(const char *arg, void *value)
+{
+    char *end;
+    long n = strtol(arg, &end, 10);
+    if (end == arg || *end || n < 1 || n > 100000) {
+        fprintf(stderr, "pyscope: --max-processes takes a number from 1 to 100000\n");
+        return PYSCOPE_ERR_USAGE;
+    }
+    *(size_t *)value = (size_t)n;
+    return 0;
 }
 
 int cmd_agent(int argc, char **argv)
 {
-    enum { O_WHY = 256, O_BUDGET, O_WINDOW, O_NO_DEBUG, O_PUSH, O_PUSH_EVERY, O_APP, O_LOG, O_MAX };
-    static const struct option longopts[] = {
-        {"listen", required_argument, NULL, 'l'},
-        {"rate", required_argument, NULL, 'r'},
-        {"pid", required_argument, NULL, 'p'},
-        {"match", required_argument, NULL, 'm'},
-        {"why-every", required_argument, NULL, O_WHY},
-        {"cpu-budget", required_argument, NULL, O_BUDGET},
-        {"window", required_argument, NULL, O_WINDOW},
-        {"no-debug-endpoints", no_argument, NULL, O_NO_DEBUG},
-        {"push", required_argument, NULL, O_PUSH},
-        {"push-every", required_argument, NULL, O_PUSH_EVERY},
-        {"app-name", required_argument, NULL, O_APP},
-        {"log", required_argument, NULL, O_LOG},
-        {"max-processes", required_argument, NULL, O_MAX},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     struct agent_options opts = {
         .listen = "127.0.0.1:9464",
         .rate_hz = 19,
@@ -89,84 +111,59 @@ int cmd_agent(int argc, char **argv)
         .max_bytes = 16u << 20,
         .max_processes = 256,
     };
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "l:r:p:m:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'l': opts.listen = optarg; break;
-        case 'r':
-            if (!cli_parse_rate(optarg, 1000, false, &opts.rate_hz)) {
-                fprintf(stderr, "pyscope: --rate takes samples per second, up to 1000\n");
-                return PYSCOPE_ERR_USAGE;
-            }
-            break;
-        case 'p':
-            if (opts.n_pids == AGENT_MAX_PIDS) {
-                fprintf(stderr, "pyscope: at most %d --pid\n", AGENT_MAX_PIDS);
-                return PYSCOPE_ERR_USAGE;
-            }
-            if (!cli_parse_pid(optarg, &opts.pids[opts.n_pids]))
-                return PYSCOPE_ERR_USAGE;
-            opts.n_pids++;
-            break;
-        case 'm': opts.match = optarg; break;
-        case O_WHY:
-            if (!cli_parse_seconds(optarg, &opts.why_every_s)) {
-                fprintf(stderr, "pyscope: --why-every takes a positive number of seconds\n");
-                return PYSCOPE_ERR_USAGE;
-            }
-            break;
-        case O_BUDGET: {
-            char *end;
-            double pct = strtod(optarg, &end);
-            if (end != optarg && *end == '%')
-                end++;
-            if (end == optarg || *end || !(pct >= 0) || pct > 100) {
-                fprintf(stderr, "pyscope: --cpu-budget takes a percentage of one core, 0 to 100\n");
-                return PYSCOPE_ERR_USAGE;
-            }
-            opts.cpu_budget = pct / 100;
-            break;
-        }
-        case O_WINDOW:
-            if (!cli_parse_seconds(optarg, &opts.window_s) || opts.window_s > 3600) {
-                fprintf(stderr, "pyscope: --window takes seconds, at most 3600\n");
-                return PYSCOPE_ERR_USAGE;
-            }
-            break;
-        case O_NO_DEBUG: opts.debug_endpoints = false; break;
-        case O_PUSH:
-            if (!agent_push_url_valid(optarg)) {
-                fprintf(stderr, "pyscope: --push takes http://HOST[:PORT][/PATH]\n");
-                return PYSCOPE_ERR_USAGE;
-            }
-            opts.push_url = optarg;
-            break;
-        case O_PUSH_EVERY:
-            if (!cli_parse_seconds(optarg, &opts.push_every_s)) {
-                fprintf(stderr, "pyscope: --push-every takes a positive number of seconds\n");
-                return PYSCOPE_ERR_USAGE;
-            }
-            break;
-        case O_APP: opts.app_name = optarg; break;
-        case O_LOG: opts.log_path = optarg; break;
-        case O_MAX: {
-            char *end;
-            long n = strtol(optarg, &end, 10);
-            if (end == optarg || *end || n < 1 || n > 100000) {
-                fprintf(stderr, "pyscope: --max-processes takes a number from 1 to 100000\n");
-                return PYSCOPE_ERR_USAGE;
-            }
-            opts.max_processes = (size_t)n;
-            break;
-        }
-        case 'h': agent_usage(stdout); return 0;
-        default: agent_usage(stderr); return PYSCOPE_ERR_USAGE;
-        }
-    }
+    const struct cli_option options[] = {
+        CLI_OPT('l', "listen", "HOST:PORT", "address to serve on (default 127.0.0.1:9464; another"
+                "\naddress only when given; port 0 picks a free one)", CLI_STRING, &opts.listen),
+        CLI_OPT('r', "rate", "HZ", "samples per second per process (default 19)", CLI_CALL,
+                &opts.rate_hz, .call = take_rate),
+        CLI_OPT('p', "pid", "PID", "only this process (repeatable; default: every one)", CLI_CALL,
+                &opts, .call = take_pid),
+        CLI_OPT('m', "match", "REGEX", "only processes whose command line matches (extended "
+                "regex)", CLI_STRING, &opts.match),
+        CLI_OPT(0, "why-every", "SECS", "how often why runs on each process (default 30)",
+                CLI_SECONDS, &opts.why_every_s,
+                .error = "--why-every takes a positive number of seconds"),
+        CLI_OPT(0, "cpu-budget", "PCT", "percent of one core the agent may use (default 1); over"
+                "\nit the rate is lowered, and the metrics say so; 0: no limit", CLI_CALL,
+                &opts.cpu_budget, .call = take_budget),
+        CLI_OPT(0, "window", "SECS", "samples kept for the pprof endpoint (default 60)", CLI_CALL,
+                &opts.window_s, .call = take_window),
+        CLI_OPT(0, "max-processes", "N", "sampled at once (default 256); more are listed in the\n"
+                "metrics as unreadable, and taken up as others exit", CLI_CALL,
+                &opts.max_processes, .call = take_max_processes),
+        CLI_OPT(0, "no-debug-endpoints", NULL, "serve /metrics and /debug/pprof only", CLI_CLEAR,
+                &opts.debug_endpoints),
+        CLI_OPT(0, "push", "URL", "every --push-every seconds, POST pprof to URL/ingest\n"
+                "(Pyroscope's ingest API; http:// only)", CLI_CALL, &opts.push_url,
+                .call = take_push),
+        CLI_OPT(0, "push-every", "SECS", "default 10", CLI_SECONDS, &opts.push_every_s,
+                .error = "--push-every takes a positive number of seconds"),
+        CLI_OPT(0, "app-name", "NAME", "application name pushed (default pyscope)", CLI_STRING,
+                &opts.app_name),
+        CLI_OPT(0, "log", "FILE", "log here instead of stderr (reopened on SIGHUP)", CLI_STRING,
+                &opts.log_path),
+        CLI_HELP_OPTION,
+        {0},
+    };
+    const struct cli_command cmd = {
+        .usage = "usage: pyscope agent [options]\n"
+                 "\n"
+                 "Samples every CPython 3.8-3.15 process of the host (or those chosen) at a low\n"
+                 "rate without stopping any, runs why on each now and then, and serves:\n"
+                 "  /metrics                         Prometheus text format\n"
+                 "  /debug/pprof/profile?seconds=N[&pid=P]   gzipped pprof of the next N seconds\n"
+                 "  /debug/pyscope/dump?pid=P        dump --json (no locals)\n"
+                 "  /debug/pyscope/why?pid=P         why --json, evaluated afresh\n"
+                 "\n",
+        .options = options,
+        .help_column = 26,
+    };
+    int parsed = cli_parse(&cmd, argc, argv);
+    if (parsed != CLI_CONTINUE)
+        return parsed;
     if (optind < argc) {
         fprintf(stderr, "pyscope: unexpected argument '%s'\n", argv[optind]);
-        agent_usage(stderr);
+        cli_usage(&cmd, stderr);
         return PYSCOPE_ERR_USAGE;
     }
     if (opts.window_s < AGENT_MAX_PPROF_SECONDS)

@@ -1,9 +1,11 @@
-/* Parsing of the option values several subcommands take (process ids,
- * sampling rates, durations, the program to run, input files), so they
- * accept and refuse the same things, with the same messages. */
+/* The option tables' parser and usage text, and the parsing of the option
+ * values several subcommands take (process ids, sampling rates, durations,
+ * the program to run, input files), so that they accept and refuse the
+ * same things, with the same messages. */
 #include "cmd/cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "output/profile_formats.h"
 #include "target/core.h"
 #include "target/coredump_store.h"
 
@@ -174,4 +177,168 @@ void cli_explain_core_failure(struct target *t, struct pyscope_error *err)
                "(DIR/.build-id/xx/yyyy), the executable with --exe PATH (the core records %s)\n"
                "or a directory holding the libraries with --lib-path DIR.",
                list, info->exe[0] ? info->exe : "no executable path");
+}
+
+int cli_take_format(const char *arg, void *value)
+{
+    if (!profile_format_find(arg)) {
+        fprintf(stderr, "pyscope: unknown format '%s' (%s)\n", arg, profile_format_names());
+        return PYSCOPE_ERR_USAGE;
+    }
+    *(const char **)value = arg;
+    return 0;
+}
+
+int cli_take_color(const char *arg, void *value)
+{
+    return cli_parse_color(arg, value) ? 0 : PYSCOPE_ERR_USAGE;
+}
+
+/* ---- option tables ---- */
+
+#define CLI_MAX_OPTIONS 64
+#define CLI_LONG_ONLY 256          /* getopt's value for options[i] without a short name */
+
+static bool is_end(const struct cli_option *o)
+{
+    return !o->long_name && !o->help;
+}
+
+static void pad(FILE *out, int n)
+{
+    for (int i = 0; i < n; i++)
+        fputc(' ', out);
+}
+
+/* Prints text's lines, the first after `used` columns, each at column col. */
+static void help_lines(FILE *out, const char *text, int used, int col)
+{
+    for (bool first = true;; first = false) {
+        const char *nl = strchr(text, '\n');
+        int len = nl ? (int)(nl - text) : (int)strlen(text);
+        pad(out, first ? col - used : col);
+        fprintf(out, "%.*s\n", len, text);
+        if (!nl)
+            return;
+        text = nl + 1;
+    }
+}
+
+void cli_usage(const struct cli_command *cmd, FILE *out)
+{
+    fputs(cmd->usage, out);
+    for (const struct cli_option *o = cmd->options; !is_end(o); o++) {
+        if (o->kind == CLI_TEXT) {
+            fprintf(out, "%s\n", o->help);
+            continue;
+        }
+        char left[128];
+        int used = snprintf(left, sizeof left, "  %c%c%s--%s%s%s", o->short_name ? '-' : ' ',
+                            o->short_name ? o->short_name : ' ', o->short_name ? ", " : "  ",
+                            o->long_name, o->arg && o->arg[0] != '=' ? " " : "",
+                            o->arg ? o->arg : "");
+        fputs(left, out);
+        char help[1024];
+        const char *text = o->help;
+        if (o->help_value) {
+            snprintf(help, sizeof help, o->help, o->help_value());
+            text = help;
+        }
+        /* A name too long for the column puts the help on the next line. */
+        if (used >= cmd->help_column) {
+            fputc('\n', out);
+            used = 0;
+        }
+        help_lines(out, text, used, cmd->help_column);
+    }
+    if (cmd->epilogue)
+        fputs(cmd->epilogue, out);
+}
+
+static int refuse(const struct cli_option *o, const char *fallback)
+{
+    fprintf(stderr, "pyscope: %s\n", o->error ? o->error : fallback);
+    return PYSCOPE_ERR_USAGE;
+}
+
+/* Checks and stores one option's value: CLI_CONTINUE or an exit status. */
+static int take(const struct cli_command *cmd, const struct cli_option *o, const char *arg)
+{
+    if (o->given)
+        *o->given = true;
+    switch (o->kind) {
+    case CLI_FLAG: *(bool *)o->value = true; break;
+    case CLI_CLEAR: *(bool *)o->value = false; break;
+    case CLI_STRING: *(const char **)o->value = arg; break;
+    case CLI_PID:
+        if (!cli_parse_pid(arg, o->value))
+            return PYSCOPE_ERR_USAGE;
+        break;
+    case CLI_RATE:
+    case CLI_RATE_OR_MAX: {
+        bool max = o->kind == CLI_RATE_OR_MAX;
+        if (!cli_parse_rate(arg, CLI_MAX_RATE_HZ, max, o->value))
+            return refuse(o, max ? "--rate takes a number of samples per second, up to 100000, "
+                                   "or 'max'"
+                                 : "--rate takes a number of samples per second, up to 100000");
+        break;
+    }
+    case CLI_SECONDS:
+        if (!cli_parse_seconds(arg, o->value))
+            return refuse(o, "expected a positive number of seconds");
+        break;
+    case CLI_CALL: {
+        int status = o->call(arg, o->value);
+        if (status != 0)
+            return status;
+        break;
+    }
+    case CLI_HELP: cli_usage(cmd, stdout); return 0;
+    case CLI_TEXT: break;
+    }
+    return CLI_CONTINUE;
+}
+
+int cli_parse(const struct cli_command *cmd, int argc, char **argv)
+{
+    struct option longopts[CLI_MAX_OPTIONS + 1];
+    char shorts[2 * CLI_MAX_OPTIONS + 2];
+    int n_long = 0;
+    size_t n_short = 0;
+    if (cmd->stop_at_program)
+        shorts[n_short++] = '+';
+    for (int i = 0; !is_end(&cmd->options[i]) && n_long < CLI_MAX_OPTIONS; i++) {
+        const struct cli_option *o = &cmd->options[i];
+        if (o->kind == CLI_TEXT || o->usage_only)
+            continue;
+        int val = o->short_name ? o->short_name : CLI_LONG_ONLY + i;
+        longopts[n_long++] = (struct option){o->long_name, o->arg ? required_argument : no_argument,
+                                             NULL, val};
+        if (o->short_name) {
+            shorts[n_short++] = o->short_name;
+            if (o->arg)
+                shorts[n_short++] = ':';
+        }
+    }
+    longopts[n_long] = (struct option){NULL, 0, NULL, 0};
+    shorts[n_short] = '\0';
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, shorts, longopts, NULL)) != -1) {
+        const struct cli_option *o = NULL;
+        if (c >= CLI_LONG_ONLY)
+            o = &cmd->options[c - CLI_LONG_ONLY];
+        for (int i = 0; !o && c != '?' && !is_end(&cmd->options[i]); i++)
+            if (cmd->options[i].kind != CLI_TEXT && !cmd->options[i].usage_only &&
+                cmd->options[i].short_name == c)
+                o = &cmd->options[i];
+        if (!o) {
+            cli_usage(cmd, stderr);
+            return PYSCOPE_ERR_USAGE;
+        }
+        int status = take(cmd, o, optarg);
+        if (status != CLI_CONTINUE)
+            return status;
+    }
+    return CLI_CONTINUE;
 }

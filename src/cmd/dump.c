@@ -2,7 +2,6 @@
  * process, by default without stopping it (--pause and --native stop it
  * briefly), or from a core file (--core). */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -10,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmd/collect.h"
+#include "python/collect.h"
 #include "cmd/cli.h"
 #include "cmd/commands.h"
 #include "cmd/tree.h"
@@ -18,61 +17,13 @@
 #include "python/variables_report.h"
 #include "python/runtime.h"
 #include "target/core.h"
-#include "target/pause.h"
 #include "target/process.h"
 #include "target/signals.h"
+#include "target/tracer.h"
 #include "util/clock.h"
 
 #define MAX_LIB_PATHS 32
 #define PAUSED_RETRIES 30       /* of 10 ms, as an unpaused read waits */
-
-static void dump_usage(FILE *out)
-{
-    fprintf(out,
-            "usage: pyscope dump [options] PID\n"
-            "       pyscope dump [options] --core FILE|PID|latest [--sysroot DIR]\n"
-            "                    [--debug-dir DIR] [--exe PATH] [--lib-path DIR]...\n"
-            "\n"
-            "Prints every thread's Python stack, who holds the GIL, who waits for it,\n"
-            "and whether the garbage collector is running. The process is not stopped\n"
-            "unless --pause or --native is given.\n"
-            "\n"
-            "  -j, --json       machine-readable output (schema: docs/json.md)\n"
-            "  -p, --pause      stop all threads while reading, for an exact snapshot\n"
-            "  -v, --verbose    say how the interpreter was found, and what the dump cost\n"
-            "  -l, --locals     show the arguments and local variables of every Python frame\n"
-            "                   (bounded reprs; add --pause for values from one instant)\n"
-            "      --print EXPR print a value in every frame where EXPR's first name is a\n"
-            "                   local, following .attr, [index] and ['key'] steps,\n"
-            "                   e.g. --print self.pool.free_lists or --print 'args[0]'\n"
-            "  -n, --native     also unwind each thread's C stack and show C frames between\n"
-            "                   the Python frames; this PAUSES the process briefly (ptrace)\n"
-            "                   while the stacks are read\n"
-            "      --native-all with --native, keep the interpreter's own C frames too\n"
-            "      --core FILE  read a core file (kernel core or gdb gcore) instead of a PID;\n"
-            "                   zstd, lz4, xz or gzip-compressed cores are expanded first\n"
-            "      --core PID, --core latest\n"
-            "                   the newest core of that process, or the newest of all, in\n"
-            "                   systemd-coredump's store (/var/lib/systemd/coredump, or\n"
-            "                   $PYSCOPE_COREDUMP_DIR), else what coredumpctl extracts; the\n"
-            "                   file chosen is named on stderr\n"
-            "      --exe PATH   with --core: the executable, when it is not at the path the\n"
-            "                   core records (e.g. the core comes from another machine)\n"
-            "      --lib-path DIR  with --core: a directory holding the shared libraries\n"
-            "                   (searched by file name before the recorded path; repeatable)\n"
-            "      --sysroot DIR   with --core: look up the paths the core records below DIR\n"
-            "                   (a copy of the container's or other machine's root), as gdb does\n"
-            "      --debug-dir DIR with --core: binaries and debug files by build-id, as\n"
-            "                   DIR/.build-id/xx/yyyy and DIR/.build-id/xx/yyyy.debug\n"
-            "      --color=WHEN always, never or auto (default: auto, on a terminal)\n"
-            "      --tasks=WHICH  asyncio tasks shown after each loop's thread: pending\n"
-            "                   (the default), all (with done ones) or none\n"
-            "      --max-tasks N  at most N tasks per loop in detail, the rest counted\n"
-            "                   (default 1000)\n"
-            "  -s, --subprocesses  every Python process of the tree under PID, each with\n"
-            "                   its role (parent, fork child, exec child, grandchild)\n"
-            "  -h, --help       this help\n");
-}
 
 static void write_report(const struct stack_report *report, bool json, int color)
 {
@@ -180,6 +131,7 @@ static int dump_live(pid_t pid, bool pause, const struct collect_request *req, b
 
     struct stack_report report = {0};
     struct py_runtime rt;
+    struct tracer tr = {0};
     int status = 0;
     if (py_runtime_find(t, &rt, &err) != 0)
         goto fail;
@@ -192,8 +144,11 @@ static int dump_live(pid_t pid, bool pause, const struct collect_request *req, b
      * finalizing) stays that way while it is stopped: let it run for a
      * moment and look again, as an unpaused read does by itself. */
     for (int attempt = 0;; attempt++) {
-        if (pause && process_pause(pid, &err) != 0)
+        if (pause && tracer_pause(&tr, pid, &err) != 0) {
+            if (err.status == PYSCOPE_ERR_NO_PROCESS)
+                error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the dump", (int)pid);
             goto fail;
+        }
         report.pid = pid;
         report.paused = pause;
         target_cmdline(t, report.command, sizeof report.command);
@@ -201,7 +156,7 @@ static int dump_live(pid_t pid, bool pause, const struct collect_request *req, b
         snprintf(report.python_version, sizeof report.python_version, "%s", rt.version);
         rc = collect_report(t, &rt, req, &report, &err);
         if (pause)
-            process_resume();
+            tracer_release(&tr);
         if (rc == 0 || !pause || !report.no_interpreter || attempt == PAUSED_RETRIES ||
             target_gone(t))
             break;
@@ -231,7 +186,7 @@ static int dump_live(pid_t pid, bool pause, const struct collect_request *req, b
     return 0;
 fail:
     if (pause)
-        process_resume();
+        tracer_release(&tr);
     if (err.status != PYSCOPE_ERR_EXITED && err.status != PYSCOPE_ERR_NO_PROCESS &&
         target_gone_soon(t))
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the dump", (int)pid);
@@ -241,99 +196,142 @@ fail:
     return status;
 }
 
+static int take_print(const char *arg, void *value)
+{
+    char why[256];
+    if (frame_locals_parse_check(arg, why, sizeof why) != 0) {
+        fprintf(stderr, "pyscope: --print '%s': %s\n", arg, why);
+        return PYSCOPE_ERR_USAGE;
+    }
+    *(const char **)value = arg;
+    return 0;
+}
+
+static int take_tasks(const char *arg, void *value)
+{
+    static const struct {
+        const char *name;
+        enum tasks_mode which;
+    } names[] = {{"none", TASKS_NONE}, {"pending", TASKS_PENDING}, {"all", TASKS_ALL}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(arg, names[i].name) == 0) {
+            *(enum tasks_mode *)value = names[i].which;
+            return 0;
+        }
+    }
+    fprintf(stderr, "pyscope: --tasks takes none, pending or all (got '%s')\n", arg);
+    return PYSCOPE_ERR_USAGE;
+}
+
+static int take_max_tasks(const char *arg, void *value)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || n < 0 || n > 1000000) {
+        fprintf(stderr, "pyscope: --max-tasks takes a count from 0 to 1000000 (got '%s')\n", arg);
+        return PYSCOPE_ERR_USAGE;
+    }
+    *(size_t *)value = (size_t)n;
+    return 0;
+}
+
+struct lib_paths {
+    const char *paths[MAX_LIB_PATHS];
+    int n;
+};
+
+static int take_lib_path(const char *arg, void *value)
+{
+    struct lib_paths *libs = value;
+    if (libs->n == MAX_LIB_PATHS) {
+        fprintf(stderr, "pyscope: at most %d --lib-path options\n", MAX_LIB_PATHS);
+        return PYSCOPE_ERR_USAGE;
+    }
+    libs->paths[libs->n++] = arg;
+    return 0;
+}
+
 int cmd_dump(int argc, char **argv)
 {
     if (tree_requested(argc, argv))
         return tree_run(argc, argv, cmd_dump);
-    enum { OPT_COLOR = 256, OPT_PRINT, OPT_NATIVE_ALL, OPT_CORE, OPT_EXE, OPT_LIB_PATH,
-           OPT_SYSROOT, OPT_DEBUG_DIR, OPT_TASKS, OPT_MAX_TASKS };
-    static const struct option longopts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"pause", no_argument, NULL, 'p'},
-        {"verbose", no_argument, NULL, 'v'},
-        {"color", required_argument, NULL, OPT_COLOR},
-        {"locals", no_argument, NULL, 'l'},
-        {"print", required_argument, NULL, OPT_PRINT},
-        {"native", no_argument, NULL, 'n'},
-        {"native-all", no_argument, NULL, OPT_NATIVE_ALL},
-        {"core", required_argument, NULL, OPT_CORE},
-        {"exe", required_argument, NULL, OPT_EXE},
-        {"lib-path", required_argument, NULL, OPT_LIB_PATH},
-        {"sysroot", required_argument, NULL, OPT_SYSROOT},
-        {"debug-dir", required_argument, NULL, OPT_DEBUG_DIR},
-        {"tasks", required_argument, NULL, OPT_TASKS},
-        {"max-tasks", required_argument, NULL, OPT_MAX_TASKS},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     bool json = false, pause = false, verbose = false;
     struct collect_request req = {.tasks = TASKS_PENDING, .max_tasks = 1000};
     const char *core_path = NULL;
-    const char *lib_paths[MAX_LIB_PATHS];
-    struct core_options copts = {.lib_paths = lib_paths, .warnings = stderr, .cache = true};
+    struct lib_paths libs = {.n = 0};
+    struct core_options copts = {.lib_paths = libs.paths, .warnings = stderr, .cache = true};
     int color = -1;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "jpvlnh", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'j': json = true; break;
-        case 'p': pause = true; break;
-        case 'v': verbose = true; break;
-        case 'l': req.locals = true; break;
-        case 'n': req.native = true; break;
-        case OPT_NATIVE_ALL: req.native = req.native_all = true; break;
-        case OPT_PRINT: {
-            char why[256];
-            if (frame_locals_parse_check(optarg, why, sizeof why) != 0) {
-                fprintf(stderr, "pyscope: --print '%s': %s\n", optarg, why);
-                return PYSCOPE_ERR_USAGE;
-            }
-            req.print_expr = optarg;
-            break;
-        }
-        case OPT_TASKS:
-            if (!strcmp(optarg, "none"))
-                req.tasks = TASKS_NONE;
-            else if (!strcmp(optarg, "pending"))
-                req.tasks = TASKS_PENDING;
-            else if (!strcmp(optarg, "all"))
-                req.tasks = TASKS_ALL;
-            else {
-                fprintf(stderr, "pyscope: --tasks takes none, pending or all (got '%s')\n", optarg);
-                return PYSCOPE_ERR_USAGE;
-            }
-            break;
-        case OPT_MAX_TASKS: {
-            char *end;
-            errno = 0;
-            long n = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || n < 0 || n > 1000000) {
-                fprintf(stderr, "pyscope: --max-tasks takes a count from 0 to 1000000 (got '%s')\n",
-                        optarg);
-                return PYSCOPE_ERR_USAGE;
-            }
-            req.max_tasks = (size_t)n;
-            break;
-        }
-        case OPT_CORE: core_path = optarg; break;
-        case OPT_EXE: copts.exe = optarg; break;
-        case OPT_SYSROOT: copts.sysroot = optarg; break;
-        case OPT_DEBUG_DIR: copts.debug_dir = optarg; break;
-        case OPT_LIB_PATH:
-            if (copts.n_lib_paths == MAX_LIB_PATHS) {
-                fprintf(stderr, "pyscope: at most %d --lib-path options\n", MAX_LIB_PATHS);
-                return PYSCOPE_ERR_USAGE;
-            }
-            lib_paths[copts.n_lib_paths++] = optarg;
-            break;
-        case OPT_COLOR:
-            if (!cli_parse_color(optarg, &color))
-                return PYSCOPE_ERR_USAGE;
-            break;
-        case 'h': dump_usage(stdout); return 0;
-        default: dump_usage(stderr); return PYSCOPE_ERR_USAGE;
-        }
-    }
+    const struct cli_option options[] = {
+        CLI_OPT('j', "json", NULL, "machine-readable output (schema: docs/json.md)", CLI_FLAG,
+                &json),
+        CLI_OPT('p', "pause", NULL, "stop all threads while reading, for an exact snapshot",
+                CLI_FLAG, &pause),
+        CLI_OPT('v', "verbose", NULL, "say how the interpreter was found, and what the dump cost",
+                CLI_FLAG, &verbose),
+        CLI_OPT('l', "locals", NULL, "show the arguments and local variables of every Python "
+                "frame\n(bounded reprs; add --pause for values from one instant)", CLI_FLAG,
+                &req.locals),
+        CLI_OPT(0, "print", "EXPR", "print a value in every frame where EXPR's first name is a\n"
+                "local, following .attr, [index] and ['key'] steps,\n"
+                "e.g. --print self.pool.free_lists or --print 'args[0]'", CLI_CALL,
+                &req.print_expr, .call = take_print),
+        CLI_OPT('n', "native", NULL, "also unwind each thread's C stack and show C frames "
+                "between\nthe Python frames; this PAUSES the process briefly (ptrace)\n"
+                "while the stacks are read", CLI_FLAG, &req.native),
+        CLI_OPT(0, "native-all", NULL, "with --native, keep the interpreter's own C frames too",
+                CLI_FLAG, &req.native_all),
+        CLI_OPT(0, "core", "FILE", "read a core file (kernel core or gdb gcore) instead of a PID;"
+                "\nzstd, lz4, xz or gzip-compressed cores are expanded first", CLI_STRING,
+                &core_path),
+        CLI_LINE("      --core PID, --core latest\n"
+                 "                   the newest core of that process, or the newest of all, in\n"
+                 "                   systemd-coredump's store (/var/lib/systemd/coredump, or\n"
+                 "                   $PYSCOPE_COREDUMP_DIR), else what coredumpctl extracts; the\n"
+                 "                   file chosen is named on stderr"),
+        CLI_OPT(0, "exe", "PATH", "with --core: the executable, when it is not at the path the\n"
+                "core records (e.g. the core comes from another machine)", CLI_STRING,
+                &copts.exe),
+        CLI_OPT(0, "lib-path", "DIR", "with --core: a directory holding the shared libraries\n"
+                "(searched by file name before the recorded path; repeatable)", CLI_CALL, &libs,
+                .call = take_lib_path),
+        CLI_OPT(0, "sysroot", "DIR", "with --core: look up the paths the core records below DIR\n"
+                "(a copy of the container's or other machine's root), as gdb does", CLI_STRING,
+                &copts.sysroot),
+        CLI_OPT(0, "debug-dir", "DIR", "with --core: binaries and debug files by build-id, as\n"
+                "DIR/.build-id/xx/yyyy and DIR/.build-id/xx/yyyy.debug", CLI_STRING,
+                &copts.debug_dir),
+        CLI_OPT(0, "color", "=WHEN", "always, never or auto (default: auto, on a terminal)",
+                CLI_CALL, &color, .call = cli_take_color),
+        CLI_OPT(0, "tasks", "=WHICH", "asyncio tasks shown after each loop's thread: pending\n"
+                "(the default), all (with done ones) or none", CLI_CALL, &req.tasks,
+                .call = take_tasks),
+        CLI_OPT(0, "max-tasks", "N", "at most N tasks per loop in detail, the rest counted\n"
+                "(default 1000)", CLI_CALL, &req.max_tasks, .call = take_max_tasks),
+        CLI_OPT('s', "subprocesses", NULL, "every Python process of the tree under PID, each with"
+                "\nits role (parent, fork child, exec child, grandchild)", CLI_FLAG, NULL,
+                .usage_only = true),
+        CLI_HELP_OPTION,
+        {0},
+    };
+    const struct cli_command cmd = {
+        .usage = "usage: pyscope dump [options] PID\n"
+                 "       pyscope dump [options] --core FILE|PID|latest [--sysroot DIR]\n"
+                 "                    [--debug-dir DIR] [--exe PATH] [--lib-path DIR]...\n"
+                 "\n"
+                 "Prints every thread's Python stack, who holds the GIL, who waits for it,\n"
+                 "and whether the garbage collector is running. The process is not stopped\n"
+                 "unless --pause or --native is given.\n"
+                 "\n",
+        .options = options,
+        .help_column = 19,
+    };
+    int parsed = cli_parse(&cmd, argc, argv);
+    if (parsed != CLI_CONTINUE)
+        return parsed;
+    if (req.native_all)
+        req.native = true;
+    copts.n_lib_paths = libs.n;
     if (color < 0)
         color = !json && isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL;
     if (core_path) {
@@ -358,7 +356,7 @@ int cmd_dump(int argc, char **argv)
     if (optind != argc - 1) {
         if (optind < argc - 1)
             fprintf(stderr, "pyscope: unexpected argument '%s'\n", argv[optind + 1]);
-        dump_usage(stderr);
+        cli_usage(&cmd, stderr);
         return PYSCOPE_ERR_USAGE;
     }
     if (!cli_parse_pid(argv[optind], &pid))

@@ -2,7 +2,6 @@
  * program it starts (-- python app.py). Writes the profile in the chosen
  * format and prints the per-thread GIL summary at the end. */
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <stdio.h>
@@ -32,32 +31,6 @@ static void request_stop(int sig, siginfo_t *info, void *ctx)
         forward_signal = sig;
 }
 
-static void record_usage(FILE *out)
-{
-    fprintf(out,
-            "usage: pyscope record [options] -p PID\n"
-            "       pyscope record [options] -- COMMAND [ARGS...]\n"
-            "\n"
-            "Samples every thread's Python stack and GIL state without stopping the\n"
-            "process, until Ctrl-C, the end of --duration, or the process exits. The\n"
-            "profile is written then; with -- COMMAND, pyscope goes on to wait for the\n"
-            "command (passing on signals sent to pyscope) and exits with its status.\n"
-            "\n"
-            "  -p, --pid PID          sample this running process\n"
-            "  -o, --output FILE      where to write the profile (default: pyscope-PID.EXT; - for stdout)\n"
-            "  -f, --format FORMAT    flamegraph (collapsed stacks, default), speedscope, chrome,\n"
-            "                         pprof (gzipped profile.proto), json, or html (a report\n"
-            "                         with a GIL timeline and a flame graph, one file)\n"
-            "  -r, --rate HZ          samples per second (default 100), or 'max'\n"
-            "  -d, --duration SECS    stop after this many seconds\n"
-            "  -i, --idle             keep samples of idle threads (blocked in a syscall)\n"
-            "  -g, --gil              keep only samples of the thread holding the GIL\n"
-            "  -t, --threads          root each stack at its thread\n"
-            "  -s, --subprocesses     also sample Python child processes\n"
-            "  -q, --quiet            no progress line on stderr\n"
-            "  -h, --help             this help\n");
-}
-
 static void show_progress(struct session *s, void *ctx)
 {
     (void)ctx;
@@ -71,72 +44,67 @@ static void show_progress(struct session *s, void *ctx)
 
 int cmd_record(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"pid", required_argument, NULL, 'p'},
-        {"output", required_argument, NULL, 'o'},
-        {"format", required_argument, NULL, 'f'},
-        {"rate", required_argument, NULL, 'r'},
-        {"duration", required_argument, NULL, 'd'},
-        {"idle", no_argument, NULL, 'i'},
-        {"gil", no_argument, NULL, 'g'},
-        {"threads", no_argument, NULL, 't'},
-        {"subprocesses", no_argument, NULL, 's'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     pid_t pid = 0;
-    const char *output = NULL;
-    const struct profile_format *format = profile_format_find("flamegraph");
+    const char *output = NULL, *format_name = NULL;
     struct session_options opts = {.rate_hz = 100, .record_timeline = true};
     struct profile_write_options wopts = {0};
     bool quiet = false;
-    int c;
-    optind = 1;
-    /* '+' stops at the first non-option, so the command's own flags are its own. */
-    while ((c = getopt_long(argc, argv, "+p:o:f:r:d:igtsqh", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'p':
-            if (!cli_parse_pid(optarg, &pid))
-                return 2;
-            break;
-        case 'o': output = optarg; break;
-        case 'f':
-            format = profile_format_find(optarg);
-            if (!format) {
-                fprintf(stderr, "pyscope: unknown format '%s' (%s)\n", optarg,
-                        profile_format_names());
-                return 2;
-            }
-            break;
-        case 'r':
-            if (!cli_parse_rate(optarg, 1e6, true, &opts.rate_hz)) {
-                fprintf(stderr, "pyscope: --rate takes a number of samples per second or 'max'\n");
-                return 2;
-            }
-            break;
-        case 'd':
-            if (!cli_parse_seconds(optarg, &opts.duration_s)) {
-                fprintf(stderr, "pyscope: --duration takes a positive number of seconds\n");
-                return 2;
-            }
-            break;
-        case 'i': wopts.include_idle = true; break;
-        case 'g': wopts.gil_only = true; break;
-        case 't': wopts.thread_roots = true; break;
-        case 's': opts.subprocesses = true; break;
-        case 'q': quiet = true; break;
-        case 'h': record_usage(stdout); return 0;
-        default: record_usage(stderr); return 2;
-        }
-    }
+    const struct cli_option options[] = {
+        CLI_OPT('p', "pid", "PID", "sample this running process", CLI_PID, &pid),
+        CLI_OPT('o', "output", "FILE",
+                "where to write the profile (default: pyscope-PID.EXT; - for stdout)",
+                CLI_STRING, &output),
+        CLI_OPT('f', "format", "FORMAT",
+                "flamegraph (collapsed stacks, default), svg (a flame graph,\n"
+                "py-spy's), speedscope, chrome, pprof (gzipped\n"
+                "profile.proto), json, or html (a report with a GIL\n"
+                "timeline and a flame graph, one file); without -f, the\n"
+                "extension of -o chooses: profile.svg, x.pb.gz, x.html", CLI_CALL, &format_name,
+                .call = cli_take_format),
+        CLI_OPT('r', "rate", "HZ", "samples per second (default 100), or 'max'", CLI_RATE_OR_MAX,
+                &opts.rate_hz),
+        CLI_OPT('d', "duration", "SECS", "stop after this many seconds", CLI_SECONDS,
+                &opts.duration_s, .error = "--duration takes a positive number of seconds"),
+        CLI_OPT('i', "idle", NULL, "keep samples of idle threads (blocked in a syscall)", CLI_FLAG,
+                &wopts.include_idle),
+        CLI_OPT('g', "gil", NULL, "keep only samples of the thread holding the GIL", CLI_FLAG,
+                &wopts.gil_only),
+        CLI_OPT('t', "threads", NULL, "root each stack at its thread", CLI_FLAG,
+                &wopts.thread_roots),
+        CLI_OPT('s', "subprocesses", NULL, "also sample Python child processes", CLI_FLAG,
+                &opts.subprocesses),
+        CLI_OPT('q', "quiet", NULL, "no progress line on stderr", CLI_FLAG, &quiet),
+        CLI_HELP_OPTION,
+        {0},
+    };
+    const struct cli_command cmd = {
+        .usage = "usage: pyscope record [options] -p PID\n"
+                 "       pyscope record [options] -- COMMAND [ARGS...]\n"
+                 "\n"
+                 "Samples every thread's Python stack and GIL state without stopping the\n"
+                 "process, until Ctrl-C, the end of --duration, or the process exits. The\n"
+                 "profile is written then; with -- COMMAND, pyscope goes on to wait for the\n"
+                 "command (passing on signals sent to pyscope) and exits with its status.\n"
+                 "\n",
+        .options = options,
+        .help_column = 25,
+        /* The command's own flags are its own. */
+        .stop_at_program = true,
+    };
+    int parsed = cli_parse(&cmd, argc, argv);
+    if (parsed != CLI_CONTINUE)
+        return parsed;
+    const struct profile_format *format =
+        format_name ? profile_format_find(format_name)
+        : output && profile_format_for_path(output) ? profile_format_for_path(output)
+                                                    : profile_format_find("flamegraph");
     if (!cli_check_program(argc, argv, optind))
         return 2;
     if (optind < argc)
         opts.command = &argv[optind];
     if ((pid == 0) == (opts.command == NULL)) {
         fprintf(stderr, "pyscope: give either -p PID or -- COMMAND\n");
-        record_usage(stderr);
+        cli_usage(&cmd, stderr);
         return 2;
     }
 

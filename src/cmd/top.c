@@ -1,7 +1,6 @@
 /* pyscope top: a live, refreshing view of where a process spends its time,
  * like top or py-spy top: functions by own and total share, and each
  * thread's GIL columns, over the last refresh interval. 'q' quits. */
-#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -561,62 +560,43 @@ static void on_tick(struct session *s, void *ctx)
         stop_requested = 1;
 }
 
-static void top_usage(FILE *out)
-{
-    fprintf(out,
-            "usage: pyscope top [options] -p PID\n"
-            "       pyscope top [options] -- COMMAND [ARGS...]\n"
-            "\n"
-            "A live view of a running process, refreshed every second: functions by\n"
-            "own and total share of samples, and each thread's GIL columns. q quits.\n"
-            "\n"
-            "  -p, --pid PID          watch this running process\n"
-            "  -r, --rate HZ          samples per second (default 100)\n"
-            "  -i, --idle             count idle threads too\n"
-            "  -g, --gil              count only the thread holding the GIL\n"
-            "  -s, --subprocesses     also watch Python child processes\n"
-            "  -h, --help             this help\n");
-}
-
 int cmd_top(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"pid", required_argument, NULL, 'p'},       {"rate", required_argument, NULL, 'r'},
-        {"idle", no_argument, NULL, 'i'},            {"gil", no_argument, NULL, 'g'},
-        {"subprocesses", no_argument, NULL, 's'},    {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     pid_t pid = 0;
     struct session_options opts = {.rate_hz = 100, .record_timeline = false};
     struct top_view view = {0};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+p:r:igsh", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'p':
-            if (!cli_parse_pid(optarg, &pid))
-                return 2;
-            break;
-        case 'r':
-            if (!cli_parse_rate(optarg, 1e5, false, &opts.rate_hz)) {
-                fprintf(stderr, "pyscope: --rate takes a number of samples per second\n");
-                return 2;
-            }
-            break;
-        case 'i': view.include_idle = true; break;
-        case 'g': view.gil_only = true; break;
-        case 's': opts.subprocesses = true; break;
-        case 'h': top_usage(stdout); return 0;
-        default: top_usage(stderr); return 2;
-        }
-    }
+    const struct cli_option options[] = {
+        CLI_OPT('p', "pid", "PID", "watch this running process", CLI_PID, &pid),
+        CLI_OPT('r', "rate", "HZ", "samples per second (default 100)", CLI_RATE, &opts.rate_hz),
+        CLI_OPT('i', "idle", NULL, "count idle threads too", CLI_FLAG, &view.include_idle),
+        CLI_OPT('g', "gil", NULL, "count only the thread holding the GIL", CLI_FLAG,
+                &view.gil_only),
+        CLI_OPT('s', "subprocesses", NULL, "also watch Python child processes", CLI_FLAG,
+                &opts.subprocesses),
+        CLI_HELP_OPTION,
+        {0},
+    };
+    const struct cli_command cmd = {
+        .usage = "usage: pyscope top [options] -p PID\n"
+                 "       pyscope top [options] -- COMMAND [ARGS...]\n"
+                 "\n"
+                 "A live view of a running process, refreshed every second: functions by\n"
+                 "own and total share of samples, and each thread's GIL columns. q quits.\n"
+                 "\n",
+        .options = options,
+        .help_column = 25,
+        .stop_at_program = true,
+    };
+    int parsed = cli_parse(&cmd, argc, argv);
+    if (parsed != CLI_CONTINUE)
+        return parsed;
     if (!cli_check_program(argc, argv, optind))
         return 2;
     if (optind < argc)
         opts.command = &argv[optind];
     if ((pid == 0) == (opts.command == NULL)) {
         fprintf(stderr, "pyscope: give either -p PID or -- COMMAND\n");
-        top_usage(stderr);
+        cli_usage(&cmd, stderr);
         return 2;
     }
     struct profile profile;

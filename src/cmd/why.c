@@ -3,7 +3,6 @@
  * (--interval) tell a stuck process from a busy one; the first snapshot's
  * waits explain what each thread is stuck on. */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -30,82 +29,76 @@
 #define DEFAULT_INTERVAL_MS 150
 #define MAX_INTERVAL_MS 60000
 
-static void why_usage(FILE *out)
+static int take_interval(const char *arg, void *value)
 {
-    fprintf(out,
-            "usage: pyscope why [options] PID\n"
-            "       pyscope why [options] --core FILE|PID|latest [--sysroot DIR] [--debug-dir DIR]\n"
-            "\n"
-            "Tells why a Python process is stuck: for every thread, what it waits for\n"
-            "(the GIL, a lock, a queue, a socket, ...) and who could release it, then a\n"
-            "verdict: deadlock, a lock nobody will release, a starved queue, a network\n"
-            "read without timeout, ... or not hung. The process is not stopped.\n"
-            "\n"
-            "  -j, --json          machine-readable output (schema: docs/why.md)\n"
-            "  -i, --interval=TIME time between the two snapshots of the progress check:\n"
-            "                      150ms, 2s, 1m, or milliseconds (default %d ms; 0 skips it)\n"
-            "  -v, --verbose       also print the liveness computation behind the verdict\n"
-            "      --core FILE     the moment a core file was taken instead of a live process\n"
-            "                      (no progress check; PID and latest as for dump --core)\n"
-            "      --sysroot DIR, --debug-dir DIR   with --core: as for dump --core\n"
-            "      --color=WHEN    always, never or auto (default: auto, on a terminal)\n"
-            "  -s, --subprocesses  every Python process of the tree under PID, each with\n"
-            "                      its role (parent, fork child, exec child, grandchild)\n"
-            "  -h, --help          this help\n",
-            DEFAULT_INTERVAL_MS);
+    if (!cli_parse_duration_ms(arg, MAX_INTERVAL_MS, value)) {
+        fprintf(stderr, "pyscope: --interval takes a duration such as 150ms, 2s or 1m (a bare "
+                        "number is milliseconds), at most %d s\n", MAX_INTERVAL_MS / 1000);
+        return PYSCOPE_ERR_USAGE;
+    }
+    return 0;
+}
+
+static const char *default_interval(void)
+{
+    static char text[16];
+    snprintf(text, sizeof text, "%d", DEFAULT_INTERVAL_MS);
+    return text;
 }
 
 int cmd_why(int argc, char **argv)
 {
     if (tree_requested(argc, argv))
         return tree_run(argc, argv, cmd_why);
-    static const struct option longopts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"interval", required_argument, NULL, 'i'},
-        {"color", required_argument, NULL, 'C'},
-        {"verbose", no_argument, NULL, 'v'},
-        {"core", required_argument, NULL, 'c'},
-        {"sysroot", required_argument, NULL, 'S'},
-        {"debug-dir", required_argument, NULL, 'D'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     bool json = false, verbose = false;
     int color = -1;
     long interval = DEFAULT_INTERVAL_MS;
     const char *core_arg = NULL;
     struct core_options copts = {.warnings = stderr, .cache = true};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "ji:vh", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'j': json = true; break;
-        case 'v': verbose = true; break;
-        case 'i':
-            if (!cli_parse_duration_ms(optarg, MAX_INTERVAL_MS, &interval)) {
-                fprintf(stderr, "pyscope: --interval takes a duration such as 150ms, 2s or 1m "
-                                "(a bare number is milliseconds), at most %d s\n",
-                        MAX_INTERVAL_MS / 1000);
-                return PYSCOPE_ERR_USAGE;
-            }
-            break;
-        case 'C':
-            if (!cli_parse_color(optarg, &color))
-                return PYSCOPE_ERR_USAGE;
-            break;
-        case 'c': core_arg = optarg; break;
-        case 'S': copts.sysroot = optarg; break;
-        case 'D': copts.debug_dir = optarg; break;
-        case 'h': why_usage(stdout); return 0;
-        default: why_usage(stderr); return PYSCOPE_ERR_USAGE;
-        }
-    }
+    const struct cli_option options[] = {
+        CLI_OPT('j', "json", NULL, "machine-readable output (schema: docs/why.md)", CLI_FLAG,
+                &json),
+        CLI_OPT('i', "interval", "=TIME", "time between the two snapshots of the progress check:\n"
+                "150ms, 2s, 1m, or milliseconds (default %s ms; 0 skips it)", CLI_CALL,
+                &interval, .call = take_interval, .help_value = default_interval),
+        CLI_OPT('v', "verbose", NULL, "also print the liveness computation behind the verdict",
+                CLI_FLAG, &verbose),
+        CLI_OPT(0, "core", "FILE", "the moment a core file was taken instead of a live process\n"
+                "(no progress check; PID and latest as for dump --core)", CLI_STRING, &core_arg),
+        CLI_OPT(0, "sysroot", "DIR", "with --core: as for dump --core", CLI_STRING,
+                &copts.sysroot),
+        CLI_OPT(0, "debug-dir", "DIR", "with --core: as for dump --core", CLI_STRING,
+                &copts.debug_dir),
+        CLI_OPT(0, "color", "=WHEN", "always, never or auto (default: auto, on a terminal)",
+                CLI_CALL, &color, .call = cli_take_color),
+        CLI_OPT('s', "subprocesses", NULL, "every Python process of the tree under PID, each with\n"
+                "its role (parent, fork child, exec child, grandchild)", CLI_FLAG, NULL,
+                .usage_only = true),
+        CLI_HELP_OPTION,
+        {0},
+    };
+    const struct cli_command cmd = {
+        .usage = "usage: pyscope why [options] PID\n"
+                 "       pyscope why [options] --core FILE|PID|latest [--sysroot DIR] "
+                 "[--debug-dir DIR]\n"
+                 "\n"
+                 "Tells why a Python process is stuck: for every thread, what it waits for\n"
+                 "(the GIL, a lock, a queue, a socket, ...) and who could release it, then a\n"
+                 "verdict: deadlock, a lock nobody will release, a starved queue, a network\n"
+                 "read without timeout, ... or not hung. The process is not stopped.\n"
+                 "\n",
+        .options = options,
+        .help_column = 22,
+    };
+    int parsed = cli_parse(&cmd, argc, argv);
+    if (parsed != CLI_CONTINUE)
+        return parsed;
     /* A live process is named by one PID; a core needs none. */
     int wanted = core_arg ? 0 : 1;
     if (argc - optind != wanted) {
         if (argc - optind > wanted)
             fprintf(stderr, "pyscope: unexpected argument '%s'\n", argv[optind + wanted]);
-        why_usage(stderr);
+        cli_usage(&cmd, stderr);
         return PYSCOPE_ERR_USAGE;
     }
     pid_t pid = 0;

@@ -7,12 +7,6 @@
 #include "output/profile_common.h"
 #include "output/profile_writers.h"
 
-struct folded_line {
-    uint32_t thread;          /* UINT32_MAX when threads are not told apart */
-    uint32_t stack;
-    uint64_t samples;
-};
-
 /* ';' separates frames and the line ends the stack, so neither may appear
  * inside a frame; other control bytes would only confuse the viewers. */
 static void put_frame_text(FILE *out, const char *s)
@@ -75,7 +69,8 @@ static void write_line(FILE *out, const struct profile *p, const struct folded_l
     fprintf(out, " %llu\n", (unsigned long long)line->samples);
 }
 
-int profile_write_collapsed(FILE *out, const struct profile *p, const struct profile_write_options *o)
+int profile_fold(const struct profile *p, const struct profile_write_options *o,
+                 struct folded_line **lines_out, size_t *n_out)
 {
     bool roots = o && o->thread_roots;
     struct folded_line *lines = malloc((p->n_counts ? p->n_counts : 1) * sizeof *lines);
@@ -99,6 +94,17 @@ int profile_write_collapsed(FILE *out, const struct profile *p, const struct pro
         else
             lines[merged++] = lines[i];
     }
+    *lines_out = lines;
+    *n_out = merged;
+    return 0;
+}
+
+int profile_write_collapsed(FILE *out, const struct profile *p, const struct profile_write_options *o)
+{
+    struct folded_line *lines;
+    size_t merged;
+    if (profile_fold(p, o, &lines, &merged) != 0)
+        return -1;
     /* Heaviest first, so that `head` shows what matters. */
     qsort(lines, merged, sizeof *lines, by_samples_then_key);
 

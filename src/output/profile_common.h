@@ -33,6 +33,19 @@ void thread_view_name(char buf[THREAD_LABEL_MAX], const struct profile *p,
  * unknown, the bare function for a synthetic frame or one without a file. NULL when out of memory. */
 char *frame_label(const struct profile_frame *f);
 
+/* A distinct stack (with its thread under --threads) and its samples. */
+struct folded_line {
+    uint32_t thread;          /* UINT32_MAX when threads are not told apart */
+    uint32_t stack;
+    uint64_t samples;
+};
+
+/* The kept samples folded into one line per stack (per thread and stack
+ * under thread_roots), in no particular order; the caller frees *lines.
+ * 0, or -1 out of memory. */
+int profile_fold(const struct profile *p, const struct profile_write_options *o,
+                 struct folded_line **lines, size_t *n);
+
 /* Nanoseconds between sampling passes: from the requested rate, or the mean
  * measured interval when the rate was "as fast as possible"; 0 when unknown. */
 double profile_period_ns(const struct profile *p);

@@ -8,6 +8,7 @@
 static const struct profile_format formats[] = {
     {"flamegraph", "txt", profile_write_collapsed, false},
     {"collapsed", "txt", profile_write_collapsed, true},
+    {"svg", "svg", profile_write_svg, false},
     {"speedscope", "speedscope.json", profile_write_speedscope, false},
     {"chrome", "trace.json", profile_write_chrome, false},
     {"pprof", "pb.gz", profile_write_pprof, false},
@@ -23,6 +24,22 @@ const struct profile_format *profile_format_find(const char *name)
         if (strcmp(formats[i].name, name) == 0)
             return &formats[i];
     return NULL;
+}
+
+const struct profile_format *profile_format_for_path(const char *path)
+{
+    const struct profile_format *best = NULL;
+    size_t len = strlen(path), best_len = 0;
+    for (size_t i = 0; i < N_FORMATS; i++) {
+        size_t ext = strlen(formats[i].extension);
+        /* "x.speedscope.json" is speedscope's, not plain JSON: the longest wins. */
+        if (formats[i].alias || ext + 1 > len || ext <= best_len || path[len - ext - 1] != '.' ||
+            strcmp(path + len - ext, formats[i].extension) != 0)
+            continue;
+        best = &formats[i];
+        best_len = ext;
+    }
+    return best;
 }
 
 const char *profile_format_names(void)

@@ -19,6 +19,11 @@ struct profile_format {
 /* The format called name, or NULL. */
 const struct profile_format *profile_format_find(const char *name);
 
+/* The format whose extension ends path ("profile.svg": svg, "x.pb.gz":
+ * pprof), the longest such; NULL when none does. Used when -o is given
+ * without -f, so that py-spy's `-o profile.svg` gives an SVG. */
+const struct profile_format *profile_format_for_path(const char *path);
+
 /* "flamegraph, speedscope, ...": every format's name, aliases left out, for
  * usage texts and messages. */
 const char *profile_format_names(void);

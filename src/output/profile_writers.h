@@ -25,6 +25,12 @@ struct profile_write_options {
  * flamegraph.pl and inferno read them. Honours all three options. */
 int profile_write_collapsed(FILE *out, const struct profile *p, const struct profile_write_options *o);
 
+/* An SVG flame graph, as py-spy's `-o profile.svg` and flamegraph.pl draw
+ * it: callers at the bottom, boxes as wide as their samples, titled with
+ * them. Honours all three options (the same stacks as the collapsed
+ * output). */
+int profile_write_svg(FILE *out, const struct profile *p, const struct profile_write_options *o);
+
 /* speedscope's JSON file format: one sampled profile per thread, in time order
  * and weighted in seconds from the timeline. Honours include_idle and
  * gil_only; each thread is its own profile already, so thread_roots adds

@@ -1,7 +1,7 @@
 /* What pyscope has changed in a target, kept where a signal handler can
  * undo it: int3 bytes written into its code, debug registers armed in its
  * threads, threads held under ptrace. The primitives that make each change
- * (breakpoint.c, hwbreak.c, tracer.c, pause.c) record it here, so every
+ * (breakpoint.c, hwbreak.c, kernelbp.c, tracer.c) record it here, so every
  * command gets the same signal-safe cleanup. */
 #ifndef PYSCOPE_TARGET_CLEANUP_H
 #define PYSCOPE_TARGET_CLEANUP_H

@@ -1,6 +1,8 @@
 /* The ptrace bookkeeping of a traced process: which threads exist, which are
  * stopped, and which stopped with an event nobody has handled yet, so that
- * stopping everything for a look never loses a breakpoint hit or a signal. */
+ * stopping everything for a look never loses a breakpoint hit or a signal.
+ * Every thread it holds is recorded with target/cleanup.c, which lets them
+ * go on every way out of pyscope. */
 #include "target/tracer.h"
 
 #include <errno.h>
@@ -23,7 +25,8 @@ static long now_ms(void)
     return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
-bool tracer_is_interrupt_stop(int status)
+/* The stop PTRACE_INTERRUPT causes (not a group stop)? */
+static bool is_interrupt_stop(int status)
 {
     return WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP && WSTOPSIG(status) == SIGTRAP;
 }
@@ -44,7 +47,8 @@ struct tracer_thread *tracer_thread(struct tracer *tr, pid_t tid)
     return NULL;
 }
 
-struct tracer_thread *tracer_add(struct tracer *tr, pid_t tid)
+/* Adds tid (no-op if known); NULL when the table is full. */
+static struct tracer_thread *tracer_add(struct tracer *tr, pid_t tid)
 {
     struct tracer_thread *th = tracer_thread(tr, tid);
     if (th)
@@ -63,12 +67,14 @@ struct tracer_thread *tracer_add(struct tracer *tr, pid_t tid)
     return th;
 }
 
-void tracer_remove(struct tracer *tr, pid_t tid)
+static void tracer_remove(struct tracer *tr, pid_t tid)
 {
     for (int i = 0; i < tr->n; i++) {
         if (tr->threads[i].tid == tid) {
             tr->threads[i] = tr->threads[--tr->n];
             cleanup_thread_released(tid);
+            if (tr->on_gone)
+                tr->on_gone(tr->gone_ctx, tid);
             return;
         }
     }
@@ -225,6 +231,12 @@ int tracer_listen(struct tracer *tr, pid_t tid)
     return (int)ptrace(PTRACE_LISTEN, tid, NULL, NULL);
 }
 
+int tracer_interrupt(struct tracer *tr, pid_t tid)
+{
+    (void)tr;
+    return (int)ptrace(PTRACE_INTERRUPT, tid, NULL, NULL);
+}
+
 void tracer_stop_all(struct tracer *tr)
 {
     /* New threads can appear while we wait (a clone event of a thread we
@@ -257,7 +269,7 @@ void tracer_stop_all(struct tracer *tr)
                 continue;
             }
             th = tracer_thread(tr, tid);
-            if (th && !tracer_is_interrupt_stop(status)) {
+            if (th && !is_interrupt_stop(status)) {
                 th->has_event = true;
                 th->event = status;
             }
@@ -274,17 +286,6 @@ void tracer_resume_all(struct tracer *tr, pid_t except)
     }
 }
 
-struct tracer_thread *tracer_take_fresh(struct tracer *tr)
-{
-    for (int i = 0; i < tr->n; i++) {
-        if (tr->threads[i].fresh) {
-            tr->threads[i].fresh = false;
-            return &tr->threads[i];
-        }
-    }
-    return NULL;
-}
-
 /* The signal a saved event would deliver: signal-delivery stops only. */
 static int signal_of_event(int status)
 {
@@ -293,7 +294,7 @@ static int signal_of_event(int status)
     return WSTOPSIG(status);
 }
 
-bool tracer_signal_pending(pid_t pid, pid_t tid, int sig)
+static bool signal_pending(pid_t pid, pid_t tid, int sig)
 {
     char path[96], line[256];
     snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
@@ -312,7 +313,7 @@ void tracer_collect_pending(struct tracer *tr, int sig)
 {
     for (int i = 0; i < tr->n; i++) {
         struct tracer_thread *th = &tr->threads[i];
-        if (!th->stopped || th->has_event || !tracer_signal_pending(tr->pid, th->tid, sig))
+        if (!th->stopped || th->has_event || !signal_pending(tr->pid, th->tid, sig))
             continue;
         pid_t tid = th->tid;
         int status;
@@ -324,7 +325,7 @@ void tracer_collect_pending(struct tracer *tr, int sig)
             continue;
         }
         th = tracer_thread(tr, tid);
-        if (th && !tracer_is_interrupt_stop(status)) {
+        if (th && !is_interrupt_stop(status)) {
             th->has_event = true;
             th->event = status;
         }
@@ -350,14 +351,19 @@ void tracer_detach_all(struct tracer *tr, bool leave_stopped)
 
 void tracer_free(struct tracer *tr)
 {
+    /* Threads still in the table are gone with their process. */
+    for (int i = 0; i < tr->n; i++)
+        cleanup_thread_released(tr->threads[i].tid);
     free(tr->threads);
     tr->threads = NULL;
     tr->n = 0;
 }
 
-int tracer_spawn(struct tracer *tr, char *const *argv, long options, struct pyscope_error *err)
+int tracer_spawn(struct tracer *tr, char *const *argv, const sigset_t *child_mask, long options,
+                 struct pyscope_error *err)
 {
     memset(tr, 0, sizeof *tr);
+    cleanup_install();
     pid_t pid = fork();
     if (pid < 0) {
         error_set(err, PYSCOPE_ERR_OTHER, "fork: %s", strerror(errno));
@@ -366,7 +372,7 @@ int tracer_spawn(struct tracer *tr, char *const *argv, long options, struct pysc
     if (pid == 0) {
         sigset_t none;
         sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+        sigprocmask(SIG_SETMASK, child_mask ? child_mask : &none, NULL);
         /* Wait for the tracer to attach before running anything. */
         raise(SIGSTOP);
         execvp(argv[0], argv);
@@ -385,7 +391,6 @@ int tracer_spawn(struct tracer *tr, char *const *argv, long options, struct pysc
         return -1;
     }
     tr->pid = pid;
-    tr->spawned = true;
     tr->options = options;
     if (!tracer_add(tr, pid)) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
@@ -396,11 +401,60 @@ int tracer_spawn(struct tracer *tr, char *const *argv, long options, struct pysc
     return 0;
 }
 
+/* Is tid traced by pyscope already (a thread a seized one started, which
+ * TRACECLONE attached before its clone event was waited for)? */
+static bool traced_by_us(pid_t pid, pid_t tid)
+{
+    char state;
+    pid_t tracer = 0;
+    return process_thread_stopped(pid, tid, &state, &tracer) == 0 && tracer == getpid();
+}
+
+/* Seizes the threads of pid not in the table yet. The number seized, or -1
+ * with err set (NO_PROCESS when the process is gone before any was). */
+static int seize_new(struct tracer *tr, pid_t *tids, const char *verb, struct pyscope_error *err)
+{
+    int n = process_list_tids(tr->pid, tids, TRACER_MAX_THREADS);
+    if (n <= 0) {
+        if (tr->n == 0) {
+            error_set(err, PYSCOPE_ERR_NO_PROCESS, "no process %d", (int)tr->pid);
+            return -1;
+        }
+        return 0;
+    }
+    int added = 0;
+    for (int i = 0; i < n; i++) {
+        if (tracer_thread(tr, tids[i]))
+            continue;
+        if (ptrace(PTRACE_SEIZE, tids[i], NULL, (void *)tr->options) != 0) {
+            if (errno == ESRCH)
+                continue;
+            if (errno == EPERM && traced_by_us(tr->pid, tids[i])) {
+                if (tracer_add(tr, tids[i]))
+                    added++;
+                continue;
+            }
+            error_set(err, errno == EPERM ? PYSCOPE_ERR_PERMISSION : PYSCOPE_ERR_OTHER,
+                      "cannot %s thread %d of process %d: %s%s", verb, (int)tids[i],
+                      (int)tr->pid, strerror(errno),
+                      errno == EPERM ? " (is a debugger attached?)" : "");
+            return -1;
+        }
+        if (!tracer_add(tr, tids[i])) {
+            ptrace(PTRACE_DETACH, tids[i], NULL, NULL);   /* the table is full */
+            break;
+        }
+        added++;
+    }
+    return added;
+}
+
 int tracer_attach(struct tracer *tr, pid_t pid, long options, struct pyscope_error *err)
 {
     memset(tr, 0, sizeof *tr);
     tr->pid = pid;
     tr->options = options;
+    cleanup_install();
     pid_t *tids = malloc(sizeof *tids * TRACER_MAX_THREADS);
     if (!tids) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
@@ -409,36 +463,53 @@ int tracer_attach(struct tracer *tr, pid_t pid, long options, struct pyscope_err
     /* Threads may start while we seize: repeat until a pass finds none new
      * (a thread started by a seized one is attached by TRACECLONE). */
     for (int round = 0; round < 8; round++) {
-        int n = process_list_tids(pid, tids, TRACER_MAX_THREADS);
-        if (n <= 0) {
-            if (tr->n == 0) {
-                error_set(err, PYSCOPE_ERR_NO_PROCESS, "no process %d", (int)pid);
-                free(tids);
-                return -1;
-            }
-            break;
-        }
-        int added = 0;
-        for (int i = 0; i < n; i++) {
-            if (tracer_thread(tr, tids[i]))
-                continue;
-            if (ptrace(PTRACE_SEIZE, tids[i], NULL, (void *)options) != 0) {
-                if (errno == ESRCH)
-                    continue;
-                error_set(err, errno == EPERM ? PYSCOPE_ERR_PERMISSION : PYSCOPE_ERR_OTHER,
-                          "cannot trace thread %d of process %d: %s%s", (int)tids[i], (int)pid,
-                          strerror(errno), errno == EPERM ? " (is a debugger attached?)" : "");
-                tracer_detach_all(tr, false);
-                free(tids);
-                return -1;
-            }
-            if (!tracer_add(tr, tids[i]))
-                break;
-            added++;
+        int added = seize_new(tr, tids, "trace", err);
+        if (added < 0) {
+            tracer_detach_all(tr, false);
+            free(tids);
+            return -1;
         }
         if (added == 0)
             break;
     }
     free(tids);
     return 0;
+}
+
+int tracer_pause(struct tracer *tr, pid_t pid, struct pyscope_error *err)
+{
+    memset(tr, 0, sizeof *tr);
+    tr->pid = pid;
+    cleanup_install();
+    static bool at_exit;
+    if (!at_exit && atexit(cleanup_run) == 0)
+        at_exit = true;
+    pid_t *tids = malloc(sizeof *tids * TRACER_MAX_THREADS);
+    if (!tids) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        return -1;
+    }
+    /* Without TRACECLONE (a snapshot follows no thread): the threads are
+     * stopped as they are seized, and the list is read again until a pass
+     * finds none new, which stopped threads can no longer start. */
+    for (int round = 0; round < 8; round++) {
+        int added = seize_new(tr, tids, "pause", err);
+        if (added < 0) {
+            tracer_release(tr);
+            free(tids);
+            return -1;
+        }
+        if (added == 0)
+            break;
+        tracer_stop_all(tr);
+    }
+    free(tids);
+    return 0;
+}
+
+void tracer_release(struct tracer *tr)
+{
+    if (tr->n > 0)
+        tracer_detach_all(tr, false);
+    tracer_free(tr);
 }

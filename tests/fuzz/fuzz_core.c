@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cmd/collect.h"
+#include "python/collect.h"
 #include "python/runtime.h"
 #include "target/core.h"
 #include "target/process.h"

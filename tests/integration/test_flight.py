@@ -285,7 +285,7 @@ def test_not_python_and_clean_exit(interp, tmp_path):
 
 def test_usage_errors(pyscope_binary):
     for args, message in [(["--record-last", "soon"], "--record-last takes a duration"),
-                          (["--record-last", "5s", "-f", "svg"], "unknown format 'svg'"),
+                          (["--record-last", "5s", "-f", "png"], "unknown format 'png'"),
                           (["--record-last", "5s", "-r", "0"], "--rate takes"),
                           (["--record-last", "5s", "--dump-on", "SIGKILL"], "--dump-on takes"),
                           (["--dump-on", "USR2"], "go with --record-last"),

@@ -846,6 +846,81 @@ def test_consumer_chrome(start_program, pyscope, tmp_path):
     check_chrome(out)
 
 
+SVG_NS = "{http://www.w3.org/2000/svg}"
+SVG_TITLE = re.compile(r"^(?P<label>.*) \((?P<n>\d+) samples?, (?P<pct>[\d.]+)%\)$")
+
+
+def svg_boxes(path):
+    """The flame graph's boxes, parsed strictly as XML: label, samples, and
+    the rect's geometry."""
+    import xml.etree.ElementTree as ET
+    root = ET.parse(str(path)).getroot()
+    boxes = []
+    for g in root.iter(SVG_NS + "g"):
+        m = SVG_TITLE.match(g.find(SVG_NS + "title").text)
+        assert m, g.find(SVG_NS + "title").text
+        rect = g.find(SVG_NS + "rect")
+        boxes.append({"label": m.group("label"), "samples": int(m.group("n")),
+                      "x": float(rect.get("x")), "y": float(rect.get("y")),
+                      "w": float(rect.get("width"))})
+    return boxes
+
+
+def test_consumer_svg(start_program, pyscope, tmp_path):
+    """py-spy's `record -o profile.svg` (no -f): an SVG flame graph, well
+    formed; every box as wide as its samples, inside its caller's box, with
+    the callers' samples covering the callees'; snooze under [C] time.sleep;
+    and Chromium draws it, each box where the file puts it."""
+    interp = pick_interp("3.12", "3.11")
+    target = start_program(interp, "rec_mixed.py")
+    out = tmp_path / "profile.svg"
+    result = pyscope("record", "-p", target.pid, "--idle", "-d", 2, "-q", "-o", out,
+                     timeout=2 + RECORD_SLACK)
+    assert result.returncode == 0, "%r" % result
+    assert "wrote %s (svg)" % out in result.stderr, result.stderr
+    boxes = svg_boxes(out)
+    (root,) = [b for b in boxes if b["label"] == "all"]
+    scale = root["w"] / root["samples"]
+    by_row = {}
+    for b in boxes:
+        assert abs(b["w"] - b["samples"] * scale) < 0.01, b
+        by_row.setdefault(b["y"], []).append(b)
+    rows = sorted(by_row, reverse=True)            # the root's row is the lowest
+    assert by_row[rows[0]] == [root]
+    for below, above in zip(rows, rows[1:]):
+        for b in by_row[above]:
+            callers = [c for c in by_row[below]
+                       if c["x"] - 0.01 <= b["x"] and b["x"] + b["w"] <= c["x"] + c["w"] + 0.01]
+            assert len(callers) == 1, (b, by_row[below])
+        for c in by_row[below]:
+            inside = [b["samples"] for b in by_row[above]
+                      if c["x"] - 0.01 <= b["x"] and b["x"] + b["w"] <= c["x"] + c["w"] + 0.01]
+            assert sum(inside) <= c["samples"], (c, inside)
+    functions = {frame_function(b["label"]) for b in boxes}
+    assert {"crunch", "snooze", "[C] time.sleep"} <= functions, sorted(functions)
+    sleeps = [b for b in boxes if b["label"] == "[C] time.sleep"]
+    snoozes = [b for b in boxes if frame_function(b["label"]) == "snooze"]
+    assert any(abs(s["x"] - z["x"]) < 0.01 and s["y"] < z["y"] for s in sleeps for z in snoozes)
+
+    import chromium
+    binary, reason = chromium.find_chromium()
+    if not binary:
+        pytest.fail(reason)
+    with chromium.Browser(binary, width=1300, height=900) as browser:
+        page = browser.page()
+        page.set_viewport(1300, 900)
+        page.open(out.as_uri(), "document.querySelectorAll('g rect').length > 0", timeout=60)
+        drawn = page.evaluate("JSON.stringify(Array.from(document.querySelectorAll('g')).map("
+                              "g => { const r = g.querySelector('rect').getBoundingClientRect();"
+                              " return [g.querySelector('title').textContent, r.x, r.width]; }))")
+        page.close()
+    drawn = json.loads(drawn)
+    assert len(drawn) == len(boxes)
+    for (title, x, width), b in zip(drawn, boxes):
+        assert SVG_TITLE.match(title).group("label") == b["label"]
+        assert abs(x - b["x"]) < 0.5 and abs(width - b["w"]) < 0.5, (title, x, width, b)
+
+
 # --------------------------------------------------------------------------
 # A.5 End conditions
 

@@ -787,9 +787,64 @@ static void test_json(void)
     profile_free(&empty);
 }
 
+/* Occurrences of needle in text. */
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+static void test_svg(void)
+{
+    struct fixture x;
+    fixture_init(&x);
+    /* Idle dropped: 9 samples; main above all of them but the empty stack;
+     * work (both states folded) and its collector; the ';' and newline of
+     * the odd frame kept as text, escaped as XML; boxes sorted by label, so
+     * bad;name comes first, at the left. */
+    char *text = capture(profile_write_svg, &x.p, NULL, NULL);
+    CHECK(strncmp(text, "<?xml version=\"1.0\" encoding=\"UTF-8\"", 36) == 0);
+    CHECK_EQ_INT(count_of(text, "<g>"), 6);
+    CHECK(strstr(text, "<title>all (9 samples, 100.00%)</title><rect x=\"10.00\" y=\"") != NULL);
+    CHECK(strstr(text, "<title>main (app.py:10) (8 samples, 88.89%)</title>") != NULL);
+    CHECK(strstr(text, "<title>work (app.py:20) (7 samples, 77.78%)</title>") != NULL);
+    CHECK(strstr(text, "<title>&lt;GC&gt; (1 sample, 11.11%)</title>") != NULL);
+    CHECK(strstr(text, "<title>&lt;no Python frames&gt; (1 sample, 11.11%)</title>") != NULL);
+    CHECK(strstr(text, "<title>bad;name x (a;b.py:3) (1 sample, 11.11%)</title><rect x=\"141.11\"")
+          != NULL);
+    /* 1180 px for 9 samples: main is 8/9 of it, after <no Python frames>'s
+     * 1/9 ('<' sorts before 'm'). */
+    CHECK(strstr(text, "(8 samples, 88.89%)</title><rect x=\"141.11\" y=\"") != NULL);
+    CHECK(strstr(text, "width=\"1048.89\"") != NULL);
+    CHECK(strstr(text, "</svg>\n") != NULL);
+    free(text);
+
+    /* --idle --threads: a root per thread, main's wait under MainThread. */
+    struct profile_write_options roots = {.include_idle = true, .thread_roots = true};
+    text = capture(profile_write_svg, &x.p, &roots, NULL);
+    CHECK(strstr(text, "<title>all (12 samples, 100.00%)</title>") != NULL);
+    CHECK(strstr(text, "<title>thread 100 &quot;MainThread&quot; (3 samples, 25.00%)</title>") !=
+          NULL);
+    CHECK(strstr(text, "<title>wait (lib.py) (3 samples, 25.00%)</title>") != NULL);
+    free(text);
+    profile_free(&x.p);
+
+    /* Nothing kept: a whole document that says so. */
+    struct profile empty;
+    CHECK_EQ_INT(profile_init(&empty), 0);
+    text = capture(profile_write_svg, &empty, NULL, NULL);
+    CHECK(strstr(text, "no samples kept") != NULL && strstr(text, "</svg>\n") != NULL);
+    CHECK_EQ_INT(count_of(text, "<g>"), 0);
+    free(text);
+    profile_free(&empty);
+}
+
 int main(void)
 {
     test_collapsed();
+    test_svg();
     test_summary();
     test_speedscope();
     test_chrome();

@@ -1,8 +1,9 @@
-/* The part of a dump that dump (live or core) and run share: given an opened
- * target, build the full stack report (Python stacks, locals, --print, native
- * stacks, threads Python does not know) ready to be written. */
-#ifndef PYSCOPE_CMD_COLLECT_H
-#define PYSCOPE_CMD_COLLECT_H
+/* The stack report dump (live or core), run's crash report and watch's
+ * reports share: given an opened target, the full report (Python stacks,
+ * locals, --print, native stacks, threads Python does not know) ready to be
+ * written. */
+#ifndef PYSCOPE_PYTHON_COLLECT_H
+#define PYSCOPE_PYTHON_COLLECT_H
 
 #include <stdbool.h>
 #include "report/stack_report.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/ptrace.h>
 
-#include "cmd/watch.h"
+#include "watch/session.h"
 #include "native/symbol_find.h"
 #include "target/process.h"
 

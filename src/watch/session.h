@@ -1,8 +1,8 @@
-/* The state `pyscope watch` shares between its parts: the command and its
- * event loop (watch.c), the Python-function detector (watch_python.c) and
- * the native-function detector (watch_native.c). */
-#ifndef PYSCOPE_CMD_WATCH_H
-#define PYSCOPE_CMD_WATCH_H
+/* The state the watch engine's parts share: its event loop (watch.c), the
+ * Python-function detector (watch_python.c) and the native-function
+ * detector (watch_native.c). The command line sees only watch/watch.h. */
+#ifndef PYSCOPE_WATCH_SESSION_H
+#define PYSCOPE_WATCH_SESSION_H
 
 #include <limits.h>
 #include <signal.h>
@@ -21,8 +21,8 @@
 #include "target/breakpoint.h"
 #include "target/target.h"
 #include "target/tracer.h"
+#include "watch/watch.h"
 
-#define WATCH_MAX_FUNCS 16
 #define WATCH_MAX_NATIVE 64
 #define WATCH_MAX_RECORDS 32
 #define WATCH_MAX_FILES 1024

@@ -1,7 +1,7 @@
 /* Building a complete report from a target. Each optional part (locals,
  * --print, native stacks) is added after the Python walk, so the walk itself
  * stays the same for every command. */
-#include "cmd/collect.h"
+#include "python/collect.h"
 #include "python/asyncio_tasks.h"
 #include "python/waits.h"
 
