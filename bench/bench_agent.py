@@ -5,9 +5,21 @@ every process is attached) as a share of one core, its resident memory,
 and the rate it kept (samples per process per second from its /metrics).
 The agent runs with --cpu-budget 0, so that the figure is its real cost,
 not the budget's effect. Rounds interleave the rates; medians are printed.
+On a loaded machine the agent may not keep the rate: its CPU per pass (one
+process, all its threads) and that times the requested rate are printed too.
+
+Then the targets' slowdown: one more process spins a Python loop
+(bench/targets/cpu_loop.py) among the others while an agent at 19 Hz samples
+them all; the agent is stopped (SIGSTOP) and let go (SIGCONT) in turn, and
+the loop's iterations per wall second and per CPU second are compared,
+medians over --slowdown-rounds pairs (0: skip).
+
+With --binary-b PATH every run is done with both binaries, interleaved, and
+printed side by side (A is $PYSCOPE or ./pyscope).
 
 usage: /usr/bin/python3 bench/bench_agent.py [--processes 50] [--threads 10]
            [--rates 19,100] [--seconds 30] [--rounds 3] [--interp PATH]
+           [--slowdown-rounds 5] [--slowdown-seconds 10] [--binary-b PATH]
 """
 
 import argparse
@@ -17,6 +29,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -26,6 +39,7 @@ sys.path.insert(0, str(ROOT / "tests" / "integration"))
 from conftest import pick_interp  # noqa: E402
 
 TARGET = ROOT / "bench" / "targets" / "agent_service.py"
+LOOP = ROOT / "bench" / "targets" / "cpu_loop.py"
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -47,27 +61,40 @@ def metric(text, name):
     return [float(v) for v in re.findall(r"^%s(?:\{[^}]*\})? (\S+)$" % name, text, re.M)]
 
 
-def one_run(pyscope, rate, seconds, processes, marker, budget="0", settle=2):
+def start_agent(pyscope, rate, processes, marker, budget="0"):
+    """-> (the agent's Popen, its /metrics URL) once it samples processes."""
     log = Path(marker) / ("agent-%g.log" % rate)
     if log.exists():
         log.unlink()  # the agent appends: a previous run's port is not this one's
     agent = subprocess.Popen([str(pyscope), "agent", "--listen", "127.0.0.1:0", "--rate", str(rate),
                               "--cpu-budget", budget, "--match", re.escape(marker), "--log", str(log)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port = None
+    for _ in range(500):
+        m = re.search(r":(\d+)/", log.read_text()) if log.exists() else None
+        if m:
+            port = int(m.group(1))
+            break
+        time.sleep(0.02)
+    url = "http://127.0.0.1:%d/metrics" % port
+    for _ in range(300):
+        text = urllib.request.urlopen(url).read().decode()
+        if sum(metric(text, "pyscope_agent_processes")[:1]) >= processes:
+            break
+        time.sleep(0.1)
+    return agent, url
+
+
+def stop_agent(agent):
+    agent.send_signal(signal.SIGCONT)
+    agent.send_signal(signal.SIGTERM)
+    if agent.wait(timeout=10) != 0:
+        print("agent exited %s" % agent.returncode)
+
+
+def one_run(pyscope, rate, seconds, processes, marker, budget="0", settle=2):
+    agent, url = start_agent(pyscope, rate, processes, marker, budget)
     try:
-        port = None
-        for _ in range(500):
-            m = re.search(r":(\d+)/", log.read_text()) if log.exists() else None
-            if m:
-                port = int(m.group(1))
-                break
-            time.sleep(0.02)
-        url = "http://127.0.0.1:%d/metrics" % port
-        for _ in range(300):
-            text = urllib.request.urlopen(url).read().decode()
-            if sum(metric(text, "pyscope_agent_processes")[:1]) >= processes:
-                break
-            time.sleep(0.1)
         time.sleep(settle)  # attaching done, first whys taken (and the budget applied)
         text = urllib.request.urlopen(url).read().decode()
         passes0 = sum(metric(text, "pyscope_process_samples_total"))
@@ -76,14 +103,53 @@ def one_run(pyscope, rate, seconds, processes, marker, budget="0", settle=2):
         cpu1, t1 = cpu_seconds(agent.pid), time.monotonic()
         text = urllib.request.urlopen(url).read().decode()
         passes1 = sum(metric(text, "pyscope_process_samples_total"))
+        per_pass = (cpu1 - cpu0) / max(passes1 - passes0, 1)
         return {"cpu": (cpu1 - cpu0) / (t1 - t0) * 100, "rss": rss_mb(agent.pid),
                 "rate": (passes1 - passes0) / (t1 - t0) / processes,
+                "us_pass": per_pass * 1e6, "projected": per_pass * rate * processes * 100,
                 "in_force": metric(text, "pyscope_agent_rate_hz")[0],
                 "limited": metric(text, "pyscope_agent_cpu_budget_limited")[0]}
     finally:
-        agent.send_signal(signal.SIGTERM)
-        if agent.wait(timeout=10) != 0:
-            print("agent exited %s" % agent.returncode)
+        stop_agent(agent)
+
+
+class LoopReader:
+    """The cpu_loop target's reports, (count, wall, cpu), as they come."""
+
+    def __init__(self, proc):
+        self.lines = []
+        self.thread = threading.Thread(target=self.read, args=(proc,), daemon=True)
+        self.thread.start()
+
+    def read(self, proc):
+        for line in proc.stdout:
+            n, wall, cpu = line.split()
+            self.lines.append((int(n), float(wall), float(cpu)))
+
+    def rates(self, seconds):
+        """Iterations per wall second and per CPU second over the next seconds."""
+        time.sleep(0.5)
+        a = self.lines[-1]
+        time.sleep(seconds)
+        b = self.lines[-1]
+        return (b[0] - a[0]) / (b[1] - a[1]), (b[0] - a[0]) / max(b[2] - a[2], 1e-9)
+
+
+def slowdown(pyscope, loop, processes, marker, rounds, seconds):
+    """Medians of the loop's rates with the agent stopped and running."""
+    agent, _ = start_agent(pyscope, 19, processes + 1, marker)
+    off, on = [], []
+    try:
+        time.sleep(2)
+        for rnd in range(rounds):
+            for running in ((False, True) if rnd % 2 == 0 else (True, False)):
+                agent.send_signal(signal.SIGCONT if running else signal.SIGSTOP)
+                (on if running else off).append(loop.rates(seconds))
+    finally:
+        stop_agent(agent)
+    med = lambda xs, k: statistics.median(x[k] for x in xs)
+    return {"wall_off": med(off, 0), "wall_on": med(on, 0), "cpu_off": med(off, 1),
+            "cpu_on": med(on, 1)}
 
 
 def main():
@@ -96,8 +162,15 @@ def main():
     ap.add_argument("--interp")
     ap.add_argument("--budget", help="also a run at 19 Hz with this --cpu-budget (percent), "
                     "after a settling minute: the rate the budget leaves and the CPU it keeps")
+    ap.add_argument("--slowdown-rounds", type=int, default=5)
+    ap.add_argument("--slowdown-seconds", type=float, default=10)
+    ap.add_argument("--binary-b", help="a second pyscope, run interleaved with the first")
     args = ap.parse_args()
-    pyscope = Path(os.environ.get("PYSCOPE", ROOT / "pyscope"))
+    binaries = {"A": Path(os.environ.get("PYSCOPE", ROOT / "pyscope"))}
+    if args.binary_b:
+        binaries["B"] = Path(args.binary_b)
+    for name, path in binaries.items():
+        print("%s: %s" % (name, path))
     interp = args.interp or pick_interp().path
     marker = "/tmp/pyscope-bench-agent-%d" % os.getpid()
     os.makedirs(marker, exist_ok=True)
@@ -109,24 +182,47 @@ def main():
         for t in targets:
             t.stdout.readline()
         rates = [float(r) for r in args.rates.split(",")]
-        results = {r: [] for r in rates}
+        results = {(b, r): [] for b in binaries for r in rates}
         print("%d processes x %d threads (%s), %g s per run, load %s"
               % (args.processes, args.threads, interp, args.seconds, os.getloadavg()))
         for rnd in range(args.rounds):
             for r in rates:
-                res = one_run(pyscope, r, args.seconds, args.processes, marker)
-                results[r].append(res)
-                print("  round %d at %g Hz: CPU %.2f%% of a core, RSS %.1f MB, kept %.1f Hz"
-                      % (rnd + 1, r, res["cpu"], res["rss"], res["rate"]), flush=True)
+                for b in (list(binaries) if rnd % 2 == 0 else list(binaries)[::-1]):
+                    res = one_run(binaries[b], r, args.seconds, args.processes, marker)
+                    results[(b, r)].append(res)
+                    print("  round %d, %s at %g Hz: CPU %.2f%% of a core, RSS %.1f MB, kept %.1f Hz, "
+                          "%.1f us of CPU per process pass (x %g Hz x %d: %.2f%%)"
+                          % (rnd + 1, b, r, res["cpu"], res["rss"], res["rate"], res["us_pass"], r,
+                             args.processes, res["projected"]), flush=True)
         if args.budget:
-            res = one_run(pyscope, 19, args.seconds, args.processes, marker, args.budget, settle=40)
-            print("19 Hz with --cpu-budget %s: CPU %.2f%% of a core (measured after 40 s of "
-                  "settling), rate in force %.2f Hz, limited=%d, RSS %.1f MB"
-                  % (args.budget, res["cpu"], res["in_force"], res["limited"], res["rss"]))
+            for b in binaries:
+                res = one_run(binaries[b], 19, args.seconds, args.processes, marker, args.budget,
+                              settle=40)
+                print("%s, 19 Hz with --cpu-budget %s: CPU %.2f%% of a core (measured after 40 s of "
+                      "settling), rate in force %.2f Hz, limited=%d, RSS %.1f MB"
+                      % (b, args.budget, res["cpu"], res["in_force"], res["limited"], res["rss"]))
         for r in rates:
-            med = {k: statistics.median(x[k] for x in results[r]) for k in ("cpu", "rss", "rate")}
-            print("%g Hz: median CPU %.2f%% of one core, RSS %.1f MB, rate kept %.1f Hz (load %s)"
-                  % (r, med["cpu"], med["rss"], med["rate"], os.getloadavg()))
+            for b in binaries:
+                med = {k: statistics.median(x[k] for x in results[(b, r)])
+                       for k in ("cpu", "rss", "rate", "us_pass", "projected")}
+                print("%s %g Hz: median CPU %.2f%% of one core at %.1f Hz kept, %.1f us per process "
+                      "pass (at %g Hz: %.2f%% of one core), RSS %.1f MB (load %s)"
+                      % (b, r, med["cpu"], med["rate"], med["us_pass"], r, med["projected"],
+                         med["rss"], os.getloadavg()))
+        if args.slowdown_rounds > 0:
+            proc = subprocess.Popen([interp, str(LOOP), marker], stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, text=True)
+            targets.append(proc)
+            loop = LoopReader(proc)
+            for b in binaries:
+                sd = slowdown(binaries[b], loop, args.processes, marker, args.slowdown_rounds,
+                              args.slowdown_seconds)
+                print("%s slowdown of a CPU-bound loop under the agent at 19 Hz (medians of %d "
+                      "interleaved pairs of %g s): %.0f -> %.0f iterations per wall second "
+                      "(%+.2f%%), %.0f -> %.0f per CPU second (%+.2f%%)"
+                      % (b, args.slowdown_rounds, args.slowdown_seconds, sd["wall_off"],
+                         sd["wall_on"], (sd["wall_on"] / sd["wall_off"] - 1) * 100, sd["cpu_off"],
+                         sd["cpu_on"], (sd["cpu_on"] / sd["cpu_off"] - 1) * 100), flush=True)
     finally:
         for t in targets:
             t.kill()

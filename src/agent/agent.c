@@ -108,6 +108,8 @@ void agent_free(struct agent *a)
 {
     agent_http_stop(a);
     agent_procs_free(a);
+    target_cache_release(a->page_cache);
+    a->page_cache = NULL;
     profile_free(&a->profile);
     sample_ring_free(&a->ring);
     free(a->pass_scratch);

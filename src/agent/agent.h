@@ -103,6 +103,9 @@ struct agent {
      * window of it. Rebuilt when it grows past a cap (see agent_proc.c). */
     struct profile profile;
     struct sample_ring ring;
+    /* One page cache for every process's target: a pass reads one process
+     * at a time and empties it first, so one does the work of all. */
+    struct target_page_cache *page_cache;
     struct ring_sample *pass_scratch;
     size_t cap_pass_scratch;
     uint64_t resets;

@@ -26,6 +26,7 @@
 #define PROFILE_MAX_STACKS 200000
 #define PROFILE_MAX_FRAMES 200000
 #define PROFILE_MAX_THREADS 50000
+#define PROFILE_DEAD_THREADS_MIN 8192
 
 static const uint64_t retry_ns[] = {250000000ull, 500000000ull, 1000000000ull, 2000000000ull,
                                     5000000000ull, 10000000000ull};
@@ -98,17 +99,35 @@ static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     struct pyscope_error err = {0};
     bool full = a->n_sampling >= a->opts.max_processes;
     struct sampler *s = full ? NULL : calloc(1, sizeof *s);
+    int opened = -1;
     if (full) {
         snprintf(p->reason, sizeof p->reason, "already sampling --max-processes %zu processes",
                  a->opts.max_processes);
     } else if (!s) {
         snprintf(p->reason, sizeof p->reason, "out of memory");
-    } else if (sampler_open(s, p->pid, &a->profile, a->start_ns, &err) == 0) {
+    } else if ((opened = sampler_open(s, p->pid, &a->profile, a->start_ns, &err)) == 0 &&
+               sampler_small_caches(s) != 0) {
+        sampler_close(s, monotonic_ns());
+        free(s);
+        snprintf(p->reason, sizeof p->reason, "out of memory");
+    } else if (opened == 0) {
         s->sink = &a->ring.sink;
         /* As record at its usual rates: a second look at threads on CPU
-         * without the GIL, and cached code objects checked every pass. */
+         * without the GIL, and cached code objects checked when a walk reads
+         * their frames. What a low rate over many processes can spare: the
+         * interpreters looked up every second, known threads' names every
+         * ten, idle threads' syscall files read four times a second while
+         * they stay in the same call. */
         s->recheck_running = true;
         s->verify_codes = true;
+        s->memo_verified = true;
+        s->interp_refresh_ns = 1000000000ull;
+        s->idle_recheck_ns = 250000000ull;
+        s->names_refresh_ns = 10000000000ull;
+        if (a->page_cache)
+            target_cache_use(s->target, a->page_cache);
+        else
+            a->page_cache = target_cache_hold(s->target);
         p->sampler = s;
         p->state = AGENT_PROC_SAMPLING;
         a->n_sampling++;
@@ -346,8 +365,15 @@ static void account_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns)
  * fresh profile and ring (the window restarts; counters go on). */
 static void maybe_reset(struct agent *a, uint64_t now_ns)
 {
+    /* Threads (and processes) that are gone stay interned: under churn they
+     * would fill the cap, at most a few times the live ones are kept. */
+    size_t live = 0;
+    for (size_t i = 0; i < a->n_procs; i++)
+        live += a->procs[i]->live_threads;
+    bool dead_threads = a->profile.n_threads > PROFILE_DEAD_THREADS_MIN &&
+                        a->profile.n_threads > 4 * live;
     if (a->profile.n_stacks < PROFILE_MAX_STACKS && a->profile.n_frames < PROFILE_MAX_FRAMES &&
-        a->profile.n_threads < PROFILE_MAX_THREADS)
+        a->profile.n_threads < PROFILE_MAX_THREADS && !dead_threads)
         return;
     for (size_t i = 0; i < a->n_procs; i++)
         if (a->procs[i]->state == AGENT_PROC_SAMPLING)

@@ -188,15 +188,24 @@ static int callable_slot(char kind, int oparg, int top, const uint64_t *stack)
 }
 
 uint64_t py_frame_c_callable_find(struct py_reader *r, struct py_vars_cache *cache,
-                                  const struct py_frame *f, char kind, int oparg)
+                                  const struct py_frame *f, char kind, int oparg,
+                                  uint64_t *slot_addr)
 {
     static _Thread_local struct py_frame_vars vars;
     if (!kind || py_frame_vars_read(cache, r, f->frame_addr, f->code_addr, &vars) != 0)
         return 0;
     const uint64_t *stack = vars.values + vars.n_named;
+    uint64_t stack_addr = f->frame_addr +
+                          (uint64_t)(r->L->frames == PY_FRAMES_OBJECTS ? r->L->frame_localsplus
+                                                                       : r->L->iframe_localsplus) +
+                          (uint64_t)vars.n_named * 8;
     if (vars.stack_exact) {
         int at = callable_slot(kind, oparg, vars.n_stack, stack);
-        return at >= 0 && c_callable_class(r, stack[at]) ? stack[at] : 0;
+        if (at < 0 || !c_callable_class(r, stack[at]))
+            return 0;
+        if (slot_addr)
+            *slot_addr = stack_addr + (uint64_t)at * 8;
+        return stack[at];
     }
     /* The live depth is unknown (3.8-3.13 keep it in a register during a
      * call): every depth the call fits in gives a slot, and slots above the
@@ -213,6 +222,8 @@ uint64_t py_frame_c_callable_find(struct py_reader *r, struct py_vars_cache *cac
         found = stack[at];
         found_at = at;
     }
+    if (found && slot_addr)
+        *slot_addr = stack_addr + (uint64_t)found_at * 8;
     return found;
 }
 
@@ -221,6 +232,6 @@ int py_frame_c_callable(struct py_reader *r, struct py_vars_cache *cache, const 
 {
     int oparg = 0;
     char kind = py_frame_call_kind(r, f, &oparg);
-    uint64_t obj = kind ? py_frame_c_callable_find(r, cache, f, kind, oparg) : 0;
+    uint64_t obj = kind ? py_frame_c_callable_find(r, cache, f, kind, oparg, NULL) : 0;
     return obj && py_c_callable_name(r, obj, out, size) >= 0 ? 0 : -1;
 }

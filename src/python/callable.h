@@ -21,8 +21,12 @@ int py_frame_c_callable(struct py_reader *r, struct py_vars_cache *cache, const 
  * instruction makes (0 when it is no call; *oparg set otherwise), the C
  * callable it calls (0 when none can be told for certain), and its name. */
 char py_frame_call_kind(struct py_reader *r, const struct py_frame *f, int *oparg);
+/* *slot_addr (when not NULL) gets the address of the value-stack slot it
+ * was found in: the stack's depth at an instruction is fixed by the compiler,
+ * so that the same call site finds its callable in the same slot again. */
 uint64_t py_frame_c_callable_find(struct py_reader *r, struct py_vars_cache *cache,
-                                  const struct py_frame *f, char kind, int oparg);
+                                  const struct py_frame *f, char kind, int oparg,
+                                  uint64_t *slot_addr);
 /* 0; 1 when the name is only "unnamed ctypes function at 0x..." (a library
  * mapped since the target's maps were read would tell more); -1. */
 int py_c_callable_name(struct py_reader *r, uint64_t obj, char *out, size_t size);

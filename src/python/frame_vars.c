@@ -225,7 +225,7 @@ static const struct py_code_vars *code_vars_get(struct py_vars_cache *cache, str
 }
 
 /* 3.14+ stack references carry tag bits; a tagged small int is no object. */
-static uint64_t untag(const struct py_reader *r, uint64_t bits)
+uint64_t py_stackref_object(const struct py_reader *r, uint64_t bits)
 {
     if (!r->L->stackref_tagged)
         return bits;
@@ -298,7 +298,7 @@ static int read_frame(struct py_vars_cache *cache, struct py_reader *r, uint64_t
         out->tagged_int[i] = out->is_tagged_int[i] ? (int64_t)bits >> 2 : 0;
     }
     for (size_t i = 0; i < nslots; i++)
-        out->values[i] = untag(r, out->values[i]);
+        out->values[i] = py_stackref_object(r, out->values[i]);
     for (int i = 0; i < c->n_named; i++) {
         uint64_t v = out->values[i];
         if (c->is_cell[i] && v && py_is_type(r, v, "cell")) {

@@ -55,6 +55,8 @@ struct py_frame_vars {
  * struct py_frame gives them). 0, or -1 when unreadable. */
 int py_frame_vars_read(struct py_vars_cache *cache, struct py_reader *r, uint64_t frame_addr,
                        uint64_t code_addr, struct py_frame_vars *out);
+/* The object a value-stack or local slot's bits refer to (0: none). */
+uint64_t py_stackref_object(const struct py_reader *r, uint64_t bits);
 /* The name of named slot i. */
 const char *py_frame_var_name(const struct py_frame_vars *vars, int i);
 /* The value of the variable called name; -1 when absent or unbound. */

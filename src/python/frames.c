@@ -203,6 +203,15 @@ static const unsigned char *prefetched(struct py_stack_copy *copy, uint64_t fram
     return NULL;
 }
 
+int py_stack_copy_peek(const struct py_stack_copy *copy, uint64_t addr, void *out, size_t n)
+{
+    if (!copy->len || addr < copy->base || addr - copy->base > copy->len ||
+        n > copy->len - (size_t)(addr - copy->base))
+        return -1;
+    memcpy(out, copy->buf + (addr - copy->base), n);
+    return 0;
+}
+
 static int read_frame_bytes(struct py_walker *w, uint64_t frame, unsigned char *buf, size_t need)
 {
     struct py_stack_copy *copy = w->stack;

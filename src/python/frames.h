@@ -84,6 +84,8 @@ void py_stack_copy_commit(struct py_stack_copy *copy, const struct target_span *
 void py_stack_copy_read(struct py_reader *r, uint64_t chunk, uint64_t top,
                         struct py_stack_copy *copy);
 void py_stack_copy_free(struct py_stack_copy *copy);
+/* n bytes at addr from the copy of the chunk; -1 when it does not hold them. */
+int py_stack_copy_peek(const struct py_stack_copy *copy, uint64_t addr, void *out, size_t n);
 /* Counts frame as visited outside the chunk (for the next plan's prefetch),
  * once. */
 void py_stack_copy_note_visit(struct py_stack_copy *copy, uint64_t frame);

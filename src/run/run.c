@@ -18,6 +18,7 @@
 #include "elf/elf_image.h"
 #include "output/profile_formats.h"
 #include "output/dump_writers.h"
+#include "report/stack_report.h"
 #include "python/runtime.h"
 #include "python/uncaught.h"
 #include "run/run.h"

@@ -47,6 +47,9 @@ struct sampled_thread {
      * while it waits (see classify), its stack is not read again and the
      * one sampled before counts. */
     bool parked;                     /* this pass did not read its stack */
+    /* Idle where its syscall file last found it (see still_idle): its stack
+     * is not read either, unless the thread state shows it has moved. */
+    bool idle_parked;
     uint32_t last_stack;             /* UINT32_MAX: none, or it was torn */
     /* The "[C] name" leaf of the last walk that read the innermost frame: a
      * walk the memo stops at once has not changed frame or instruction. */
@@ -54,6 +57,15 @@ struct sampled_thread {
     bool at_call;                    /* its innermost frame's instruction is a call */
     bool at_call_known;
     uint64_t last_top_frame;
+    /* its innermost frame, code and instruction as the newest walk found
+     * them (site_code 0: none), and as they were when its syscall file last
+     * said idle (idle_read_ns 0: it did not) */
+    uint64_t site_frame, site_code;
+    long site_offset;
+    uint64_t idle_frame, idle_code, idle_read_ns;
+    long idle_offset;
+    uint16_t idle_syscall;
+    uint8_t idle_streak;             /* reads in a row that found it idle there */
     uint32_t covered_run;            /* passes in a row the read ahead was enough */
     /* The switch count when this thread was last seen blocked in the GIL's
      * futex, or last seen holding the GIL; UINT64_MAX when neither. */
@@ -72,7 +84,8 @@ struct frame_key {
 };
 
 struct frame_key_cache {
-    struct frame_key slots[FRAME_KEY_SLOTS];
+    size_t n;
+    struct frame_key slots[];
 };
 
 /* The innermost frame's C callable costs a look at its instruction and,
@@ -87,6 +100,8 @@ struct call_site {
     char kind;               /* 0: not a call */
     uint8_t oparg;
     bool known;
+    bool slot_known;         /* where its callable was found, from the frame */
+    uint32_t slot_off;
 };
 
 struct callable_id {
@@ -95,8 +110,9 @@ struct callable_id {
 };
 
 struct callable_cache {
-    struct call_site sites[CALL_SITE_SLOTS];
-    struct callable_id ids[CALLABLE_SLOTS];
+    size_t n_sites, n_ids;
+    struct call_site *sites;
+    struct callable_id *ids;
 };
 
 uint64_t monotonic_ns(void)
@@ -109,9 +125,41 @@ uint64_t monotonic_ns(void)
 static void flush_code_caches(struct sampler *s)
 {
     py_code_cache_clear(s->codes);
-    memset(s->frame_keys, 0, sizeof *s->frame_keys);
-    memset(s->callables, 0, sizeof *s->callables);
+    memset(s->frame_keys->slots, 0, s->frame_keys->n * sizeof s->frame_keys->slots[0]);
+    memset(s->callables->sites, 0, s->callables->n_sites * sizeof s->callables->sites[0]);
+    memset(s->callables->ids, 0, s->callables->n_ids * sizeof s->callables->ids[0]);
     py_vars_cache_clear(s->vars);
+}
+
+/* The (code, offset) -> frame id and call-site caches, at 1/divisor of
+ * their full size (replacing any there were). */
+static int alloc_id_caches(struct sampler *s, size_t divisor)
+{
+    free(s->frame_keys);
+    free(s->callables);
+    size_t keys = FRAME_KEY_SLOTS / divisor, sites = CALL_SITE_SLOTS / divisor,
+           ids = CALLABLE_SLOTS / divisor;
+    s->frame_keys = calloc(1, sizeof *s->frame_keys + keys * sizeof s->frame_keys->slots[0]);
+    s->callables = calloc(1, sizeof *s->callables + sites * sizeof(struct call_site) +
+                                 ids * sizeof(struct callable_id));
+    if (!s->frame_keys || !s->callables) {
+        free(s->frame_keys);
+        free(s->callables);
+        s->frame_keys = NULL;
+        s->callables = NULL;
+        return -1;
+    }
+    s->frame_keys->n = keys;
+    s->callables->n_sites = sites;
+    s->callables->n_ids = ids;
+    s->callables->sites = (struct call_site *)(s->callables + 1);
+    s->callables->ids = (struct callable_id *)(s->callables->sites + sites);
+    return 0;
+}
+
+int sampler_small_caches(struct sampler *s)
+{
+    return alloc_id_caches(s, 8);
 }
 
 /* Descriptors left for everything but the threads' syscall files. */
@@ -145,8 +193,7 @@ int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t
     s->rt.target = s->target;
     py_reader_init(&s->reader, &s->rt);
     s->codes = calloc(1, sizeof *s->codes);
-    s->frame_keys = calloc(1, sizeof *s->frame_keys);
-    s->callables = calloc(1, sizeof *s->callables);
+    alloc_id_caches(s, 1);
     s->vars = calloc(1, sizeof *s->vars);
     s->frames = malloc(sizeof *s->frames * PY_MAX_FRAMES);
     s->stack_ids = malloc(sizeof *s->stack_ids * (MAX_STACK_DEPTH + 2));
@@ -278,6 +325,7 @@ static struct sampled_thread *add_thread(struct sampler *s, const struct py_thre
         return NULL;
     struct sampled_thread *th = &s->threads[s->n_threads++];
     memset(th, 0, sizeof *th);
+    s->thread_unnamed = true;
     th->tstate = pt->tstate;
     th->thread_id = pt->thread_id;
     th->tid = tid;
@@ -309,7 +357,7 @@ static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, uint64_t fun
 {
     uint64_t h = ((code_addr ^ func) >> 4) * 0x9e3779b97f4a7c15ull ^
                  (uint64_t)offset * 0xff51afd7ed558ccdull;
-    struct frame_key *slot = &s->frame_keys->slots[(h >> 20) % FRAME_KEY_SLOTS];
+    struct frame_key *slot = &s->frame_keys->slots[(h >> 20) % s->frame_keys->n];
     const struct py_code *code = NULL;
     if (s->verify_codes) {
         code = py_code_get_verified(s->codes, &s->reader, code_addr);
@@ -339,11 +387,13 @@ static uint32_t frame_id_for(struct sampler *s, uint64_t code_addr, uint64_t fun
 }
 
 /* The "[C] name" pseudo-frame of the C callable the innermost frame f is
- * calling, or UINT32_MAX when it calls none that can be told. */
-static uint32_t callable_frame_for(struct sampler *s, const struct py_frame *f, bool *at_call)
+ * calling, or UINT32_MAX when it calls none that can be told. copy holds
+ * f's bytes when f lies in the copied chunk. */
+static uint32_t callable_frame_for(struct sampler *s, const struct py_frame *f,
+                                   const struct py_stack_copy *copy, bool *at_call)
 {
     uint64_t h = (f->code_addr >> 4) * 0x9e3779b97f4a7c15ull ^ (uint64_t)f->instr_offset * 0xff51afd7ed558ccdull;
-    struct call_site *site = &s->callables->sites[(h >> 20) % CALL_SITE_SLOTS];
+    struct call_site *site = &s->callables->sites[(h >> 20) % s->callables->n_sites];
     if (!site->known || site->code != f->code_addr || site->offset != f->instr_offset) {
         int oparg = 0;
         site->kind = py_frame_call_kind(&s->reader, f, &oparg);
@@ -351,14 +401,33 @@ static uint32_t callable_frame_for(struct sampler *s, const struct py_frame *f, 
         site->code = f->code_addr;
         site->offset = f->instr_offset;
         site->known = true;
+        site->slot_known = false;
     }
     *at_call = site->kind != 0;
     if (!site->kind)
         return UINT32_MAX;
-    uint64_t obj = py_frame_c_callable_find(&s->reader, s->vars, f, site->kind, site->oparg);
+    /* The stack's depth at an instruction is fixed by the compiler: the
+     * slot this call site's callable was found in holds it again. Still the
+     * callable named then, it costs no read of the target. */
+    if (site->slot_known) {
+        uint64_t at = f->frame_addr + site->slot_off, bits = 0;
+        if (py_stack_copy_peek(copy, at, &bits, 8) == 0 || target_read_u64(s->target, at, &bits) == 0) {
+            uint64_t obj = py_stackref_object(&s->reader, bits);
+            struct callable_id *slot = &s->callables->ids[((obj >> 4) * 0x9e3779b97f4a7c15ull >> 20) % s->callables->n_ids];
+            if (obj && slot->obj == obj)
+                return slot->frame;
+        }
+    }
+    uint64_t slot_addr = 0;
+    uint64_t obj = py_frame_c_callable_find(&s->reader, s->vars, f, site->kind, site->oparg,
+                                            &slot_addr);
     if (!obj)
         return UINT32_MAX;
-    struct callable_id *slot = &s->callables->ids[((obj >> 4) * 0x9e3779b97f4a7c15ull >> 20) % CALLABLE_SLOTS];
+    if (slot_addr >= f->frame_addr && slot_addr - f->frame_addr < UINT32_MAX) {
+        site->slot_off = (uint32_t)(slot_addr - f->frame_addr);
+        site->slot_known = true;
+    }
+    struct callable_id *slot = &s->callables->ids[((obj >> 4) * 0x9e3779b97f4a7c15ull >> 20) % s->callables->n_ids];
     if (slot->obj == obj)
         return slot->frame;
     char name[PY_C_CALLABLE_MAX + 8] = "[C] ";
@@ -423,12 +492,27 @@ static bool still_waiting(const struct sampled_thread *th, const struct py_inter
            pi->gil_holder != th->tstate;
 }
 
+/* A thread idle in a call stays so until it returns, and it cannot return
+ * without leaving the call's frame or instruction: while both stand, its
+ * syscall file is read again only every so often (the agent's option). */
+static bool still_idle(const struct sampler *s, const struct sampled_thread *th, bool torn,
+                       uint64_t now_ns)
+{
+    /* The longer it has stayed, the less often it is looked at: up to 8 times
+     * the owner's interval. */
+    uint64_t every = s->idle_recheck_ns << (th->idle_streak < 3 ? th->idle_streak : 3);
+    return s->idle_recheck_ns && th->idle_read_ns && !torn && th->site_code &&
+           th->site_frame == th->idle_frame && th->site_code == th->idle_code &&
+           th->site_offset == th->idle_offset && now_ns - th->idle_read_ns < every;
+}
+
 static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
-                                   const struct py_interp *pi, uint64_t gil_size,
-                                   uint16_t *syscall_out)
+                                   const struct py_interp *pi, uint64_t gil_size, bool torn,
+                                   uint64_t now_ns, uint16_t *syscall_out)
 {
     *syscall_out = 0xffff;
     if (pi->gil_holder == th->tstate) {
+        th->idle_read_ns = 0;
         th->waiting_since_switch = UINT64_MAX;
         th->held_at_switch = pi->gil_switches;
         return PROFILE_HOLDING_GIL;
@@ -438,6 +522,12 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
     /* Its /proc file is the costliest read of a pass. */
     if (still_waiting(th, pi))
         return PROFILE_WAITING_GIL;
+    if (still_idle(s, th, torn, now_ns)) {
+        *syscall_out = th->idle_syscall;
+        return PROFILE_IDLE;
+    }
+    bool was_idle = th->idle_read_ns != 0;
+    th->idle_read_ns = 0;
     struct thread_activity a;
     if (read_activity(s, th, &a) != 0)
         return PROFILE_UNKNOWN;
@@ -448,6 +538,16 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
     case THREAD_IDLE:
         th->waiting_since_switch = UINT64_MAX;
         *syscall_out = (uint16_t)(a.syscall_nr < 0xffff ? a.syscall_nr : 0xfffe);
+        if (!torn) {
+            bool same = was_idle && th->site_code && th->site_frame == th->idle_frame &&
+                        th->site_code == th->idle_code && th->site_offset == th->idle_offset;
+            th->idle_streak = same && th->idle_streak < 255 ? th->idle_streak + 1 : 0;
+            th->idle_read_ns = now_ns;
+            th->idle_syscall = *syscall_out;
+            th->idle_frame = th->site_frame;
+            th->idle_code = th->site_code;
+            th->idle_offset = th->site_offset;
+        }
         return PROFILE_IDLE;
     case THREAD_RUNNING:
         /* Still inside take_gil: the GIL has not changed hands since it was
@@ -478,7 +578,8 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
                              const struct py_thread *pt, bool in_gc, bool *torn)
 {
     const struct py_layout *L = &s->rt.layout;
-    bool use_memo = !s->verify_codes && L->frames != PY_FRAMES_OBJECTS && th->copy.len;
+    bool use_memo = (!s->verify_codes || s->memo_verified) && L->frames != PY_FRAMES_OBJECTS &&
+                    th->copy.len;
     struct py_walker walker = {.reader = &s->reader, .codes = s->codes, .stack = &th->copy,
                                .skip_lines = true};
     if (use_memo) {
@@ -491,6 +592,13 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
                                                 MAX_STACK_DEPTH, &count);
     bool stopped = status == PY_WALK_STOPPED;
     *torn = status != PY_WALK_OK && status != PY_WALK_TOO_DEEP && !stopped;
+    if (count > 0) {
+        th->site_frame = s->frames[0].frame_addr;
+        th->site_code = *torn ? 0 : s->frames[0].code_addr;
+        th->site_offset = s->frames[0].instr_offset;
+    } else if (!stopped) {
+        th->site_code = 0;
+    }
     for (size_t i = 0; i < count; i++) {
         uint32_t id = frame_id_for(s, s->frames[i].code_addr, s->frames[i].func_addr,
                                    s->frames[i].instr_offset, torn);
@@ -499,6 +607,16 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
             return UINT32_MAX;
         }
         s->walk_ids[i] = id;
+    }
+    /* Before the memo takes over the copy's bytes, which the leaf reads. */
+    if (count > 0) {
+        th->at_call_known = !*torn;
+        th->at_call = true;
+        th->last_leaf = *torn ? UINT32_MAX
+                              : callable_frame_for(s, &s->frames[0], &th->copy, &th->at_call);
+    } else if (!stopped) {
+        th->last_leaf = UINT32_MAX;
+        th->at_call_known = false;
     }
     const uint32_t *ids = s->walk_ids;
     size_t n = count;
@@ -520,14 +638,6 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
     uint32_t depth = 0;
     for (size_t i = n; i-- > 0;)
         s->stack_ids[depth++] = ids[i];
-    if (count > 0) {
-        th->at_call_known = !*torn;
-        th->at_call = true;
-        th->last_leaf = *torn ? UINT32_MAX : callable_frame_for(s, &s->frames[0], &th->at_call);
-    } else if (!stopped) {
-        th->last_leaf = UINT32_MAX;
-        th->at_call_known = false;
-    }
     if (th->last_leaf != UINT32_MAX && !*torn && depth > 0)
         s->stack_ids[depth++] = th->last_leaf;
     if (in_gc) {
@@ -546,6 +656,7 @@ struct pass_thread {
     struct py_thread pt;
     int interp;                 /* index into the pass's interpreters */
     uint64_t cframe;            /* 3.11/3.12 */
+    bool top_assumed;           /* pt.top_frame is the last pass's (cframe_assumed) */
 };
 
 /* The interpreters change rarely; they are looked up again every so often,
@@ -554,6 +665,12 @@ struct pass_thread {
 
 static void refresh_interpreters(struct sampler *s, uint64_t now_ns)
 {
+    uint64_t before[PY_MAX_INTERPRETERS], gil_before[PY_MAX_INTERPRETERS];
+    int n_before = s->n_interps;
+    for (int k = 0; k < n_before; k++) {
+        before[k] = s->interps[k].addr;
+        gil_before[k] = s->interps[k].gil;
+    }
     s->n_interps = 0;
     uint64_t addr = py_runtime_first_interpreter(&s->rt);
     while (addr && s->n_interps < PY_MAX_INTERPRETERS) {
@@ -564,7 +681,13 @@ static void refresh_interpreters(struct sampler *s, uint64_t now_ns)
             break;
     }
     s->interps_read_ns = now_ns;
-    s->n_chain = 0;
+    /* The thread list of the last pass stays the plan of the next single
+     * read unless the interpreters moved (that read checks the list). */
+    bool same = s->n_interps == n_before;
+    for (int k = 0; same && k < n_before; k++)
+        same = s->interps[k].addr == before[k] && s->interps[k].gil == gil_before[k];
+    if (!same)
+        s->n_chain = 0;
 }
 
 static int grow_pass(struct sampler *s, size_t n)
@@ -627,7 +750,7 @@ static void adapt_read_ahead(struct sampled_thread *th, bool covered)
     }
 }
 
-static int read_known_threads(struct sampler *s, size_t ts_size)
+static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns)
 {
     const struct py_layout *L = &s->rt.layout;
     size_t n_spans = 0, need = (size_t)s->n_interps * 3 + s->n_chain * 2;
@@ -648,23 +771,38 @@ static int read_known_threads(struct sampler *s, size_t ts_size)
     for (size_t i = 0; i < s->n_chain; i++)
         s->spans[n_spans++] = (struct target_span){s->chain[i].tstate,
                                                    s->blocks + i * TSTATE_READ_MAX, ts_size, false};
+    for (size_t i = 0; i < s->n_chain; i++) {
+        struct sampled_thread *th = find_thread(s, s->chain[i].tstate, s->chain[i].thread_id);
+        s->chain[i].cframe_assumed = false;
+        if (!th)
+            continue;
+        th->read_ahead = false;
+        th->parked = th->waiting_since_switch != UINT64_MAX && th->last_stack != UINT32_MAX;
+        th->idle_parked = !th->parked && th->last_stack != UINT32_MAX &&
+                          still_idle(s, th, false, now_ns);
+        s->chain[i].cframe_assumed = th->idle_parked;
+    }
     /* 3.11/3.12 keep the top frame in a _PyCFrame on the thread's C stack;
-     * it rarely moves, so the one seen last time is read along. */
-    for (size_t i = 0; i < s->n_chain; i++)
-        if (s->chain[i].cframe)
+     * it rarely moves, so the one seen last time is read along (a page of
+     * its own per thread: not for a thread parked idle, whose last top frame
+     * stands while its thread state has not moved either). */
+    for (size_t i = 0; i < s->n_chain; i++) {
+        if (!s->chain[i].cframe)
+            continue;
+        struct sampled_thread *th = find_thread(s, s->chain[i].tstate, s->chain[i].thread_id);
+        if (s->chain[i].cframe_assumed && th)
+            s->chain[i].cframe_top = th->last_top_frame;
+        else
             s->spans[n_spans++] = (struct target_span){
                 s->chain[i].cframe + (uint64_t)L->cframe_current_frame, &s->chain[i].cframe_top, 8,
                 false};
+    }
     /* Each thread's stack as it was last time, and the frames it had
      * outside its chunk: when nothing moved far, this one read is the whole
      * pass, and the stack is read at nearly the same instant as the state. */
     for (size_t i = 0; i < s->n_chain; i++) {
         struct sampled_thread *th = find_thread(s, s->chain[i].tstate, s->chain[i].thread_id);
-        if (!th)
-            continue;
-        th->read_ahead = false;
-        th->parked = th->waiting_since_switch != UINT64_MAX && th->last_stack != UINT32_MAX;
-        if (th->parked)
+        if (!th || th->parked || th->idle_parked)
             continue;
         if (reserve_spans(s, n_spans + 1 + th->copy.n_visited) != 0)
             break;
@@ -687,8 +825,14 @@ static int read_known_threads(struct sampler *s, size_t ts_size)
     for (size_t i = 0; i < first_cframe; i++)
         if (!s->spans[i].ok)
             return -1;
-    for (size_t i = 0, k = first_cframe; i < s->n_chain; i++)
-        s->chain[i].cframe_ok = s->chain[i].cframe && s->spans[k++].ok;
+    for (size_t i = 0, k = first_cframe; i < s->n_chain; i++) {
+        if (!s->chain[i].cframe)
+            s->chain[i].cframe_ok = false;
+        else if (s->chain[i].cframe_assumed)
+            s->chain[i].cframe_ok = true;
+        else
+            s->chain[i].cframe_ok = s->spans[k++].ok;
+    }
     size_t i = 0;
     for (int k = 0; k < s->n_interps; k++) {
         struct py_interp *pi = &s->interps[k];
@@ -712,8 +856,10 @@ static int read_known_threads(struct sampler *s, size_t ts_size)
                 ptr->pt = (struct py_thread){0};
                 py_thread_from_block_no_frame(&s->reader, expected, block, &ptr->pt);
                 ptr->pt.top_frame = s->chain[i].cframe_top;
+                ptr->top_assumed = s->chain[i].cframe_assumed;
             } else {
                 py_thread_from_block(&s->reader, expected, block, &ptr->pt);
+                ptr->top_assumed = false;
             }
             ptr->cframe = cframe;
             ptr->interp = k;
@@ -759,11 +905,26 @@ static int walk_threads(struct sampler *s, size_t ts_size)
             s->pass[n].cframe = py_tstate_cframe(L, block);
             s->pass[n].interp = k;
             s->pass[n].th = NULL;
+            s->pass[n].top_assumed = false;
             n++;
             memcpy(&tstate, block + L->tstate_next, 8);
         }
     }
     return (int)n;
+}
+
+/* After an exec nothing we know about the process holds. */
+static bool exec_happened(struct sampler *s)
+{
+    uint64_t image = target_image_id(s->target);
+    if (image && s->image_id && image != s->image_id)
+        s->exec_seen = true;
+    return s->exec_seen;
+}
+
+static uint64_t interp_refresh_ns(const struct sampler *s)
+{
+    return s->interp_refresh_ns ? s->interp_refresh_ns : INTERP_REFRESH_NS;
 }
 
 /* Caches and interpreters before a pass. Returns 1 to go on, 0 when there is
@@ -775,13 +936,9 @@ static int prepare_pass(struct sampler *s, uint64_t now_ns)
         flush_code_caches(s);
         s->last_code_flush_ns = now_ns;
     }
-    if (s->n_interps == 0 || now_ns - s->interps_read_ns > INTERP_REFRESH_NS) {
-        /* After an exec nothing we know about the process holds. */
-        uint64_t image = target_image_id(s->target);
-        if (image && s->image_id && image != s->image_id) {
-            s->exec_seen = true;
+    if (s->n_interps == 0 || now_ns - s->interps_read_ns > interp_refresh_ns(s)) {
+        if (exec_happened(s))
             return -1;
-        }
         refresh_interpreters(s, now_ns);
     }
     if (s->n_interps == 0)
@@ -796,8 +953,10 @@ static int read_thread_states(struct sampler *s, uint64_t now_ns)
     const struct py_layout *L = &s->rt.layout;
     size_t ts_size = L->tstate_size > 0 && L->tstate_size <= TSTATE_READ_MAX ? (size_t)L->tstate_size
                                                                              : TSTATE_READ_MAX;
-    int n_pass = read_known_threads(s, ts_size);
+    int n_pass = read_known_threads(s, ts_size, now_ns);
     if (n_pass < 0) {
+        if (interp_refresh_ns(s) > INTERP_REFRESH_NS && exec_happened(s))
+            return -1;
         refresh_interpreters(s, now_ns);
         n_pass = walk_threads(s, ts_size);
     }
@@ -818,7 +977,7 @@ static void remember_chain(struct sampler *s, int n_pass)
     if ((size_t)n_pass <= s->cap_chain) {
         for (int i = 0; i < n_pass; i++)
             s->chain[i] = (struct chain_entry){s->pass[i].pt.tstate, s->pass[i].pt.thread_id,
-                                               s->pass[i].interp, s->pass[i].cframe, 0, false};
+                                               s->pass[i].interp, s->pass[i].cframe, 0, false, false};
         s->n_chain = (size_t)n_pass;
     }
 }
@@ -845,13 +1004,27 @@ static void read_uncovered_stacks(struct sampler *s, int n_pass)
         struct sampled_thread *th = s->pass[i].th;
         if (!th)
             continue;
-        const struct py_thread *pt = &s->pass[i].pt;
+        struct py_thread *pt = &s->pass[i].pt;
         const struct py_interp *pi = &s->interps[s->pass[i].interp];
         th->n_spans = 0;
         if (th->parked) {
             if (still_waiting(th, pi) && pt->top_frame == th->last_top_frame)
                 continue;
             th->parked = false; /* it took the GIL since: read it whole */
+        }
+        if (th->idle_parked) {
+            if (pi->gil_holder != th->tstate && pt->top_frame == th->last_top_frame &&
+                pt->datastack_chunk == th->last_chunk && pt->datastack_top == th->last_top)
+                continue;
+            th->idle_parked = false;
+            th->idle_read_ns = 0; /* it moved: its state is read again too */
+            uint64_t top = 0;
+            if (s->pass[i].top_assumed &&
+                target_read_u64(s->target, s->pass[i].cframe + (uint64_t)s->rt.layout.cframe_current_frame,
+                                &top) == 0)
+                pt->top_frame = top;
+            else if (s->pass[i].top_assumed)
+                pt->top_frame = 0; /* unreadable: nothing sampled rather than the old stack */
         }
         const struct py_stack_copy *c = &th->copy;
         bool covered = th->read_ahead && pt->datastack_chunk == th->last_chunk &&
@@ -899,22 +1072,26 @@ struct pass_summary {
 };
 
 /* One thread of the pass: its state, its stack, and the sample for the sink. */
-static void sample_thread(struct sampler *s, struct pass_thread *pass, struct pass_summary *sum)
+static void sample_thread(struct sampler *s, struct pass_thread *pass, struct pass_summary *sum,
+                          uint64_t now_ns)
 {
     struct sampled_thread *th = pass->th;
     th->seen = true;
     const struct py_interp *pi = &s->interps[pass->interp];
     uint16_t syscall;
-    enum profile_state state = classify(s, th, pi, (uint64_t)s->rt.layout.gil_size, &syscall);
-    bool in_gc = pi->gc_collecting && state == PROFILE_HOLDING_GIL;
+    bool in_gc = pi->gc_collecting && pi->gil_holder == th->tstate;
     bool torn = false;
-    uint32_t stack;
-    if (!th->parked)
+    uint32_t stack = UINT32_MAX;
+    /* The stack first: whether the thread is still at the call it was
+     * last found idle in is part of its state (see classify). */
+    if (!th->parked && !th->idle_parked)
         stack = sample_stack(s, th, &pass->pt, in_gc, &torn);
-    else if (state == PROFILE_WAITING_GIL)
+    enum profile_state state = classify(s, th, pi, (uint64_t)s->rt.layout.gil_size, torn, now_ns,
+                                        &syscall);
+    if ((th->parked && state == PROFILE_WAITING_GIL) || (th->idle_parked && state == PROFILE_IDLE))
         stack = th->last_stack;
-    else
-        stack = UINT32_MAX, torn = true; /* cannot be: parked means still waiting */
+    else if (th->parked || th->idle_parked)
+        torn = true; /* cannot be: parked means still waiting, or idle */
     /* On a CPU without the GIL, yet running bytecode that calls
      * nothing: no code can do that, so it is between the futex wake-up
      * and taking the GIL (what take_gil does when CPUs are scarce). */
@@ -996,6 +1173,8 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
     if (ready <= 0)
         return ready;
     int n_pass = read_thread_states(s, now_ns);
+    if (n_pass < 0 && s->exec_seen)
+        return -1;
     if (n_pass < 0) {
         s->profile->meta.passes_failed++;
         return target_gone(s->target) ? -1 : 0;
@@ -1010,15 +1189,20 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
     s->sink->ops->begin_pass(s->sink, rel_ns);
     for (int i = 0; i < n_pass; i++)
         if (s->pass[i].th)
-            sample_thread(s, &s->pass[i], &sum);
+            sample_thread(s, &s->pass[i], &sum, now_ns);
     for (size_t i = s->n_threads; i-- > 0;)
         if (!s->threads[i].seen)
             forget_thread(s, i, rel_ns);
     finish_pass(s, &sum, now_ns, rel_ns);
 
-    if (now_ns - s->last_names_ns > NAMES_REFRESH_NS) {
+    /* A new thread is named within a second; the names of known ones are
+     * looked at again at the owner's pace. */
+    uint64_t names_every = s->names_refresh_ns && !s->thread_unnamed ? s->names_refresh_ns
+                                                                    : NAMES_REFRESH_NS;
+    if (now_ns - s->last_names_ns > names_every) {
         refresh_names(s);
         s->last_names_ns = now_ns;
+        s->thread_unnamed = false;
     }
     return 0;
 }

@@ -30,6 +30,7 @@ struct chain_entry {
     uint64_t cframe;          /* 3.11/3.12: the thread's _PyCFrame last time */
     uint64_t cframe_top;      /* read with the thread state: its current_frame */
     bool cframe_ok;
+    bool cframe_assumed;      /* not read: the thread is parked idle, the last one stands */
 };
 
 struct sampler {
@@ -78,6 +79,22 @@ struct sampler {
      * that a freed one whose address is reused is never shown under its old
      * name (costs a read per code page per pass). */
     bool verify_codes;
+    /* With verify_codes, still take the frames a walk finds unchanged from
+     * the stack memo: a frame still on the stack holds its code object, so
+     * the check made when it was walked stands (the agent's setting). */
+    bool memo_verified;
+    /* How often the interpreters are looked up again and an exec looked
+     * for (0: every 100 ms); a pass whose thread list does not link up
+     * looks at once. */
+    uint64_t interp_refresh_ns;
+    /* A thread its syscall file found idle, still in the same frame at the
+     * same instruction, is taken to be idle there without a read for this
+     * long (0: read every pass). */
+    uint64_t idle_recheck_ns;
+    /* How often the names of known threads are read again (0: every second;
+     * a thread new since the last reading is named within a second). */
+    uint64_t names_refresh_ns;
+    bool thread_unnamed;
     uint64_t start_ns;                /* monotonic time of the first pass */
     uint64_t last_names_ns;           /* when thread names were last refreshed */
     uint64_t last_code_flush_ns;
@@ -92,6 +109,9 @@ struct sampler {
  * timeline) until s->sink is pointed elsewhere. */
 int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t start_ns,
                  struct pyscope_error *err);
+/* Cuts its caches of frame ids and call sites to an eighth (what a process
+ * sampled at a low rate needs): right after sampler_open; 0 or -1. */
+int sampler_small_caches(struct sampler *s);
 /* One pass over all threads at monotonic time now_ns. Returns 0, or -1 when
  * the process is gone. */
 int sampler_pass(struct sampler *s, uint64_t now_ns);

@@ -30,14 +30,40 @@ int target_cache_enable(struct target *t)
         t->cache = NULL;
         return -1;
     }
-    t->epoch = 1;
+    t->cache->users = 1;
+    t->epoch = ++t->cache->clock;
     return 0;
 }
 
 void target_cache_invalidate(struct target *t)
 {
-    /* Bumping the epoch empties every slot without touching the page data. */
-    t->epoch++;
+    /* A new epoch empties every slot without touching the page data. */
+    t->epoch = t->cache ? ++t->cache->clock : t->epoch + 1;
+}
+
+struct target_page_cache *target_cache_hold(struct target *t)
+{
+    if (t->cache)
+        t->cache->users++;
+    return t->cache;
+}
+
+void target_cache_release(struct target_page_cache *c)
+{
+    if (!c || --c->users > 0)
+        return;
+    munmap(c->data, (size_t)TARGET_CACHE_SLOTS * TARGET_PAGE_SIZE);
+    free(c);
+}
+
+void target_cache_use(struct target *t, struct target_page_cache *c)
+{
+    if (!c || t->cache == c)
+        return;
+    target_cache_release(t->cache);
+    c->users++;
+    t->cache = c;
+    t->epoch = ++c->clock;
 }
 
 static int read_raw_counted(struct target *t, uint64_t addr, void *buf, size_t len)
@@ -471,9 +497,8 @@ void target_close(struct target *t)
     for (size_t i = 0; i < t->nmaps; i++)
         free(t->maps[i].path);
     free(t->maps);
-    if (t->cache)
-        munmap(t->cache->data, (size_t)TARGET_CACHE_SLOTS * TARGET_PAGE_SIZE);
-    free(t->cache);
+    target_cache_release(t->cache);
+    t->cache = NULL;
     merger_free(t->merger);
     if (t->ops && t->ops->close)
         t->ops->close(t);

@@ -91,6 +91,11 @@ struct target_page_cache {
     uint64_t page[TARGET_CACHE_SLOTS];   /* page-aligned address */
     uint64_t epoch[TARGET_CACHE_SLOTS];  /* valid only when equal to the target's epoch */
     unsigned char (*data)[TARGET_PAGE_SIZE];
+    /* Targets may share one cache (one pass reads one target at a time):
+     * each invalidation takes a fresh epoch from here, so that a page cached
+     * for one target never matches another. */
+    uint64_t clock;
+    unsigned users;
 };
 
 struct target_stats {
@@ -136,6 +141,12 @@ void target_prefetch(struct target *t, const struct target_range *ranges, size_t
 void target_cache_invalidate(struct target *t);
 /* Turns the page cache on; returns -1 when out of memory (reads still work). */
 int target_cache_enable(struct target *t);
+/* t's cache, kept alive for the caller (NULL when it has none), and the
+ * release of it; t2 then reads through it instead of a cache of its own, so
+ * that many targets read in turn use the memory of one. */
+struct target_page_cache *target_cache_hold(struct target *t);
+void target_cache_release(struct target_page_cache *c);
+void target_cache_use(struct target *t2, struct target_page_cache *c);
 
 /* The map containing addr, or NULL. */
 const struct target_map *target_find_map(const struct target *t, uint64_t addr);

@@ -14,8 +14,9 @@
 #include <unistd.h>
 
 #include "python/collect.h"
-#include "diagnosis/reentry_marks.h"
 #include "output/dump_writers.h"
+#include "report/stack_report.h"
+#include "diagnosis/reentry_marks.h"
 #include "target/cleanup.h"
 #include "target/core_write.h"
 #include "target/kernelbp.h"

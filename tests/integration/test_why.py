@@ -561,7 +561,9 @@ def test_interval_durations(interp, start_program, pyscope, interval, ms):
 def test_exits_during_interval(interp, spawn, pyscope):
     """A process that exits while pyscope waits between the snapshots gets
     one line on stderr and exit status 7, never a verdict."""
-    proc = spawn([interp.path, "-c", "import time; print('ready', flush=True); time.sleep(0.5)"],
+    # It outlives the first snapshot by far (a loaded machine took 0.7 s
+    # over it, and the process was gone before it: no such process).
+    proc = spawn([interp.path, "-c", "import time; print('ready', flush=True); time.sleep(1.5)"],
                  ready_line="ready")
     result = pyscope("why", "--interval", "3s", proc.pid)
     assert result.returncode == 7, repr(result)

@@ -1,7 +1,8 @@
 /* Checks the target layer's batched reads: scattered spans that share or
  * adjoin pages are read as fewer pieces yet each gets exactly its own bytes,
- * a piece that fails gives its readable members a second chance, and a
- * prefetch fills the page cache so later reads cost no system call. */
+ * a piece that fails gives its readable members a second chance, a
+ * prefetch fills the page cache so later reads cost no system call, and two
+ * targets sharing one cache never see each other's pages. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,10 +126,46 @@ static void test_prefetch(void)
     fake_target_free(t);
 }
 
+/* Two processes with different bytes at the same address, read in turn
+ * through one cache (the agent's): each gets its own, and the cache outlives
+ * the target it came from. */
+static void test_shared_cache(void)
+{
+    static unsigned char one[4096], two[4096];
+    memset(one, 0x11, sizeof one);
+    memset(two, 0x22, sizeof two);
+    struct target *a = fake_target_new(), *b = fake_target_new();
+    CHECK(fake_target_map(a, REGION_A, one, sizeof one) == 0);
+    CHECK(fake_target_map(b, REGION_A, two, sizeof two) == 0);
+    CHECK(target_cache_enable(a) == 0);
+    struct target_page_cache *shared = target_cache_hold(a);
+    CHECK(shared != NULL);
+    target_cache_use(b, shared);
+    unsigned char x = 0;
+    CHECK(target_read(a, REGION_A + 8, &x, 1) == 0);
+    CHECK_EQ_INT(x, 0x11);
+    /* b's read lands in the slot a's page is in, without its epoch */
+    CHECK(target_read(b, REGION_A + 8, &x, 1) == 0);
+    CHECK_EQ_INT(x, 0x22);
+    uint64_t reads = a->stats.reads;
+    CHECK(target_read(a, REGION_A + 9, &x, 1) == 0);
+    CHECK_EQ_INT(x, 0x11);
+    CHECK(a->stats.reads == reads + 1); /* b took the slot: read again, not b's bytes */
+    target_cache_invalidate(b);
+    CHECK(target_read(a, REGION_A + 10, &x, 1) == 0);
+    CHECK_EQ_INT(x, 0x11); /* a's epoch still stands for a */
+    fake_target_free(a);
+    CHECK(target_read(b, REGION_A + 8, &x, 1) == 0);
+    CHECK_EQ_INT(x, 0x22);
+    fake_target_free(b);
+    target_cache_release(shared);
+}
+
 int main(void)
 {
     test_merged_spans();
     test_failed_piece();
     test_prefetch();
+    test_shared_cache();
     return unit_report("test_target_reads");
 }
