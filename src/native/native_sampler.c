@@ -25,6 +25,7 @@
 #include "native/merge.h"
 #include "native/unwind.h"
 #include "target/process.h"
+#include "target/tracer.h"
 
 /* Bytes of user stack each perf sample copies: the frames of a C call
  * chain and a few interpreter activations; outer frames are read live. */
@@ -92,11 +93,9 @@ struct native_sampler {
     bool saw_unknown;            /* an address in no known file since */
     struct pc_slot transient;    /* for frames not cached */
     bool paused;
-    /* ptrace fallback: the threads stopped for this pass, and a signal each
-     * one had pending at its stop, given back when it is let go */
-    pid_t stopped[PROCESS_MAX_THREADS];
-    int stop_signal[PROCESS_MAX_THREADS];
-    int n_stopped;
+    /* ptrace fallback: the threads stopped for this pass (a signal that
+     * arrives at one meanwhile is delivered when it is let go) */
+    struct tracer tr;
     size_t page;
     unsigned char *scratch;      /* one sample record, when it wraps the ring */
 };
@@ -305,16 +304,20 @@ static void poke(struct ns_thread *th)
     th->poked = true;
     if (ptrace(PTRACE_SEIZE, th->tid, NULL, NULL) != 0)
         return;
+    int sig = 0;
     if (ptrace(PTRACE_INTERRUPT, th->tid, NULL, NULL) == 0) {
         for (int tries = 0; tries < 2000; tries++) {
             int status;
             pid_t got = waitpid(th->tid, &status, __WALL | WNOHANG);
+            /* A signal that stopped it first is its own: given back. */
+            if (got == th->tid && WIFSTOPPED(status) && (status >> 16) != PTRACE_EVENT_STOP)
+                sig = WSTOPSIG(status);
             if (got == th->tid || (got < 0 && errno != EINTR))
                 break;
             usleep(100);
         }
     }
-    ptrace(PTRACE_DETACH, th->tid, NULL, NULL);
+    ptrace(PTRACE_DETACH, th->tid, NULL, (void *)(long)sig);
 }
 
 struct native_sampler *native_sampler_open(struct target *t, pid_t pid, const char *binary,
@@ -413,66 +416,23 @@ void native_sampler_close(struct native_sampler *ns)
     free(ns);
 }
 
-/* Waits (bounded: two seconds, for a loaded machine) for tid's stop after
- * PTRACE_INTERRUPT; returns the signal of a signal-delivery stop that came
- * first (to give back), 0 for the interrupt itself, -1 when it did not stop
- * (it exited, or it was not scheduled in time). */
-static int wait_stopped(pid_t tid)
-{
-    for (int tries = 0; tries < 20000; tries++) {
-        int status;
-        pid_t got = waitpid(tid, &status, __WALL | WNOHANG);
-        if (got == tid) {
-            if (!WIFSTOPPED(status))
-                return -1;
-            bool event_stop = (status >> 16) == PTRACE_EVENT_STOP;
-            return event_stop ? 0 : WSTOPSIG(status);
-        }
-        if (got < 0 && errno != EINTR)
-            return -1;
-        usleep(tries < 100 ? 10 : 100);
-    }
-    return -1;
-}
-
-/* Stops every thread for the pass: seized and interrupted, let go at the
- * end. Without cleanup handlers: pyscope dying lets the kernel detach
- * them, and record's own signal handling ends a pass normally. */
+/* Stops every thread for the pass through the one tracer (which also lets
+ * them go if pyscope dies meanwhile); let go at the end of the pass. */
 void native_sampler_begin_pass(struct native_sampler *ns, uint64_t now_ns)
 {
     ns->pass_ns = now_ns;
     if (ns->mode != NATIVE_PTRACE || ns->paused)
         return;
-    pid_t tids[PROCESS_MAX_THREADS];
-    int n = process_list_tids(ns->pid, tids, PROCESS_MAX_THREADS);
-    ns->n_stopped = 0;
-    for (int i = 0; i < n; i++) {
-        if (ptrace(PTRACE_SEIZE, tids[i], NULL, NULL) != 0)
-            continue;
-        ns->stopped[ns->n_stopped] = tids[i];
-        ns->stop_signal[ns->n_stopped] = 0;
-        ns->n_stopped++;
-        ptrace(PTRACE_INTERRUPT, tids[i], NULL, NULL);
-    }
-    for (int i = 0; i < ns->n_stopped; i++) {
-        int sig = wait_stopped(ns->stopped[i]);
-        ns->stop_signal[i] = sig > 0 ? sig : sig < 0 ? -1 : 0;
-    }
-    ns->paused = ns->n_stopped > 0;
+    struct pyscope_error err = {0};
+    ns->paused = tracer_pause(&ns->tr, ns->pid, &err) == 0 && ns->tr.n > 0;
+    if (!ns->paused)
+        tracer_release(&ns->tr);
 }
 
 void native_sampler_end_pass(struct native_sampler *ns)
 {
-    for (int i = 0; i < ns->n_stopped; i++) {
-        /* One not seen stopping yet still has the interrupt coming: it
-         * must be waited for, or it would stay stopped after we let go. */
-        int sig = ns->stop_signal[i];
-        if (sig < 0)
-            sig = wait_stopped(ns->stopped[i]);
-        if (sig >= 0)
-            ptrace(PTRACE_DETACH, ns->stopped[i], NULL, (void *)(long)sig);
-    }
-    ns->n_stopped = 0;
+    if (ns->paused)
+        tracer_release(&ns->tr);
     ns->paused = false;
 }
 

@@ -83,8 +83,8 @@ static void report_crash(struct tracer *tr, pid_t crashing, int sig, const char 
     struct stack_report report = {0};
     report.pid = child_pid;
     report.paused = true;
-    process_cmdline(child_pid, report.command, sizeof report.command);
-    process_exe(child_pid, report.executable, sizeof report.executable);
+    target_cmdline(t, report.command, sizeof report.command);
+    target_exe(t, report.executable, sizeof report.executable);
     snprintf(report.python_version, sizeof report.python_version, "%s", rtp ? rt.version : "?");
     struct collect_request req = {.paused = true, .locals_thread = crashing, .native = native};
     memset(&err, 0, sizeof err);

@@ -534,13 +534,13 @@ void watch_report(struct watch_session *s, pid_t tid, int py_index, int native_i
     struct rewound rewound[MAX_REWOUND];
     int n_rewound = rewind_saved_hits(s, rewound, MAX_REWOUND);
     target_cache_invalidate(s->t);
-    process_read_maps(s->t);
+    target_refresh_maps(s->t);
     struct stack_report report;
     memset(&report, 0, sizeof report);
     report.pid = s->tr.pid;
     report.paused = true;
-    process_cmdline(s->tr.pid, report.command, sizeof report.command);
-    process_exe(s->tr.pid, report.executable, sizeof report.executable);
+    target_cmdline(s->t, report.command, sizeof report.command);
+    target_exe(s->t, report.executable, sizeof report.executable);
     snprintf(report.python_version, sizeof report.python_version, "%s",
              s->have_rt ? s->rt.version : "?");
     struct collect_request req = {.paused = true, .native = true, .native_all = s->native_all,

@@ -133,7 +133,7 @@ int watch_native_resolve(struct watch_session *s)
         wanted |= s->funcs[f].want_native;
     if (!wanted)
         return 0;
-    process_read_maps(s->t);
+    target_refresh_maps(s->t);
     watch_native_plant_dl_hook(s);
     const char *files[WATCH_MAX_FILES];
     int n = native_code_files(s->t, files, WATCH_MAX_FILES);
@@ -176,7 +176,7 @@ static struct native_unwinder *unwinder(struct watch_session *s)
         return s->unwinder;
     const char *interp[1] = {s->have_rt ? s->rt.binary : NULL};
     struct pyscope_error err = {0};
-    process_read_maps(s->t);
+    target_refresh_maps(s->t);
     s->unwinder = native_open(s->t, interp, s->have_rt ? 1 : 0, false, &err);
     if (!s->unwinder)
         fprintf(stderr, "pyscope: %s\n", err.message);

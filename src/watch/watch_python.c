@@ -750,7 +750,7 @@ int watch_python_resolve(struct watch_session *s, pid_t except)
         return 0;
     if (!s->have_rt) {
         struct pyscope_error err = {0};
-        process_read_maps(s->t);
+        target_refresh_maps(s->t);
         if (py_runtime_find(s->t, &s->rt, &err) != 0) {
             /* A shared libpython is not loaded yet: wait for the linker. */
             watch_native_plant_dl_hook(s);
