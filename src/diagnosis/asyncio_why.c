@@ -264,12 +264,19 @@ int asyncio_asleep_findings(const struct stack_report *first, const struct stack
         }
         if (th < 0 || !others_stuck || !selector_asleep(&first->threads[th], &why->threads[th]))
             continue;
+        /* Finished tasks (listed when their exception was never retrieved)
+         * run no more; every other one must be suspended, in both snapshots. */
         bool all_suspended = true;
-        for (size_t i = 0; i < loop->n_tasks && all_suspended; i++)
-            all_suspended = loop->tasks[i].state && strcmp(loop->tasks[i].state, "pending") == 0 &&
-                            loop->tasks[i].awaits[0] &&
-                            same_task(later, loop->tasks[i].addr) != NULL;
-        if (!all_suspended)
+        size_t pending = 0, first_pending = 0;
+        for (size_t i = 0; i < loop->n_tasks && all_suspended; i++) {
+            const struct report_task *task = &loop->tasks[i];
+            if (task->state && strcmp(task->state, "pending") != 0)
+                continue;
+            if (!pending++)
+                first_pending = i;
+            all_suspended = task->state && task->awaits[0] && same_task(later, task->addr) != NULL;
+        }
+        if (!all_suspended || pending == 0)
             continue;
         /* Only a signal handler can still run code on the loop. asyncio's
          * own for SIGINT cancels the main task, which ends the program rather
@@ -279,7 +286,8 @@ int asyncio_asleep_findings(const struct stack_report *first, const struct stack
         uint64_t others = why->python_signals & ~(UINT64_C(1) << (SIGINT - 1));
         if (others) /* without the handler table: every caught signal but SIGINT */
             continue;
-        struct why_finding *f = add_finding(why, WHY_NEVER_NOTIFIED, 0, loop->tasks[0].addr);
+        struct why_finding *f =
+            add_finding(why, WHY_NEVER_NOTIFIED, 0, loop->tasks[first_pending].addr);
         if (!f)
             return -1;
         f->threads[f->n_threads++] = th;
@@ -292,11 +300,21 @@ int asyncio_asleep_findings(const struct stack_report *first, const struct stack
         text_append(s, size, " is suspended and nothing can resume one: the loop waits in its "
                              "selector with no timer, no callback ready, no I/O but its own wake-up "
                              "socket and no other thread that could call it:");
-        for (size_t i = 0; i < loop->n_tasks && i < 4; i++)
-            text_append(s, size, "%s task \"%s\" awaits %s", i ? ";" : "", loop->tasks[i].name,
-                        loop->tasks[i].awaits);
-        if (loop->n_tasks > 4)
-            text_append(s, size, "; and %zu more", loop->n_tasks - 4);
+        size_t shown = 0;
+        for (size_t i = 0; i < loop->n_tasks && shown < 4; i++) {
+            const struct report_task *task = &loop->tasks[i];
+            if (task->state && strcmp(task->state, "pending") != 0)
+                continue;
+            text_append(s, size, "%s task \"%s\" awaits %s", shown++ ? ";" : "", task->name,
+                        task->awaits);
+        }
+        if (pending > shown)
+            text_append(s, size, "; and %zu more", pending - shown);
+        /* Often the reason: the task that would have fed the others died. */
+        for (size_t i = 0; i < loop->n_tasks; i++)
+            if (loop->tasks[i].unretrieved[0])
+                text_append(s, size, "; task \"%s\" finished with %s, never retrieved",
+                            loop->tasks[i].name, loop->tasks[i].unretrieved);
         outrank_no_hang(why, f);
     }
     return 0;
