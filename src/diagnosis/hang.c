@@ -412,16 +412,6 @@ static void strongconnect(struct analysis *an, int v)
     }
 }
 
-static void append_thread_name(char *out, size_t size, const struct report_thread *th)
-{
-    if (th->tid)
-        text_append(out, size, "Thread %d", (int)th->tid);
-    else
-        text_append(out, size, "Thread 0x%llx", (unsigned long long)th->thread_id);
-    if (th->name[0])
-        text_append(out, size, " \"%s\"", th->name);
-}
-
 static void append_object(char *out, size_t size, const struct report_wait *w)
 {
     text_append(out, size, "%s", w->object_type);
@@ -457,11 +447,11 @@ static void describe_edge(struct analysis *an, int i, char *out, size_t size)
     const struct stack_report *report = an->first->report;
     const struct report_wait *w = wait_of(an, i);
     const struct node *node = &an->nodes[i];
-    append_thread_name(out, size, &report->threads[i]);
+    stack_report_append_thread(out, size, &report->threads[i]);
     if (w->kind == WAIT_JOIN) {
         text_append(out, size, " joins ");
         if (w->join_target >= 0)
-            append_thread_name(out, size, &report->threads[w->join_target]);
+            stack_report_append_thread(out, size, &report->threads[w->join_target]);
         return;
     }
     if (w->kind == WAIT_LOCK) {
@@ -473,13 +463,13 @@ static void describe_edge(struct analysis *an, int i, char *out, size_t size)
     }
     if (node->owner_edges && w->owner >= 0) {
         text_append(out, size, " held by ");
-        append_thread_name(out, size, &report->threads[w->owner]);
+        stack_report_append_thread(out, size, &report->threads[w->owner]);
     } else if (node->n_releasers) {
         text_append(out, size, ", which only ");
         for (int k = 0; k < node->n_releasers && k < 4; k++) {
             if (k)
                 text_append(out, size, k + 1 == node->n_releasers ? " or " : ", ");
-            append_thread_name(out, size, &report->threads[node->releasers[k]]);
+            stack_report_append_thread(out, size, &report->threads[node->releasers[k]]);
         }
         text_append(out, size, " could release");
     }
@@ -555,7 +545,7 @@ static void append_releasers(struct analysis *an, const struct why_finding *f, c
         int r = f->releasers[m];
         if (m)
             text_append(s, size, ", ");
-        append_thread_name(s, size, &report->threads[r]);
+        stack_report_append_thread(s, size, &report->threads[r]);
         text_append(s, size, " (%s", why_live_text(an->nodes[r].reason));
         const struct report_thread *th = &report->threads[r];
         if (th->n_frames)
@@ -636,7 +626,7 @@ static void root_findings(struct analysis *an)
         for (int m = 0; m < f->n_threads; m++) {
             if (m)
                 text_append(s, size, ", ");
-            append_thread_name(s, size, &report->threads[f->threads[m]]);
+            stack_report_append_thread(s, size, &report->threads[f->threads[m]]);
         }
     }
 }
@@ -770,7 +760,7 @@ static void pipe_finding(struct analysis *an)
         add_thread(f->threads, &f->n_threads, i);
         attach_joiners(an, f);
         f->summary[0] = '\0';
-        append_thread_name(f->summary, sizeof f->summary, &report->threads[i]);
+        stack_report_append_thread(f->summary, sizeof f->summary, &report->threads[i]);
         if (for_exit)
             text_append(f->summary, sizeof f->summary, " waits for child process %d (%s) to exit",
                         (int)bw.pid, bw.comm);
@@ -835,7 +825,7 @@ static void network_finding(struct analysis *an)
         const struct report_wait *w = wait_of(an, threads[m]);
         if (m)
             text_append(f->summary, sizeof f->summary, "; ");
-        append_thread_name(f->summary, sizeof f->summary, &report->threads[threads[m]]);
+        stack_report_append_thread(f->summary, sizeof f->summary, &report->threads[threads[m]]);
         text_append(f->summary, sizeof f->summary, " on %s %s", w->socket.protocol, w->socket.local);
         if (w->socket.remote[0])
             text_append(f->summary, sizeof f->summary, " -> %s", w->socket.remote);
@@ -883,7 +873,7 @@ static void gil_finding(struct analysis *an, const struct hang_snapshot *second)
         char *s = f->summary;
         size_t size = sizeof f->summary;
         s[0] = '\0';
-        append_thread_name(s, size, th);
+        stack_report_append_thread(s, size, th);
         if (hog)
             text_append(s, size, " has held the GIL without a hand-off for at least %d ms, running "
                                  "a call that does not release it",
@@ -905,7 +895,7 @@ static void gil_finding(struct analysis *an, const struct hang_snapshot *second)
         for (int m = 0; m < n && m < 6; m++) {
             if (m)
                 text_append(s, size, ", ");
-            append_thread_name(s, size, &report->threads[waiters[m]]);
+            stack_report_append_thread(s, size, &report->threads[waiters[m]]);
         }
         if (n > 6)
             text_append(s, size, " and %d more", n - 6);
@@ -998,7 +988,7 @@ static void headline(struct analysis *an)
         for (int m = 0; m < f->n_threads && m < 4; m++) {
             if (m)
                 text_append(s, size, m + 1 == f->n_threads ? " and " : ", ");
-            append_thread_name(s, size, &report->threads[f->threads[m]]);
+            stack_report_append_thread(s, size, &report->threads[f->threads[m]]);
         }
         if (f->n_threads > 4)
             text_append(s, size, " and %d more", f->n_threads - 4);

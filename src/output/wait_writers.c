@@ -16,16 +16,6 @@ static const struct report_thread *thread_at(const struct stack_report *report, 
     return &report->threads[index];
 }
 
-static void append_thread(char *out, size_t size, const struct report_thread *th)
-{
-    if (th->tid)
-        text_append(out, size, "Thread %d", (int)th->tid);
-    else
-        text_append(out, size, "Thread 0x%llx", (unsigned long long)th->thread_id);
-    if (th->name[0])
-        text_append(out, size, " \"%s\"", th->name);
-}
-
 /* Seconds as people read them: "0.25 s", "12 s", "3600 s". */
 static void append_seconds(char *out, size_t size, const char *before, double seconds)
 {
@@ -53,7 +43,7 @@ static void append_owner(char *out, size_t size, const struct stack_report *repo
     case WAIT_OWNER_ALIVE:
         text_append(out, size, ", held by ");
         if (owner)
-            append_thread(out, size, owner);
+            stack_report_append_thread(out, size, owner);
         if (w->owner_source == WAIT_OWNER_SOURCE_WITH)
             text_append(out, size, " (inside a with block)");
         break;
@@ -108,7 +98,7 @@ void wait_describe(const struct stack_report *report, const struct report_thread
         text_append(out, size, "the GIL");
         if (holder) {
             text_append(out, size, ", held by ");
-            append_thread(out, size, holder);
+            stack_report_append_thread(out, size, holder);
             if (holder->n_frames) {
                 const char *file = holder->frames[0].file;
                 const char *slash = strrchr(file, '/');
@@ -138,7 +128,7 @@ void wait_describe(const struct stack_report *report, const struct report_thread
             const struct report_thread *target = thread_at(report, w->join_target);
             text_append(out, size, ", until ");
             if (target)
-                append_thread(out, size, target);
+                stack_report_append_thread(out, size, target);
             else
                 text_append(out, size, "thread ident 0x%llx", (unsigned long long)w->join_ident);
             text_append(out, size, " finishes");

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/text.h"
+
 void report_native_free(struct report_native *native)
 {
     if (!native)
@@ -137,4 +139,14 @@ const char *stack_report_short_path(const char *path)
             return slash + 1;
     }
     return path;
+}
+
+void stack_report_append_thread(char *out, size_t size, const struct report_thread *th)
+{
+    if (th->tid)
+        text_append(out, size, "Thread %d", (int)th->tid);
+    else
+        text_append(out, size, "Thread 0x%llx", (unsigned long long)th->thread_id);
+    if (th->name[0])
+        text_append(out, size, " \"%s\"", th->name);
 }

@@ -188,4 +188,7 @@ const struct report_thread *stack_report_gc_thread(const struct stack_report *re
 /* A frame's file as the text outputs show it: standard-library and
  * installed-package paths from the package root, others unchanged. */
 const char *stack_report_short_path(const char *path);
+/* Appends 'Thread 4250 "worker-2"' (its ident in hex when the tid is unknown)
+ * to out, as text_append does. */
+void stack_report_append_thread(char *out, size_t size, const struct report_thread *th);
 #endif
