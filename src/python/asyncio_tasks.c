@@ -31,12 +31,15 @@ struct tctx {
     struct py_code_cache *codes;
     struct py_vars_cache *vars;   /* variable names per code object */
     struct py_frame_vars *frame;  /* the variables of the frame last read */
+    uint64_t frame_read, frame_read_code;   /* ... that frame and its code, 0 when none */
     uint64_t when_type;           /* the TimerHandle class whose _when offset is known */
     int64_t when_offset;
     uint64_t extra_type;          /* ... a transport class and its _extra slot's */
     int64_t extra_offset;
     uint64_t task_types[8];       /* types known to be _asyncio.Task or a subclass */
     int n_task_types;
+    uint64_t other_types[8];      /* ... and known not to be (Futures, mostly) */
+    int n_other_types;
     struct found_task *found;
     size_t n_found, cap_found, max_found;   /* max_found 0: ASYNCIO_MAX_TASKS */
     struct addrset seen;
@@ -69,8 +72,14 @@ static bool is_task(struct tctx *c, uint64_t obj)
     for (int i = 0; i < c->n_task_types; i++)
         if (c->task_types[i] == type)
             return true;
-    if (!py_type_is_or_inherits(&c->r, obj, "_asyncio.Task"))
+    for (int i = 0; i < c->n_other_types; i++)
+        if (c->other_types[i] == type)
+            return false;
+    if (!py_type_is_or_inherits(&c->r, obj, "_asyncio.Task")) {
+        if (c->n_other_types < (int)(sizeof c->other_types / sizeof c->other_types[0]))
+            c->other_types[c->n_other_types++] = type;
         return false;
+    }
     if (c->n_task_types < (int)(sizeof c->task_types / sizeof c->task_types[0]))
         c->task_types[c->n_task_types++] = type;
     return true;
@@ -310,35 +319,16 @@ static const char *gen_kind(struct tctx *c, uint64_t obj)
     return NULL;
 }
 
-static uint64_t follow_chain(struct tctx *c, uint64_t coro, struct report_task *out,
-                             uint64_t *innermost_frame_code);
-
-/* The chain innermost first, as stacks are shown; returns the object the
- * innermost coroutine waits on (a future, usually), 0 when none. */
-static uint64_t read_chain(struct tctx *c, uint64_t coro, struct report_task *out,
-                           uint64_t *innermost)
+/* From the task's coroutine down to what the innermost one awaits, into
+ * links (outermost first); returns that object, 0 when none. */
+static uint64_t follow_chain(struct tctx *c, uint64_t coro, struct task_link *links,
+                             size_t *n_links, bool *complete, uint64_t *innermost_frame_code)
 {
-    uint64_t waited = follow_chain(c, coro, out, innermost);
-    for (size_t i = 0; i < out->n_chain / 2; i++) {
-        struct task_link tmp = out->chain[i];
-        out->chain[i] = out->chain[out->n_chain - 1 - i];
-        out->chain[out->n_chain - 1 - i] = tmp;
-    }
-    return waited;
-}
-
-/* From the task's coroutine down to what the innermost one awaits. */
-static uint64_t follow_chain(struct tctx *c, uint64_t coro, struct report_task *out,
-                             uint64_t *innermost_frame_code)
-{
-    out->chain = calloc(ASYNCIO_MAX_CHAIN, sizeof *out->chain);
-    out->chain_complete = true;
-    if (!out->chain)
-        return 0;
+    *complete = true;
     uint64_t obj = coro;
     for (int depth = 0; obj; depth++) {
         if (depth == ASYNCIO_MAX_CHAIN) {
-            out->chain_complete = false;
+            *complete = false;
             return 0;
         }
         const char *kind = gen_kind(c, obj);
@@ -355,27 +345,64 @@ static uint64_t follow_chain(struct tctx *c, uint64_t coro, struct report_task *
             return obj;     /* something else yields: name it as it is */
         }
         uint64_t next;
-        struct task_link *link = &out->chain[out->n_chain];
-        if (read_gen(c, obj, kind, link, &next) != 0) {
+        if (read_gen(c, obj, kind, &links[*n_links], &next) != 0) {
             if (depth == 0)
-                out->chain_complete = false;
+                *complete = false;
             break;
         }
-        out->n_chain++;
+        (*n_links)++;
         *innermost_frame_code = obj;
         obj = next;
     }
     return 0;
 }
 
+/* The chain innermost first, as stacks are shown, in an array of its own
+ * size (a thousand tasks' worth of the longest chain faulted in megabytes);
+ * returns the object the innermost coroutine waits on (a future, usually),
+ * 0 when none. */
+static uint64_t read_chain(struct tctx *c, uint64_t coro, struct report_task *out,
+                           uint64_t *innermost)
+{
+    struct task_link links[ASYNCIO_MAX_CHAIN];
+    size_t n = 0;
+    uint64_t waited = follow_chain(c, coro, links, &n, &out->chain_complete, innermost);
+    out->chain = malloc((n ? n : 1) * sizeof *out->chain);
+    if (!out->chain) {
+        for (size_t i = 0; i < n; i++) {
+            free(links[i].function);
+            free(links[i].file);
+        }
+        out->chain_complete = false;
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        out->chain[i] = links[n - 1 - i];
+    out->n_chain = n;
+    return waited;
+}
+
 /* ---- what a task waits on ------------------------------------------------ */
+
+/* The variables of a chain link's frame into c->frame; the frame last read
+ * is not read again (describing one task asks its innermost frame up to
+ * three times). */
+static int link_vars(struct tctx *c, const struct task_link *l)
+{
+    if (l->frame_addr && c->frame_read == l->frame_addr && c->frame_read_code == l->code_addr)
+        return 0;
+    c->frame_read = 0;
+    if (py_frame_vars_read(c->vars, &c->r, l->frame_addr, l->code_addr, c->frame) != 0)
+        return -1;
+    c->frame_read = l->frame_addr;
+    c->frame_read_code = l->code_addr;
+    return 0;
+}
 
 /* The object bound to a local variable of a chain link's frame. */
 static int link_local(struct tctx *c, const struct task_link *l, const char *name, uint64_t *value)
 {
-    return py_frame_vars_read(c->vars, &c->r, l->frame_addr, l->code_addr, c->frame) == 0 &&
-                   py_frame_var_get(c->frame, name, value) == 0
-               ? 0 : -1;
+    return link_vars(c, l) == 0 && py_frame_var_get(c->frame, name, value) == 0 ? 0 : -1;
 }
 
 /* obj.name for a __slots__ member of obj's class or one of its bases. */
@@ -488,7 +515,7 @@ static int wait_for_due(struct tctx *c, const struct task_link *l, double *when)
     if (link_local(c, l, "timeout_handle", &h) == 0 && type_named(c, h, "TimerHandle"))
         return slot_get(c, h, "_when", &c->when_offset, &c->when_type, &value) == 0
                    ? py_number(&c->r, value, when) : -1;
-    if (py_frame_vars_read(c->vars, &c->r, l->frame_addr, l->code_addr, c->frame) != 0)
+    if (link_vars(c, l) != 0)
         return -1;
     int slots = c->frame->n_named + (c->frame->stack_exact ? c->frame->n_stack : 0);
     for (int i = 0; i < slots; i++) {
@@ -560,7 +587,9 @@ static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited
     const char *tp_name = "?";
     char type[64];
     py_type_of(&c->r, waited, NULL, &tp_name);
-    snprintf(type, sizeof type, "%s", tp_name);     /* the type cache may reuse its slot */
+    size_t len = strnlen(tp_name, sizeof type - 1);  /* the type cache may reuse its slot */
+    memcpy(type, tp_name, len);
+    type[len] = '\0';
     if (is_task(c, waited)) {
         char name[128] = "";
         uint64_t nm = u64_at(c, waited + (uint64_t)c->A->task_name);
@@ -828,7 +857,7 @@ static bool future_orphaned(struct tctx *c, const struct report_task *t, uint64_
     int64_t known = 1 + (via_iter ? 1 : 0);
     for (size_t k = 0; k < t->n_chain; k++) {
         const struct task_link *l = &t->chain[k];
-        if (py_frame_vars_read(c->vars, &c->r, l->frame_addr, l->code_addr, c->frame) != 0)
+        if (link_vars(c, l) != 0)
             return false;
         /* A value stack of unknown depth may hold stale slots: counting
          * only the variables can miss a reference (then "held"), never
@@ -1102,6 +1131,7 @@ void asyncio_sampler_flush(struct asyncio_sampler *as)
     py_code_cache_clear(as->c.codes);
     py_reader_init(&as->c.r, as->c.r.rt);
     as->c.n_task_types = 0;
+    as->c.n_other_types = 0;
 }
 
 uint64_t asyncio_running_task(struct asyncio_sampler *as, uint64_t interp, uint64_t tstate)

@@ -164,17 +164,13 @@ bool py_type_is_or_inherits(struct py_reader *r, uint64_t obj, const char *name)
     uint64_t type;
     if (py_type_of(r, obj, &type, NULL) != 0)
         return false;
+    /* Each base's name through the reader's type cache: a dump asks this of
+     * thousands of objects of the same few types. */
     for (int depth = 0; depth < 16 && type; depth++) {
-        uint64_t name_ptr;
-        char buf[48];
-        if (target_read_u64(r->t, type + (uint64_t)r->L->type_name, &name_ptr) != 0 || !name_ptr)
+        const char *actual;
+        if (py_type_name(r, type, &actual) != 0)
             return false;
-        size_t i = 0;
-        for (; i + 1 < sizeof buf; i++)
-            if (target_read(r->t, name_ptr + i, &buf[i], 1) != 0 || buf[i] == '\0')
-                break;
-        buf[i] = '\0';
-        if (strcmp(buf, name) == 0)
+        if (strcmp(actual, name) == 0)
             return true;
         if (target_read_u64(r->t, type + (uint64_t)r->L->type_base, &type) != 0)
             return false;
