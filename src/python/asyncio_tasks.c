@@ -20,8 +20,12 @@
 /* The most tasks a sampler's pass looks at (--async --idle). */
 #define ASYNCIO_SAMPLED_TASKS 4096
 
+/* A task of a registry, with the fields every task is filtered by, read
+ * while its page is at hand: at 100,000 tasks, reading them again later
+ * read each page again, the page cache long since overrun. */
 struct found_task {
-    uint64_t addr, loop, waiter;
+    uint64_t addr, loop;
+    int32_t state;               /* -1: unreadable */
 };
 
 struct tctx {
@@ -117,7 +121,10 @@ static void add_task(struct tctx *c, uint64_t task)
         c->found = grown;
         c->cap_found = cap;
     }
-    c->found[c->n_found++] = (struct found_task){.addr = task};
+    struct found_task *f = &c->found[c->n_found++];
+    *f = (struct found_task){.addr = task, .loop = u64_at(c, task + (uint64_t)c->A->fut_loop)};
+    if (target_read_i32(c->r.t, task + (uint64_t)c->A->fut_state, &f->state) != 0)
+        f->state = -1;
 }
 
 /* The keys of a set object (at most max; a bigger table is refused as a
@@ -151,11 +158,47 @@ static long set_keys(struct tctx *c, uint64_t set, size_t max, uint64_t **keys)
     return count;
 }
 
+/* Addresses in ascending order, a byte at a time (bytes all keys share are
+ * skipped): qsort took longer than the whole walk at 100,000 keys. */
+static void sort_addresses(uint64_t *keys, size_t n)
+{
+    uint64_t *tmp = n > 64 ? malloc(n * sizeof *tmp) : NULL;
+    if (!tmp)
+        return;
+    uint64_t *from = keys, *to = tmp;
+    for (int shift = 0; shift < 64; shift += 8) {
+        size_t count[256] = {0};
+        for (size_t i = 0; i < n; i++)
+            count[(from[i] >> shift) & 0xff]++;
+        if (count[(from[0] >> shift) & 0xff] == n)
+            continue;
+        size_t at = 0;
+        for (int d = 0; d < 256; d++) {
+            size_t k = count[d];
+            count[d] = at;
+            at += k;
+        }
+        for (size_t i = 0; i < n; i++)
+            to[count[(from[i] >> shift) & 0xff]++] = from[i];
+        uint64_t *swap = from;
+        from = to;
+        to = swap;
+    }
+    if (from != keys)
+        memcpy(keys, from, n * sizeof *keys);
+    free(tmp);
+}
+
 /* The tasks of a set; weakrefs are followed to their referents. */
 static void add_set_members(struct tctx *c, uint64_t set, bool weak)
 {
     uint64_t *keys;
     long n = set_keys(c, set, ASYNCIO_MAX_TASKS, &keys);
+    /* In address order, so that each chunk below lies on a few pages (a
+     * set's hash order spreads 256 keys over 256 pages, which overran the
+     * page cache), and tasks are listed in about the order they were made. */
+    if (n > 0)
+        sort_addresses(keys, (size_t)n);
     /* The weak references, then the tasks they lead to, a chunk at a time
      * (what fits the page cache) in a few reads. */
     enum { CHUNK = 256 };
@@ -1023,9 +1066,8 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
 
     for (size_t i = 0; i < c.n_found; i++) {
         uint64_t task = c.found[i].addr;
-        int32_t state = -1;
-        if (target_read_i32(c.r.t, task + (uint64_t)c.A->fut_state, &state) != 0 || state < 0 ||
-            state > 2)
+        int32_t state = c.found[i].state;
+        if (state < 0 || state > 2)
             continue;
         char unretrieved[96] = "";
         if (state == 2)
@@ -1033,8 +1075,7 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
         if (state != 0 && mode != TASKS_ALL && !unretrieved[0])
             continue;
         out->n_found++;
-        uint64_t loop_addr = u64_at(&c, task + (uint64_t)c.A->fut_loop);
-        struct report_loop *loop = loop_for(out, loop_addr);
+        struct report_loop *loop = loop_for(out, c.found[i].loop);
         if (!loop)
             goto fail;
         if (loop->n_tasks >= max_shown) {
@@ -1299,12 +1340,9 @@ size_t asyncio_waiting_tasks(struct asyncio_sampler *as, uint64_t interp, uint64
      * (a task awaiting tasks is shown above each of them, not alone). */
     size_t n = 0;
     for (size_t i = 0; i < c->n_found; i++) {
-        uint64_t task = c->found[i].addr;
-        int32_t state = -1;
-        if (u64_at(c, task + (uint64_t)c->A->fut_loop) != loop ||
-            target_read_i32(c->r.t, task + (uint64_t)c->A->fut_state, &state) != 0 || state != 0)
+        if (c->found[i].loop != loop || c->found[i].state != 0)
             continue;
-        c->found[n++].addr = task;
+        c->found[n++].addr = c->found[i].addr;
     }
     addrset_clear(&c->seen);
     for (size_t i = 0; i < n; i++) {
