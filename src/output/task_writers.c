@@ -2,17 +2,22 @@
  * chains, then the tree of who awaits whom, cycles marked. */
 #include "output/task_writers.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include "output/json_writer.h"
 #include "report/stack_report.h"
 
-static bool is_child(const struct report_loop *loop, size_t index)
+/* Per task, whether another task awaits it: a tree starts at the others. */
+static unsigned char *awaited_flags(const struct report_loop *loop)
 {
+    unsigned char *awaited = calloc(loop->n_tasks ? loop->n_tasks : 1, 1);
+    if (!awaited)
+        return NULL;
     for (size_t i = 0; i < loop->n_tasks; i++)
         for (size_t k = 0; k < loop->tasks[i].n_children; k++)
-            if (loop->tasks[i].children[k] == index && i != index)
-                return true;
-    return false;
+            if (loop->tasks[i].children[k] != i && loop->tasks[i].children[k] < loop->n_tasks)
+                awaited[loop->tasks[i].children[k]] = 1;
+    return awaited;
 }
 
 /* depth bounds the tree of a cycle, which has no root of its own. */
@@ -34,10 +39,42 @@ static void write_tree(FILE *out, const struct report_loop *loop, size_t index, 
     on_path[index] = 0;
 }
 
+/* The callback the loop is inside, and for how long (see report_loop). */
+static void write_callback_text(FILE *out, const struct report_loop *loop)
+{
+    if (loop->step != LOOP_STEP_CALLBACK)
+        return;
+    const struct report_task *task = NULL;
+    for (size_t i = 0; i < loop->n_tasks && !task; i++)
+        if (loop->tasks[i].running)
+            task = &loop->tasks[i];
+    fprintf(out, "    in ");
+    if (loop->callback_index)
+        fprintf(out, "callback %ld of %ld of its iteration", loop->callback_index,
+                loop->callback_count);
+    else
+        fprintf(out, "a callback");
+    if (task)
+        fprintf(out, ", a step of task \"%s\"", task->name);
+    else if (loop->callback[0])
+        fprintf(out, ", %s", loop->callback);
+    if (loop->callback_s >= 0 && loop->callback_exact)
+        fprintf(out, ": running for %.3f s\n", loop->callback_s);
+    else if (loop->callback_s >= 0)
+        fprintf(out, ": running for at most %.3f s (the loop left its selector then; the "
+                "callbacks before it ran in that time too)\n", loop->callback_s);
+    else if (!isnan(loop->left_selector))
+        fprintf(out, ": the loop left its selector at %.3f s of its clock\n",
+                loop->left_selector);
+    else
+        fputc('\n', out);
+}
+
 static void write_loop_text(FILE *out, const struct report_loop *loop)
 {
     fprintf(out, "    asyncio loop 0x%llx: %zu task%s\n", (unsigned long long)loop->addr,
             loop->n_tasks + loop->n_hidden, loop->n_tasks + loop->n_hidden == 1 ? "" : "s");
+    write_callback_text(out, loop);
     bool edges = false;
     for (size_t i = 0; i < loop->n_tasks; i++) {
         const struct report_task *t = &loop->tasks[i];
@@ -70,21 +107,24 @@ static void write_loop_text(FILE *out, const struct report_loop *loop)
         return;
     fprintf(out, "    task tree (awaiter above what it awaits):\n");
     unsigned char *on_path = calloc(loop->n_tasks ? loop->n_tasks : 1, 1);
-    if (!on_path)
+    unsigned char *awaited = awaited_flags(loop);
+    if (!on_path || !awaited) {
+        free(on_path);
+        free(awaited);
         return;
+    }
     for (size_t i = 0; i < loop->n_tasks; i++)
-        if (loop->tasks[i].n_children && !is_child(loop, i))
+        if (loop->tasks[i].n_children && !awaited[i])
             write_tree(out, loop, i, 0, on_path);
     for (size_t i = 0; i < loop->n_tasks; i++)
-        if (loop->tasks[i].in_cycle && is_child(loop, i)) {
+        if (loop->tasks[i].in_cycle) {
             /* A cycle has no root: start it at its first member. */
-            bool first = true;
-            for (size_t j = 0; j < i; j++)
-                first = first && !(loop->tasks[j].in_cycle);
-            if (first)
+            if (awaited[i])
                 write_tree(out, loop, i, 0, on_path);
+            break;
         }
     free(on_path);
+    free(awaited);
 }
 
 void task_report_write_thread_text(FILE *out, const struct report_tasks *tasks, pid_t tid)
@@ -140,6 +180,34 @@ void task_report_write_json(struct json_writer *w, const struct report_tasks *ta
         else
             json_member_null(w, "tid");
         json_member_uint(w, "tasks_not_shown", loop->n_hidden);
+        static const char *const steps[] = {NULL, "selector", "callback", "other"};
+        if (steps[loop->step])
+            json_member_string(w, "in", steps[loop->step]);
+        else
+            json_member_null(w, "in");
+        json_key(w, "callback");
+        if (loop->step == LOOP_STEP_CALLBACK) {
+            json_begin_object(w);
+            if (loop->callback[0])
+                json_member_string(w, "function", loop->callback);
+            else
+                json_member_null(w, "function");
+            if (loop->callback_index) {
+                json_member_int(w, "index", loop->callback_index);
+                json_member_int(w, "of", loop->callback_count);
+            } else {
+                json_member_null(w, "index");
+                json_member_null(w, "of");
+            }
+            json_key(w, "left_selector_at");
+            json_double(w, loop->left_selector);       /* NAN: null */
+            json_key(w, "running_s");
+            json_double(w, loop->callback_s >= 0 ? loop->callback_s : NAN);
+            json_member_bool(w, "exact", loop->callback_exact);
+            json_end_object(w);
+        } else {
+            json_null(w);
+        }
         json_key(w, "tasks");
         json_begin_array(w);
         for (size_t i = 0; i < loop->n_tasks; i++) {

@@ -6,6 +6,7 @@
  * ends that walk instead of being followed. */
 #include "python/asyncio_tasks.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -14,6 +15,7 @@
 #include "python/objects.h"
 #include "python/primitives.h"
 #include "python/threads.h"
+#include "report/stack_report.h"
 #include "util/addrset.h"
 
 #define MAX_TIDS 4096
@@ -742,6 +744,8 @@ static struct report_loop *loop_for(struct report_tasks *out, uint64_t loop)
     struct report_loop *l = &out->loops[out->n_loops++];
     memset(l, 0, sizeof *l);
     l->addr = loop;
+    l->left_selector = NAN;
+    l->callback_s = -1;
     return l;
 }
 
@@ -809,16 +813,75 @@ static size_t index_of(const struct task_index *x, uint64_t addr)
     }
 }
 
+/* Appended without a duplicate check (a gather of 100,000 children made
+ * that quadratic); children_settle drops the duplicates afterwards. */
 static void add_child(struct report_task *t, size_t child)
 {
-    for (size_t k = 0; k < t->n_children; k++)
-        if (t->children[k] == child)
+    size_t n = t->n_children;
+    if (n == 0 || (n & (n - 1)) == 0) {        /* full at each power of two */
+        size_t *grown = realloc(t->children, (n ? 2 * n : 1) * sizeof *grown);
+        if (!grown)
             return;
-    size_t *grown = realloc(t->children, (t->n_children + 1) * sizeof *grown);
-    if (!grown)
-        return;
-    t->children = grown;
+        t->children = grown;
+    }
     t->children[t->n_children++] = child;
+}
+
+static int by_index(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Each child once, in the order first added when there are few. */
+static void children_settle(struct report_task *t)
+{
+    size_t n = t->n_children, kept = 0;
+    if (n <= 8) {
+        for (size_t i = 0; i < n; i++) {
+            bool dup = false;
+            for (size_t k = 0; k < kept && !dup; k++)
+                dup = t->children[k] == t->children[i];
+            if (!dup)
+                t->children[kept++] = t->children[i];
+        }
+    } else {
+        qsort(t->children, n, sizeof *t->children, by_index);
+        for (size_t i = 0; i < n; i++)
+            if (kept == 0 || t->children[kept - 1] != t->children[i])
+                t->children[kept++] = t->children[i];
+    }
+    t->n_children = kept;
+}
+
+/* Marks the tasks that reach themselves through single awaits (each task
+ * of such a cycle awaits exactly one task): every task is visited once,
+ * a walk stopping at the first task an earlier walk settled. */
+static void mark_cycles(struct report_loop *loop)
+{
+    enum { UNSEEN, ON_WALK, SETTLED };
+    unsigned char *mark = calloc(loop->n_tasks ? loop->n_tasks : 1, 1);
+    if (!mark)
+        return;
+    for (size_t i = 0; i < loop->n_tasks; i++) {
+        size_t at = i;
+        while (mark[at] == UNSEEN && loop->tasks[at].n_children == 1) {
+            mark[at] = ON_WALK;
+            at = loop->tasks[at].children[0];
+        }
+        if (mark[at] == ON_WALK) {
+            /* at is on the walk begun at i: the walk from at round to at is the cycle. */
+            size_t c = at;
+            do {
+                loop->tasks[c].in_cycle = true;
+                c = loop->tasks[c].children[0];
+            } while (c != at);
+        }
+        for (at = i; mark[at] == ON_WALK; at = loop->tasks[at].children[0])
+            mark[at] = SETTLED;
+        mark[at] = SETTLED;
+    }
+    free(mark);
 }
 
 /* Who awaits whom: a task whose waiter is a task, or a gather of tasks. */
@@ -861,20 +924,9 @@ static void link_children(struct tctx *c, struct report_loop *loop)
         }
         free(keys);
     }
-    /* A task that reaches itself through what it awaits is in a cycle. */
-    for (size_t i = 0; i < loop->n_tasks; i++) {
-        size_t at = i;
-        for (size_t steps = 0; steps <= loop->n_tasks; steps++) {
-            const struct report_task *t = &loop->tasks[at];
-            if (t->n_children != 1)
-                break;
-            at = t->children[0];
-            if (at == i) {
-                loop->tasks[i].in_cycle = true;
-                break;
-            }
-        }
-    }
+    for (size_t i = 0; i < loop->n_tasks; i++)
+        children_settle(&loop->tasks[i]);
+    mark_cycles(loop);
     free(x.keys);
     free(x.values);
 }
@@ -1125,6 +1177,109 @@ done:
     free(c.frame);
     free(tids);
     return out;
+}
+
+/* ---- how long the current callback has run -------------------------------- */
+
+static bool frame_is(const struct report_frame *f, const char *file, const char *fn)
+{
+    if (!f->function || !f->file || !strstr(f->file, file))
+        return false;
+    const char *dot = strrchr(f->function, '.');
+    return !strcmp(dot ? dot + 1 : f->function, fn);   /* 3.8-3.10 names carry no class */
+}
+
+static int local_int(struct tctx *c, const char *name, int64_t *out)
+{
+    for (int i = 0; i < c->frame->n_named; i++) {
+        if (strcmp(c->frame->code->names[i], name) != 0)
+            continue;
+        if (c->frame->is_tagged_int[i]) {
+            *out = c->frame->tagged_int[i];
+            return 0;
+        }
+        return py_int(&c->r, c->frame->values[i], out);
+    }
+    return -1;
+}
+
+static int local_number(struct tctx *c, const char *name, double *out)
+{
+    uint64_t v;
+    return py_frame_var_get(c->frame, name, &v) == 0 ? py_number(&c->r, v, out) : -1;
+}
+
+/* One loop thread: where its innermost _run_once is, and from that frame's
+ * variables when the iteration left select (end_time, which asyncio takes
+ * right after select returns and its events are queued), which callback of
+ * the iteration runs (i of ntodo) and, in debug mode, when it began (t0).
+ * asyncio keeps no start time of a callback outside debug mode: the time
+ * since end_time is the callback's own for the first of an iteration, and
+ * its upper bound for a later one. */
+static void loop_step(struct tctx *c, struct report_loop *loop, const struct report_thread *th,
+                      double stacks_at)
+{
+    size_t r = 0;
+    while (r < th->n_frames && !frame_is(&th->frames[r], "asyncio/base_events.py", "_run_once"))
+        r++;
+    if (r == th->n_frames)
+        return;                              /* uvloop, or no loop iteration under way */
+    const struct report_frame *inner = r ? &th->frames[r - 1] : NULL;
+    if (inner && frame_is(inner, "selectors.py", "select")) {
+        loop->step = LOOP_STEP_SELECTOR;
+        return;
+    }
+    if (!inner || !frame_is(inner, "asyncio/events.py", "_run")) {
+        loop->step = LOOP_STEP_OTHER;
+        return;
+    }
+    loop->step = LOOP_STEP_CALLBACK;
+    if (r >= 2 && th->frames[r - 2].function)
+        snprintf(loop->callback, sizeof loop->callback, "%s", th->frames[r - 2].function);
+    const struct report_frame *f = &th->frames[r];
+    if (py_frame_vars_read(c->vars, &c->r, f->frame_addr, f->code_addr, c->frame) != 0)
+        return;
+    c->frame_read = 0;
+    double end_time, t0;
+    int64_t i, ntodo;
+    if (local_number(c, "end_time", &end_time) != 0)
+        return;
+    bool debug_t0 = local_number(c, "t0", &t0) == 0;
+    if (local_int(c, "i", &i) == 0 && local_int(c, "ntodo", &ntodo) == 0 && i >= 0 && i < ntodo) {
+        loop->callback_index = (long)i + 1;
+        loop->callback_count = (long)ntodo;
+    }
+    /* An end_time later than the stacks belongs to an iteration begun
+     * since: the loop moved on while the tasks were read. */
+    if (!isnan(stacks_at) && end_time > stacks_at)
+        return;
+    loop->left_selector = end_time;
+    loop->callback_exact = debug_t0 || loop->callback_index == 1;
+    if (!isnan(stacks_at))
+        loop->callback_s = stacks_at - (debug_t0 && t0 >= end_time ? t0 : end_time);
+}
+
+void asyncio_loop_steps_read(struct py_runtime *rt, struct report_tasks *tasks,
+                             const struct stack_report *report, double stacks_at)
+{
+    if (!tasks)
+        return;
+    struct tctx c = {0};
+    py_reader_init(&c.r, rt);
+    c.L = c.r.L;
+    c.A = &c.r.L->asyncio;
+    c.vars = calloc(1, sizeof *c.vars);
+    c.frame = malloc(sizeof *c.frame);
+    if (c.vars && c.frame)
+        for (size_t l = 0; l < tasks->n_loops; l++)
+            for (size_t i = 0; tasks->loops[l].tid && i < report->n_threads; i++)
+                if (report->threads[i].tid == tasks->loops[l].tid)
+                    loop_step(&c, &tasks->loops[l], &report->threads[i], stacks_at);
+    if (c.vars) {
+        py_vars_cache_clear(c.vars);
+        free(c.vars);
+    }
+    free(c.frame);
 }
 
 /* ---- for samplers: the running task and the tasks awaiting it ------------- */

@@ -19,6 +19,14 @@
 struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode mode,
                                         size_t max_shown);
 
+/* Where each loop's thread is in its iteration (selector, callback), and
+ * how long the current callback has run at stacks_at, the CLOCK_MONOTONIC
+ * seconds when the stacks were read (NAN for a core: no clock to compare).
+ * report holds the stacks the tasks were read with. */
+struct stack_report;
+void asyncio_loop_steps_read(struct py_runtime *rt, struct report_tasks *tasks,
+                             const struct stack_report *report, double stacks_at);
+
 /* For samplers (record/top --async): what one loop thread runs right now,
  * read cheaply on every pass. Caches what it can between passes. */
 struct asyncio_sampler;

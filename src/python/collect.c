@@ -5,11 +5,13 @@
 #include "python/asyncio_tasks.h"
 #include "python/waits.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "target/process.h"
+#include "util/clock.h"
 #include "target/syscalls.h"
 
 #include "native/merge.h"
@@ -111,6 +113,8 @@ int collect_report(struct target *t, struct py_runtime *rt, const struct collect
     bool waits = req->waits && target_can(t, TARGET_CAN_PROC);
     if (waits)
         opts.raw = &raw;
+    /* Taken before the stacks: the instant a loop's callback is timed at. */
+    double stacks_at = target_can(t, TARGET_CAN_CLOCK) ? monotonic_ms() / 1e3 : NAN;
     if (stacks_collect(rt, &opts, report, err) != 0) {
         stacks_raw_free(&raw);
         return -1;
@@ -126,7 +130,10 @@ int collect_report(struct target *t, struct py_runtime *rt, const struct collect
             goto oom;
     }
     if (req->tasks != TASKS_NONE)
+    {
         report->tasks = asyncio_tasks_read(rt, req->tasks, req->max_tasks);
+        asyncio_loop_steps_read(rt, report->tasks, report, stacks_at);
+    }
     static const struct repr_limits limits = REPR_DEFAULT_LIMITS;
     report->locals = req->locals || req->locals_thread;
     if (req->print_expr && !(report->print_expr = strdup(req->print_expr)))

@@ -3,11 +3,13 @@
  * thread's CPU time. */
 #include "python/hang_live.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "python/asyncio_tasks.h"
 #include "target/process.h"
+#include "util/clock.h"
 
 void hang_live_free(struct hang_live *s)
 {
@@ -26,10 +28,12 @@ int hang_live_take(struct py_runtime *rt, pid_t pid, struct hang_live *s,
     bool frozen = !target_can(rt->target, TARGET_CAN_CHANGE);
     struct stacks_options opts = {.paused = frozen, .max_retries = 3, .raw = &s->raw};
     target_cache_invalidate(rt->target);
+    double stacks_at = target_can(rt->target, TARGET_CAN_CLOCK) ? monotonic_ms() / 1e3 : NAN;
     if (stacks_collect(rt, &opts, &s->report, err) != 0)
         return -1;
     /* The tasks of the same instant: which one each loop is running. */
     s->report.tasks = asyncio_tasks_read(rt, TASKS_PENDING, 1000);
+    asyncio_loop_steps_read(rt, s->report.tasks, &s->report, stacks_at);
     s->cpu_ns = calloc(s->report.n_threads ? s->report.n_threads : 1, sizeof *s->cpu_ns);
     if (!s->cpu_ns) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");

@@ -40,9 +40,28 @@ struct report_task {
                                     (its type), "" otherwise */
 };
 
+/* Where the loop's thread was in asyncio's _run_once at the instant of the
+ * stacks (asyncio's own loops: uvloop has no such frame). */
+enum loop_step {
+    LOOP_STEP_UNKNOWN = 0,
+    LOOP_STEP_SELECTOR,          /* waiting in its selector */
+    LOOP_STEP_CALLBACK,          /* running a callback (a task step, or a plain one) */
+    LOOP_STEP_OTHER,             /* between the two: events, timers */
+};
+
 struct report_loop {
     uint64_t addr;
     pid_t tid;                   /* the thread running it, 0 when none runs it */
+    enum loop_step step;
+    double left_selector;        /* loop clock (time.monotonic) when select last returned
+                                    (_run_once's end_time); NAN unknown */
+    double callback_s;           /* a callback's time so far, measured from left_selector
+                                    (or debug mode's t0); < 0 unknown (a core: no clock) */
+    bool callback_exact;         /* callback_s is the callback's own: the first of its
+                                    iteration, or timed by debug mode; else at most */
+    long callback_index, callback_count;   /* callback index (1-based) of the count the
+                                              iteration runs; 0 unknown */
+    char callback[160];          /* the function the callback runs, "" unknown */
     struct report_task *tasks;
     size_t n_tasks, cap_tasks;
     size_t n_hidden;             /* tasks past the cap, counted, not shown */

@@ -39,7 +39,9 @@ def cyclic(tasks):
     return out
 
 
-def check_tasks(doc, target):
+def check_tasks(doc, target, in_selector="selector"):
+    """in_selector: what a running loop's "in" says of a loop asleep in its
+    selector, as the program's are (null for uvloop: no _run_once frame)."""
     truth = truth_loops(target)
     loops = {l["address"]: l for l in doc["asyncio"]["loops"]}
     assert doc["asyncio"]["error"] is None
@@ -48,6 +50,8 @@ def check_tasks(doc, target):
         got = loops[addr]
         assert got["tid"] == want["tid"]
         assert got["tasks_not_shown"] == 0
+        assert got["in"] == (in_selector if want["tid"] else None)
+        assert got["callback"] is None
         tasks = {t["address"]: t for t in got["tasks"]}
         assert set(tasks) == {t["address"] for t in want["tasks"]}
         for w in want["tasks"]:
@@ -127,7 +131,7 @@ def test_dump_tasks_uvloop(interp, start_program):
         pytest.skip("python3-uvloop is not installed")
     target = start_program(interp, "asyncio_tasks.py", "uvloop")
     doc = dump_json(target.pid)
-    check_tasks(doc, target)
+    check_tasks(doc, target, in_selector=None)
     k = kinds(doc)
     assert k["getter"] == {"Queue.get (_asyncio.Future), 0 items queued"}
     assert k["sleeper"] == {"asyncio.sleep (_asyncio.Future)"}
@@ -150,6 +154,45 @@ def test_dump_tasks_core(interp, start_program, tmp_path):
     core = core_of(interp, target, tmp_path)
     doc = dump_json("--core", core)
     check_tasks(doc, target)
+
+
+@pytest.mark.parametrize("mode", ["task", "callback"])
+def test_dump_callback_running_time(interp, start_program, tmp_path, mode):
+    """A loop blocked inside one callback (a task step, or a plain callback
+    queued second in its iteration): dump says which callback of the
+    iteration it is and how long it has run, from the _run_once frame's
+    end_time, which the program reads from the same frame (exactly), and
+    the clock pyscope read between the two bounds taken around the dump.
+    The first callback of an iteration is timed exactly; a later one only
+    at most (the ones before it ran in the same time). From a core: when
+    the loop left its selector, and no running time (no clock to compare)."""
+    target = start_program(interp, "asyncio_blocked.py", *(["callback"] if mode == "callback" else []))
+    extra = target.report["extra"]
+    run_once = extra["run_once"]
+    before = time.monotonic()
+    doc = dump_json(target.pid)
+    after = time.monotonic()
+    [loop] = [l for l in doc["asyncio"]["loops"] if l["tid"] == extra["loop_tid"]]
+    assert loop["in"] == "callback"
+    cb = loop["callback"]
+    assert cb["function"] == ("blocking_callback" if mode == "callback" else "blocker")
+    assert (cb["index"], cb["of"]) == (run_once["index"], run_once["of"])
+    assert (cb["index"], cb["of"]) == ((2, 2) if mode == "callback" else (1, 1))
+    assert cb["exact"] == (mode == "task")
+    assert cb["left_selector_at"] == run_once["end_time"]
+    assert before - run_once["end_time"] <= cb["running_s"] <= after - run_once["end_time"]
+    text = run_pyscope(["dump", str(target.pid)], timeout=30).stdout
+    if mode == "task":
+        assert re.search(r'\n    in callback 1 of 1 of its iteration, a step of task "%s": running '
+                         r'for [0-9.]+ s\n' % extra["blocker"], text), text
+    else:
+        assert re.search(r"\n    in callback 2 of 2 of its iteration, blocking_callback: running "
+                         r"for at most [0-9.]+ s \(the loop left its selector then", text), text
+    core = dump_json("--core", core_of(interp, target, tmp_path))
+    [loop] = [l for l in core["asyncio"]["loops"] if l["tid"] == extra["loop_tid"]]
+    assert loop["callback"]["left_selector_at"] == run_once["end_time"]
+    assert loop["callback"]["running_s"] is None
+    assert (loop["callback"]["index"], loop["callback"]["of"]) == (run_once["index"], run_once["of"])
 
 
 def test_task_tree_matches_pstree(interp, start_program):

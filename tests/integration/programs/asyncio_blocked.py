@@ -6,9 +6,16 @@ With the argument "eager" (3.12+), the blocker is an eager task stuck in its
 first step, which CPython keeps apart from the scheduled tasks. With
 "callback", it is no task but a plain callback (loop.call_soon) that sleeps.
 
+With "callback", a trivial callback is queued before the blocking one, so
+that the blocking one is the second of its loop iteration.
+
 extra: {"blocker": task name, "blocker_address": id(task),
         "loop_tid": native id of the loop's thread, "other_tasks": count}
        (with "callback": {"callback": its function's name, "loop_tid", "tasks"})
+       and "run_once": what asyncio's _run_once frame holds while the blocking
+       step runs, read by the step itself: {"end_time": when the iteration
+       left select (loop clock), "index": 1-based, "of": callbacks the
+       iteration runs}
 """
 
 import asyncio
@@ -23,13 +30,30 @@ async def idle():
     await asyncio.sleep(3600)
 
 
+RUN_ONCE = {}
+
+
+def note_run_once():
+    """The innermost _run_once frame's end_time, i and ntodo, as asyncio
+    itself holds them for the callback running now."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_name != "_run_once":
+        frame = frame.f_back
+    if frame is not None:
+        f_locals = frame.f_locals
+        RUN_ONCE.update(end_time=f_locals["end_time"], index=f_locals["i"] + 1,
+                        of=f_locals["ntodo"])
+
+
 async def blocker(started):
+    note_run_once()
     started.set()
     while True:
         time.sleep(2)  # blocks the loop
 
 
 def blocking_callback(started):
+    note_run_once()
     started.set()
     while True:
         time.sleep(2)  # blocks the loop
@@ -46,11 +70,13 @@ async def main(path):
         def report_callback():
             started.wait()
             extra = {"callback": blocking_callback.__name__, "loop_tid": tid,
-                     "tasks": len(others) + 1}   # and main itself
+                     "tasks": len(others) + 1,   # and main itself
+                     "run_once": RUN_ONCE}
             _target.write_report(path, _target.build_report("asyncio_blocked.py", [], extra))
             while True:
                 time.sleep(3600)
         threading.Thread(target=report_callback, daemon=True).start()
+        asyncio.get_running_loop().call_soon(lambda: None)
         asyncio.get_running_loop().call_soon(blocking_callback, started)
         await asyncio.sleep(3600)
         return others
@@ -61,7 +87,8 @@ async def main(path):
             time.sleep(0.01)
         task = holder[0]()
         extra = {"blocker": task.get_name(), "blocker_address": id(task), "loop_tid": tid,
-                 "other_tasks": len(others) + 1}   # and main itself
+                 "other_tasks": len(others) + 1,   # and main itself
+                 "run_once": RUN_ONCE}
         _target.write_report(path, _target.build_report("asyncio_blocked.py", [], extra))
         while True:
             time.sleep(3600)
