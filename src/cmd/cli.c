@@ -70,8 +70,7 @@ bool cli_check_input_file(const char *path)
     return true;
 }
 
-bool cli_parse_native(bool native, bool all, const char *mode_text, bool async_tasks,
-                      int *mode, bool *all_out)
+bool cli_parse_native(bool native, bool all, const char *mode_text, int *mode, bool *all_out)
 {
     *mode = NATIVE_OFF;
     *all_out = all;
@@ -84,12 +83,6 @@ bool cli_parse_native(bool native, bool all, const char *mode_text, bool async_t
         *mode = (int)m;
     } else if (native || all) {
         *mode = NATIVE_AUTO;
-    }
-    /* A task's logical stack replaces the thread's outer frames, which the C
-     * stack's merge needs whole. */
-    if (*mode != NATIVE_OFF && async_tasks) {
-        fprintf(stderr, "pyscope: --async and --native do not combine yet\n");
-        return false;
     }
     return true;
 }

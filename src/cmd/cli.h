@@ -31,9 +31,8 @@ bool cli_parse_rate(const char *text, double max_hz, bool allow_max, double *rat
 /* --native, --native-all and --native-mode MODE (NULL when not given), as
  * record and top take them, into *mode (an enum native_mode; NATIVE_OFF
  * without any) and *all_out. Says what is wrong on stderr and returns false
- * for a bad mode, or with --async (async_tasks), which does not combine. */
-bool cli_parse_native(bool native, bool all, const char *mode_text, bool async_tasks,
-                      int *mode, bool *all_out);
+ * for a bad mode. */
+bool cli_parse_native(bool native, bool all, const char *mode_text, int *mode, bool *all_out);
 
 /* A duration: a number with a unit, "150ms", "2s", "0.5s", "1m", or a bare
  * number of milliseconds; 0 <= result <= max_ms, rounded to the millisecond. */

@@ -116,8 +116,7 @@ int cmd_record(int argc, char **argv)
         : output && profile_format_for_path(output) ? profile_format_for_path(output)
                                                     : profile_format_find("flamegraph");
     opts.async_waiting = opts.async_tasks && wopts.include_idle;
-    if (!cli_parse_native(native, native_all, native_mode, opts.async_tasks, &opts.native_mode,
-                          &opts.native_all))
+    if (!cli_parse_native(native, native_all, native_mode, &opts.native_mode, &opts.native_all))
         return 2;
     if (!cli_check_program(argc, argv, optind))
         return 2;

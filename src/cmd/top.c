@@ -614,8 +614,7 @@ int cmd_top(int argc, char **argv)
     if (parsed != CLI_CONTINUE)
         return parsed;
     opts.async_waiting = opts.async_tasks && view.include_idle;
-    if (!cli_parse_native(native, native_all, native_mode, opts.async_tasks, &opts.native_mode,
-                          &opts.native_all))
+    if (!cli_parse_native(native, native_all, native_mode, &opts.native_mode, &opts.native_all))
         return 2;
     if (!cli_check_program(argc, argv, optind))
         return 2;

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "python/asyncio_tasks.h"
 
@@ -15,10 +16,13 @@
 #define MAX_AWAITERS 32
 /* The most suspended tasks one pass keeps as waiting samples per loop. */
 #define MAX_WAITING 1024
+/* The longest prefix put before a running task's frames with --native. */
+#define MAX_PREFIX 4096
 
 struct async_stacks {
     struct asyncio_sampler *as;
     uint64_t *waiting;               /* scratch: one pass's suspended tasks */
+    uint32_t *prefix;                /* scratch: a running task's prefix (--native) */
     struct profile *profile;
     async_frame_fn frame_id;
     void *ctx;
@@ -32,9 +36,11 @@ struct async_stacks *async_stacks_new(struct py_runtime *rt, struct profile *pro
         return NULL;
     a->as = asyncio_sampler_new(rt);
     a->waiting = malloc(MAX_WAITING * sizeof *a->waiting);
-    if (!a->as || !a->waiting) {
+    a->prefix = malloc(MAX_PREFIX * sizeof *a->prefix);
+    if (!a->as || !a->waiting || !a->prefix) {
         asyncio_sampler_free(a->as);
         free(a->waiting);
+        free(a->prefix);
         free(a);
         return NULL;
     }
@@ -50,6 +56,7 @@ void async_stacks_free(struct async_stacks *a)
         return;
     asyncio_sampler_free(a->as);
     free(a->waiting);
+    free(a->prefix);
     free(a);
 }
 
@@ -134,6 +141,34 @@ size_t async_stacks_prefix(struct async_stacks *a, uint64_t interp, uint64_t tst
     }
     *keep = at + 1;
     return len;
+}
+
+size_t async_stacks_native(struct async_stacks *a, uint64_t interp, uint64_t tstate,
+                           const struct py_frame *frames, const uint32_t *ids, size_t n,
+                           uint32_t *stack, size_t depth, size_t max)
+{
+    size_t keep;
+    size_t len = async_stacks_prefix(a, interp, tstate, frames, NULL, n, a->prefix, MAX_PREFIX,
+                                     &keep);
+    if (len == 0 || keep == 0 || keep > n)
+        return depth;
+    /* The merged stack holds the walk's Python frames in their order,
+     * outermost first, with C frames (whose profile frames are never a
+     * Python frame's) between them; the running coroutine's frame is the
+     * (n - keep)th Python frame from the outer end. */
+    size_t want = n - keep, seen = 0, cut = depth;
+    for (size_t i = 0; i < depth && cut == depth; i++) {
+        if (stack[i] != ids[n - 1 - seen])
+            continue;
+        if (seen == want)
+            cut = i;
+        seen++;
+    }
+    if (cut == depth || len + (depth - cut) > max)
+        return depth;
+    memmove(stack + len, stack + cut, (depth - cut) * sizeof *stack);
+    memcpy(stack, a->prefix, len * sizeof *stack);
+    return len + (depth - cut);
 }
 
 size_t async_stacks_waiting(struct async_stacks *a, uint64_t interp, uint64_t tstate,

@@ -36,6 +36,16 @@ size_t async_stacks_prefix(struct async_stacks *a, uint64_t interp, uint64_t tst
                            const struct py_frame *frames, const uint64_t *addrs, size_t n,
                            uint32_t *out, size_t max, size_t *keep);
 
+/* --native: the same for a stack already merged with its C frames (stack,
+ * depth entries, outermost first; ids the walk's n Python frames, innermost
+ * first): everything outer than the running coroutine's frame, C frames of
+ * the loop included, gives way to the prefix; the C frames within the task
+ * stay where the merge put them. Returns the new depth (at most max), or
+ * depth when no task step is found on the stack. */
+size_t async_stacks_native(struct async_stacks *a, uint64_t interp, uint64_t tstate,
+                           const struct py_frame *frames, const uint32_t *ids, size_t n,
+                           uint32_t *stack, size_t depth, size_t max);
+
 /* The suspended tasks of the loop thread tstate runs (but the running one,
  * and those awaiting other tasks, which stand above those): add is called
  * with each one's stack, outermost first (its awaiting tasks, its own

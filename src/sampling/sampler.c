@@ -714,10 +714,13 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
                                      n ? s->frames[0].instr_offset : -1};
         depth = (uint32_t)native_sampler_stack(s->native, th->tid, blocked, &py, s->stack_ids,
                                                MAX_STACK_DEPTH + 1);
+        if (s->tasks)
+            depth = (uint32_t)async_stacks_native(s->tasks, interp, th->tstate, s->frames,
+                                                  ids, n, s->stack_ids, depth,
+                                                  MAX_STACK_DEPTH + 1);
     } else {
         /* With --async, a loop thread's frames below its running task's
-         * coroutine give way to the task's logical stack (record and top
-         * refuse --async with --native). */
+         * coroutine give way to the task's logical stack. */
         size_t keep = n;
         if (s->tasks)
             depth = (uint32_t)async_stacks_prefix(s->tasks, interp, th->tstate, s->frames,

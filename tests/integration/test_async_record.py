@@ -15,6 +15,7 @@ import time
 import pytest
 
 from conftest import PYSCOPE, discovery
+from test_native_sampling import NOT_MERGED, expect_merge
 from test_record import launch  # noqa: F401 (a fixture)
 from test_record import (RECORD_SLACK, finish, load_record, parse_collapsed, record, samples_of,
                          stderr_of, thread_named)
@@ -153,6 +154,44 @@ def test_record_async_idle(interp, start_program, pyscope, tmp_path):
     assert sleeper >= 0.9 * passes, "sleeper waited in %d of %d passes" % (sleeper, passes)
     counts, _, _ = classify(samples_of(doc, loop), extra)
     assert sum(counts.values()) >= 50, counts
+
+
+def test_record_async_native(interp, start_program, pyscope, tmp_path):
+    """--async with --native: a loop thread's sample inside a task step is
+    the task's logical stack with the C frames the merge put inside the
+    task (under burn(): time.perf_counter's C code), and none of the loop's
+    C frames below it (clone, start_thread, the eval loop's calls of
+    _run_once and Handle._run): the first frame is a task frame. Its Python
+    frames alone are the logical stack the program states, as without
+    --native, and the tasks' shares match the time they burned. Debian's
+    stripped 3.13+ builds refuse the merge (see test_native_sampling): their
+    samples are the task's Python frames, the C stack apart."""
+    target = start_program(interp, "rec_async.py")
+    extra = target.report["extra"]
+    out, truth = record_async(pyscope, tmp_path, target, "--native", name="native")
+    doc = load_record(out)
+    loop = thread_named(doc, extra["thread"])
+    python, c_inside = [], 0
+    for t, s, state, n in doc["samples"]:
+        if t != loop:
+            continue
+        frames = [doc["frames"][f] for f in doc["stacks"][s]]
+        names = [f["function"] for f in frames if not f.get("native") and f["function"] != NOT_MERGED]
+        python.append((names, state, n))
+        if any(f.startswith("<task ") for f in names):
+            assert frames[0]["function"].startswith("<task "), [f["function"] for f in frames]
+            if "burn" in names:
+                below = [f for f in frames[[f["function"] for f in frames].index("burn"):]]
+                c_inside += n * any(f.get("native") for f in below)
+    counts, callback, stray = classify(python, extra)
+    total = sum(counts.values())
+    assert sum(n for _, n in stray) <= max(2, 0.05 * total), stray[:5]
+    assert callback, "no sample in the plain callback (it burns 5 ms every 40 ms)"
+    check_shares(counts, truth, interp.id)
+    # Most of burn() is bytecode, whose C frames (the eval loop) are not
+    # shown; its calls of time.perf_counter are.
+    if expect_merge(interp.id):
+        assert c_inside >= 3, "%d of %d task samples have C frames" % (c_inside, total)
 
 
 def test_top_async(start_program, launch):
