@@ -108,10 +108,28 @@ static struct why_finding *blocked_finding(struct why_report *why, const struct 
     return f;
 }
 
+/* How long the callback has run, when both snapshots saw the loop inside
+ * a callback of the same iteration (the same end_time of _run_once: it never
+ * went back to its selector in between), from the second. */
+static void append_running(char *s, size_t size, const struct report_loop *loop,
+                           const struct report_loop *later)
+{
+    if (loop->step != LOOP_STEP_CALLBACK || !later || later->step != LOOP_STEP_CALLBACK ||
+        later->callback_s < 0 || loop->left_selector != later->left_selector ||
+        loop->callback_index != later->callback_index)
+        return;
+    text_append(s, size, "; it has run for %s%.3f s", later->callback_exact ? "" : "at most ",
+                later->callback_s);
+    if (later->callback_index)
+        text_append(s, size, " (callback %ld of %ld of its loop iteration)",
+                    later->callback_index, later->callback_count);
+}
+
 /* No task step in either snapshot, the same stack in both, and inside a
  * callback that Handle._run called: the loop is blocked by that callback. */
 static int callback_blocked(const struct stack_report *first, const struct report_loop *loop,
-                            int interval_ms, struct why_report *why)
+                            const struct report_loop *later, int interval_ms,
+                            struct why_report *why)
 {
     int th = -1;
     for (size_t i = 0; i < first->n_threads; i++)
@@ -130,6 +148,7 @@ static int callback_blocked(const struct stack_report *first, const struct repor
     text_append(f->summary, sizeof f->summary, " has been inside one callback, %s, for at least "
                 "%d ms, not in its selector, so its %zu task%s cannot run",
                 t->frames[cb].function, interval_ms, tasks, tasks == 1 ? "" : "s");
+    append_running(f->summary, sizeof f->summary, loop, later);
     append_where(f->summary, sizeof f->summary, t, 0);
     outrank_no_hang(why, f);
     return 0;
@@ -146,7 +165,7 @@ int asyncio_blocked_findings(const struct stack_report *first, const struct stac
         const struct report_loop *later = same_loop(second->tasks, loop->addr);
         const struct report_task *later_task = later ? running_task(later) : NULL;
         if (!task && !later_task && later && loop->tid) {
-            if (callback_blocked(first, loop, interval_ms, why) != 0)
+            if (callback_blocked(first, loop, later, interval_ms, why) != 0)
                 return -1;
             continue;
         }
@@ -167,6 +186,7 @@ int asyncio_blocked_findings(const struct stack_report *first, const struct stac
         text_append(f->summary, sizeof f->summary, " has been inside one step of task \"%s\" for "
                     "at least %d ms, not in its selector, so its %zu other task%s cannot run",
                     task->name, interval_ms, others, others == 1 ? "" : "s");
+        append_running(f->summary, sizeof f->summary, loop, later);
         append_where(f->summary, sizeof f->summary, &first->threads[th], 0);
         outrank_no_hang(why, f);
     }

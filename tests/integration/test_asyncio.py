@@ -245,13 +245,29 @@ def test_why_loop_blocked(interp, start_program, eager):
         pytest.skip("asyncio.eager_task_factory is new in 3.12")
     target = start_program(interp, "asyncio_blocked.py", *(["eager"] if eager else []))
     extra = target.report["extra"]
+    before = time.monotonic()
     doc = why_json(target.pid)
+    after = time.monotonic()
     assert doc["verdict"] == "loop_blocked", doc["summary"]
     [f] = [f for f in doc["findings"] if f["kind"] == "loop_blocked"]
     assert f["object"] == extra["blocker_address"]
     assert [t["tid"] for t in f["threads"]] == [extra["loop_tid"]]
     assert 'task "%s"' % extra["blocker"] in f["summary"]
     assert "its %d other tasks cannot run" % extra["other_tasks"] in f["summary"]
+    check_running(f["summary"], extra["run_once"], before, after)
+
+
+def check_running(summary, run_once, before, after):
+    """The time the callback has run, as asyncio's _run_once frame (which
+    the program read too) dates it, at the second snapshot: between the
+    bounds taken around why, to the printed millisecond."""
+    m = re.search(r"; it has run for (at most )?([0-9.]+) s \(callback (\d+) of (\d+) of its "
+                  r"loop iteration\)", summary)
+    assert m, summary
+    assert (int(m.group(3)), int(m.group(4))) == (run_once["index"], run_once["of"])
+    assert bool(m.group(1)) == (run_once["index"] > 1)
+    ran = float(m.group(2))
+    assert before - run_once["end_time"] - 0.0005 <= ran <= after - run_once["end_time"] + 0.0005
 
 
 def test_why_loop_blocked_by_a_callback(interp, start_program):
@@ -261,12 +277,15 @@ def test_why_loop_blocked_by_a_callback(interp, start_program):
     counts the tasks that cannot run."""
     target = start_program(interp, "asyncio_blocked.py", "callback")
     extra = target.report["extra"]
+    before = time.monotonic()
     doc = why_json(target.pid)
+    after = time.monotonic()
     assert doc["verdict"] == "loop_blocked", doc["summary"]
     [f] = [f for f in doc["findings"] if f["kind"] == "loop_blocked"]
     assert [t["tid"] for t in f["threads"]] == [extra["loop_tid"]]
     assert "inside one callback, %s, for at least" % extra["callback"] in f["summary"]
     assert "its %d tasks cannot run" % extra["tasks"] in f["summary"]
+    check_running(f["summary"], extra["run_once"], before, after)
 
 
 def test_why_task_awaiting_an_orphaned_future(interp, start_program, tmp_path):
