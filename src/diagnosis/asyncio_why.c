@@ -339,3 +339,51 @@ int asyncio_asleep_findings(const struct stack_report *first, const struct stack
     }
     return 0;
 }
+
+int asyncio_stream_findings(const struct stack_report *first, const struct stack_report *second,
+                            struct why_report *why)
+{
+    if (!first->tasks || !second || !second->tasks ||
+        (why->progress.checked && why->progress.progressing))
+        return 0;
+    for (size_t l = 0; l < first->tasks->n_loops; l++) {
+        const struct report_loop *loop = &first->tasks->loops[l];
+        const struct report_loop *later_loop = same_loop(second->tasks, loop->addr);
+        int th = -1;
+        for (size_t i = 0; loop->tid && i < first->n_threads; i++)
+            if (first->threads[i].tid == loop->tid)
+                th = (int)i;
+        for (size_t i = 0; th >= 0 && i < loop->n_tasks; i++) {
+            const struct report_task *task = &loop->tasks[i];
+            if (!task->stream_peer[0] || !task->stream_no_timeout || !task->stream_opened)
+                continue;
+            /* Still on the same read in the second snapshot: the peer sent
+             * nothing in between (the loop would have woken the task). */
+            const struct report_task *later = same_task(later_loop, task->addr);
+            if (!later || later->awaits_addr != task->awaits_addr || !later->stream_peer[0])
+                continue;
+            struct why_finding *f = add_finding(why, WHY_NETWORK_WAIT, task->awaits_addr,
+                                                task->addr);
+            if (!f)
+                return -1;
+            /* The peer may still answer: only probable. */
+            f->grade = WHY_GRADE_PROBABLE;
+            f->certain = false;
+            f->threads[f->n_threads++] = th;
+            text_format(f->summary, sizeof f->summary,
+                        "task \"%s\" of the asyncio loop of ", task->name);
+            append_thread(f->summary, sizeof f->summary, &first->threads[th]);
+            text_append(f->summary, sizeof f->summary,
+                        " waits for a reply from %s on a connection it opened, with no timeout, "
+                        "and nothing came in either snapshot: it waits for ever if the peer "
+                        "never answers", task->stream_peer);
+            if (why->verdict == WHY_NOT_HUNG || why->verdict == WHY_IDLE ||
+                why->verdict == WHY_UNCHECKED) {
+                why->verdict = WHY_NETWORK_WAIT;
+                why->grade = WHY_GRADE_PROBABLE;
+                text_format(why->summary, sizeof why->summary, "%s", f->summary);
+            }
+        }
+    }
+    return 0;
+}

@@ -31,4 +31,13 @@ int asyncio_orphan_findings(const struct stack_report *first, const struct stack
 int asyncio_asleep_findings(const struct stack_report *first, const struct stack_report *second,
                             struct why_report *why);
 
+/* Adds a network_wait finding (probable: the peer may still answer) for
+ * each task awaiting a stream read that no timeout bounds, on a connection
+ * the program opened (a client's; a server's handler waiting for its client
+ * is idle, not hung), on the same read in both snapshots while nothing
+ * progressed; when the analysis found no hang, it becomes the verdict. A
+ * live process only (second not NULL). 0, or -1 out of memory. */
+int asyncio_stream_findings(const struct stack_report *first, const struct stack_report *second,
+                            struct why_report *why);
+
 #endif

@@ -604,6 +604,12 @@ static void append_details(struct tctx *c, struct report_task *t)
         slot_get(c, transport, "_extra", &c->extra_offset, &c->extra_type, &extra) == 0 &&
         py_dict_get_str(&c->r, extra, "peername", &peer) == 0 &&
         address_text(c, peer, text, sizeof text) == 0) {
+        uint64_t server;
+        snprintf(t->stream_peer, sizeof t->stream_peer, "%s", text);
+        t->stream_no_timeout = !timed;
+        /* A server's transports keep their Server in _server; a client's None. */
+        t->stream_opened = py_attr_get(&c->r, transport, "_server", &server) == 0 &&
+                           py_is_none(&c->r, server);
         int n = snprintf(out, room, ", reading from %s%s", text, timed ? "" : ", no timeout");
         if (n > 0 && (size_t)n < room)
             out += n, room -= (size_t)n;

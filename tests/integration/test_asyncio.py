@@ -365,3 +365,26 @@ def test_dump_await_details(interp, start_program):
     m = re.search(r", wait_for times out in (-?[\d.]+) s$", awaits[tasks["timed"]])
     assert m, awaits[tasks["timed"]]
     assert abs(float(m.group(1)) - (extra["deadline"] - now)) < 2.0, (m.group(1), extra, now)
+
+
+def test_why_stream_read_without_timeout(interp, start_program):
+    """A task reading a stream with no timeout, on a connection it opened to
+    a server that accepted and never writes, still on the same read in the
+    second snapshot: why's network_wait finding names the task, its loop's
+    thread and the peer, probable (the peer may still answer), and makes it
+    the verdict, since the rest of the program only waits on timers. The
+    server's own handler, reading the connection it accepted, is a server
+    waiting for its client: no finding."""
+    target = start_program(interp, "asyncio_waits.py")
+    extra = target.report["extra"]
+    doc = why_json(target.pid)
+    found = [f for f in doc["findings"] if f["kind"] == "network_wait" and f["task"] is not None]
+    assert [f["task"] for f in found] == [extra["tasks"]["reader"]], doc["findings"]
+    [f] = found
+    assert f["grade"] == "probable"
+    assert [t["tid"] for t in f["threads"]] == [extra["loop_tid"]]
+    assert ('task "reader" of the asyncio loop of thread %d' % extra["loop_tid"]) in f["summary"]
+    assert "waits for a reply from %s on a connection it opened, with no timeout" % (
+        extra["peer"]) in f["summary"]
+    assert (doc["verdict"], doc["grade"]) == ("network_wait", "probable"), doc["summary"]
+

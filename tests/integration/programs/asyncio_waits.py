@@ -4,6 +4,9 @@
     "child": a subprocess's wait() (a `sleep 600` it started)
     "reader": StreamReader.read() on a connection to a local server that
               accepted it and never writes
+    "server_reader": the server's handler task, reading the connection it
+              accepted, to which the client never writes either (a server
+              waiting for its client: idle, not hung)
 
 extra: {"loop_tid", "tasks": {name: address}, "deadline": the loop's time
         (time.monotonic) when wait_for gives up, "child_pid", "peer": the
@@ -33,10 +36,12 @@ async def reader(stream):
 async def main(path):
     loop = asyncio.get_running_loop()
     event = asyncio.Event()
-    accepted = []
+    accepted, handlers = [], []
 
-    def on_client(r, w):
+    async def on_client(r, w):
         accepted.append(w)          # keep it open, never write
+        handlers.append(asyncio.current_task())
+        await r.read(100)
 
     server = await asyncio.start_server(on_client, "127.0.0.1", 0)
     host, port = server.sockets[0].getsockname()[:2]
@@ -52,6 +57,8 @@ async def main(path):
         await asyncio.sleep(0.01)
     await asyncio.sleep(0.1)
     local = writer.get_extra_info("sockname")
+    handlers[0].set_name("server_reader")
+    tasks["server_reader"] = handlers[0]
     extra = {"loop_tid": threading.get_native_id(),
              "tasks": {name: id(task) for name, task in tasks.items()},
              "deadline": deadline, "child_pid": proc.pid,
