@@ -675,9 +675,13 @@ static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited
         else if (!strncmp(prim, "Lock.acquire", 12) &&
                  py_attr_get(&c->r, self, "_locked", &items) == 0 && type_named(c, items, "bool") &&
                  py_int(&c->r, items, &n) == 0 && n == 1)
-            /* asyncio.Lock keeps a flag, not its holder. */
+        {
+            /* asyncio.Lock keeps a flag, not its holder: lock_holders may
+             * find the task inside an `async with` of it. */
             snprintf(t->awaits, sizeof t->awaits,
                      "%.100s (%.60s), held (asyncio locks record no owner)", prim, type);
+            t->lock_waited = self;
+        }
         else
             snprintf(t->awaits, sizeof t->awaits, "%s (%s)", prim, type);
     } else if (chain_has(t, "sleep")) {
@@ -937,6 +941,91 @@ static void link_children(struct tctx *c, struct report_loop *loop)
     free(x.values);
 }
 
+/* The value-stack depth of a suspended generator's frame object (up to
+ * 3.10, where the frame reader knows only the capacity): f_stacktop, or
+ * f_stackdepth from 3.10; -1 when unknown. */
+static int suspended_depth(struct tctx *c, const struct task_link *l)
+{
+    if (c->L->frames != PY_FRAMES_OBJECTS || c->L->frame_valuestack == PY_OFF_NONE)
+        return -1;
+    uint64_t base = u64_at(c, l->frame_addr + (uint64_t)c->L->frame_valuestack);
+    if (!base)
+        return -1;
+    if (c->A->frame_stacktop != PY_OFF_NONE) {
+        uint64_t top = u64_at(c, l->frame_addr + (uint64_t)c->A->frame_stacktop);
+        return top >= base && top - base < 8 * 4096 ? (int)((top - base) / 8) : -1;
+    }
+    int32_t depth = -1;
+    if (target_read_i32(c->r.t, l->frame_addr + (uint64_t)c->A->frame_stackdepth, &depth) != 0 ||
+        depth < 0 || depth > 4096)
+        return -1;
+    return depth;
+}
+
+/* Is the function at func asyncio's __aexit__ (of a lock's context manager
+ * mixin)? */
+static bool is_aexit(struct tctx *c, uint64_t func)
+{
+    if (!type_named(c, func, "function"))
+        return false;
+    const struct py_code *code = py_code_get(c->codes, &c->r, u64_at(c, func + (uint64_t)c->L->func_code));
+    if (!code || !strstr(code->filename, "asyncio"))
+        return false;
+    const char *dot = strrchr(code->qualname, '.');
+    return !strcmp(dot ? dot + 1 : code->qualname, "__aexit__");
+}
+
+/* Is task inside `async with lock`? The statement keeps the lock's
+ * __aexit__ on the frame's value stack for as long as its body runs: a
+ * bound method of the lock up to 3.13, the function then the lock itself
+ * from 3.14 (LOAD_SPECIAL). Only value stacks of known depth are read (a
+ * stale slot must not make a holder); the task waiting for the lock keeps
+ * the same while it acquires, so waiters are not asked. */
+static bool inside_async_with(struct tctx *c, const struct report_task *task, uint64_t lock)
+{
+    for (size_t k = 0; k < task->n_chain; k++) {
+        if (link_vars(c, &task->chain[k]) != 0)
+            continue;
+        int depth = c->frame->stack_exact ? c->frame->n_stack : suspended_depth(c, &task->chain[k]);
+        if (depth > c->frame->n_stack)
+            depth = -1;
+        const uint64_t *stack = c->frame->values + c->frame->n_named;
+        for (int i = 0; i < depth; i++) {
+            uint64_t v = stack[i];
+            if (type_named(c, v, "method")) {
+                if (u64_at(c, v + (uint64_t)c->L->method_self) == lock &&
+                    is_aexit(c, u64_at(c, v + (uint64_t)c->L->method_func)))
+                    return true;
+            } else if (i + 1 < depth && stack[i + 1] == lock && is_aexit(c, v)) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* Names the holder of each held lock a task of the loop waits for, when
+ * exactly one other task of the loop is inside an `async with` of it. */
+static void lock_holders(struct tctx *c, struct report_loop *loop)
+{
+    for (size_t i = 0; i < loop->n_tasks; i++) {
+        struct report_task *t = &loop->tasks[i];
+        uint64_t lock = t->lock_waited;
+        if (!lock)
+            continue;
+        size_t holder = (size_t)-1, found = 0;
+        for (size_t j = 0; j < loop->n_tasks && found < 2; j++)
+            if (loop->tasks[j].lock_waited != lock && inside_async_with(c, &loop->tasks[j], lock)) {
+                holder = j;
+                found++;
+            }
+        char *held = found == 1 ? strstr(t->awaits, ", held (asyncio locks record no owner)") : NULL;
+        if (held)
+            snprintf(held, sizeof t->awaits - (size_t)(held - t->awaits),
+                     ", held by task \"%.100s\" (inside its async with)", loop->tasks[holder].name);
+    }
+}
+
 /* Does anything but the task itself hold the Future it waits on? Its
  * reference count against the references the task's own chain accounts
  * for: the task's fut_waiter, the FutureIter its innermost coroutine
@@ -1158,6 +1247,7 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
             if (lt[i].loop == out->loops[l].addr)
                 out->loops[l].tid = lt[i].tid;
         link_children(&c, &out->loops[l]);
+        lock_holders(&c, &out->loops[l]);
     }
     goto done;
 fail:

@@ -38,6 +38,7 @@ struct report_task {
     bool in_cycle;               /* it awaits, through others, itself */
     char unretrieved[96];        /* finished with an exception nobody has retrieved
                                     (its type), "" otherwise */
+    uint64_t lock_waited;        /* it waits in Lock.acquire of this held lock, 0 otherwise */
     char stream_peer[96];        /* it awaits a stream read from this "host:port"; "" none */
     bool stream_no_timeout;      /* ... which no wait_for bounds */
     bool stream_opened;          /* ... on a connection the program opened (its

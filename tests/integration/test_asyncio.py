@@ -351,7 +351,8 @@ def test_dump_await_details(interp, start_program):
     """What a task's await holds, beyond its kind, as the program knows it:
     the peer of a stream read from a server that never writes, and that no
     timeout bounds it; the pid of the subprocess a task waits for; how long
-    until wait_for gives up (the program's deadline, on the same clock)."""
+    until wait_for gives up (the program's deadline, on the same clock);
+    which task holds the lock a task waits for, inside its `async with`."""
     target = start_program(interp, "asyncio_waits.py")
     extra = target.report["extra"]
     doc = dump_json(target.pid)
@@ -362,6 +363,10 @@ def test_dump_await_details(interp, start_program):
     assert awaits[tasks["reader"]].endswith(", reading from %s, no timeout" % extra["peer"]), awaits
     assert awaits[tasks["child"]] == "subprocess wait (_asyncio.Future), subprocess pid %d" % (
         extra["child_pid"]), awaits
+    # asyncio.Lock records no owner; the holder is the one task inside an
+    # `async with` of it (its __aexit__ on the frame's value stack).
+    assert awaits[tasks["lock_waiter"]] == (
+        'Lock.acquire (_asyncio.Future), held by task "holder" (inside its async with)'), awaits
     m = re.search(r", wait_for times out in (-?[\d.]+) s$", awaits[tasks["timed"]])
     assert m, awaits[tasks["timed"]]
     assert abs(float(m.group(1)) - (extra["deadline"] - now)) < 2.0, (m.group(1), extra, now)

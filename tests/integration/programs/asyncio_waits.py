@@ -4,6 +4,8 @@
     "child": a subprocess's wait() (a `sleep 600` it started)
     "reader": StreamReader.read() on a connection to a local server that
               accepted it and never writes
+    "holder": inside `async with lock:`, asleep
+    "lock_waiter": waiting to enter `async with lock:` (the same lock)
     "server_reader": the server's handler task, reading the connection it
               accepted, to which the client never writes either (a server
               waiting for its client: idle, not hung)
@@ -33,6 +35,17 @@ async def reader(stream):
     await stream.read(100)
 
 
+async def holder(lock, entered):
+    async with lock:
+        entered.set()
+        await asyncio.sleep(3600)
+
+
+async def lock_waiter(lock):
+    async with lock:
+        pass
+
+
 async def main(path):
     loop = asyncio.get_running_loop()
     event = asyncio.Event()
@@ -51,6 +64,10 @@ async def main(path):
     tasks = {"timed": asyncio.ensure_future(timed(event)),
              "child": asyncio.ensure_future(child(proc)),
              "reader": asyncio.ensure_future(reader(stream))}
+    lock, entered = asyncio.Lock(), asyncio.Event()
+    tasks["holder"] = asyncio.ensure_future(holder(lock, entered))
+    await entered.wait()
+    tasks["lock_waiter"] = asyncio.ensure_future(lock_waiter(lock))
     for name, task in tasks.items():
         task.set_name(name)
     while not accepted:
