@@ -387,3 +387,121 @@ int asyncio_stream_findings(const struct stack_report *first, const struct stack
     }
     return 0;
 }
+
+static size_t task_index(const struct report_loop *loop, uint64_t addr)
+{
+    for (size_t i = 0; loop && i < loop->n_tasks; i++)
+        if (loop->tasks[i].addr == addr)
+            return i;
+    return (size_t)-1;
+}
+
+/* The cycle of waits from task start back to it, following "waits for the
+ * lock that task holds" and "awaits that task" (its first such edge that
+ * leads back), into path; its length, 0 when none. Depth-first, each task
+ * visited once (seen). */
+static size_t wait_cycle(const struct report_loop *loop, size_t start, size_t at, size_t *path,
+                         size_t depth, size_t max, unsigned char *seen)
+{
+    if (depth == max)
+        return 0;
+    path[depth] = at;
+    seen[at] = 1;
+    const struct report_task *t = &loop->tasks[at];
+    size_t next[1 + 64], n = 0;
+    if (t->lock_holder)
+        next[n++] = task_index(loop, t->lock_holder);
+    for (size_t k = 0; k < t->n_children && n < sizeof next / sizeof next[0]; k++)
+        next[n++] = t->children[k];
+    for (size_t k = 0; k < n; k++) {
+        if (next[k] == start)
+            return depth + 1;
+        if (next[k] < loop->n_tasks && !seen[next[k]]) {
+            size_t len = wait_cycle(loop, start, next[k], path, depth + 1, max, seen);
+            if (len)
+                return len;
+        }
+    }
+    return 0;
+}
+
+int asyncio_lock_findings(const struct stack_report *first, const struct stack_report *second,
+                          struct why_report *why)
+{
+    if (!first->tasks)
+        return 0;
+    enum { MAX_CYCLE = 16 };
+    for (size_t l = 0; l < first->tasks->n_loops; l++) {
+        const struct report_loop *loop = &first->tasks->loops[l];
+        const struct report_loop *later_loop = second && second->tasks
+                                                   ? same_loop(second->tasks, loop->addr) : NULL;
+        if (second && !later_loop)
+            continue;
+        int th = -1;
+        for (size_t i = 0; loop->tid && i < first->n_threads; i++)
+            if (first->threads[i].tid == loop->tid)
+                th = (int)i;
+        unsigned char *seen = calloc(loop->n_tasks ? loop->n_tasks : 1, 1);
+        unsigned char *reported = calloc(loop->n_tasks ? loop->n_tasks : 1, 1);
+        if (!seen || !reported) {
+            free(seen);
+            free(reported);
+            return -1;
+        }
+        for (size_t i = 0; i < loop->n_tasks; i++) {
+            const struct report_task *t = &loop->tasks[i];
+            if (!t->lock_holder || reported[i])
+                continue;
+            size_t path[MAX_CYCLE];
+            memset(seen, 0, loop->n_tasks);
+            size_t len = wait_cycle(loop, i, i, path, 0, MAX_CYCLE, seen);
+            bool through_lock = false;
+            for (size_t k = 0; k < len; k++)
+                through_lock |= loop->tasks[path[k]].lock_holder == loop->tasks[path[(k + 1) % len]].addr;
+            if (!len || !through_lock)
+                continue;
+            /* Live: every lock wait of the cycle still the same later. */
+            bool same = true;
+            for (size_t k = 0; k < len && second; k++) {
+                const struct report_task *a = &loop->tasks[path[k]];
+                const struct report_task *b = same_task(later_loop, a->addr);
+                same = same && b && b->lock_holder == a->lock_holder &&
+                       b->lock_waited == a->lock_waited && b->awaits_addr == a->awaits_addr;
+            }
+            if (!same)
+                continue;
+            struct why_finding *f = add_finding(why, WHY_DEADLOCK, t->lock_waited, t->addr);
+            if (!f) {
+                free(seen);
+                free(reported);
+                return -1;
+            }
+            if (th >= 0)
+                f->threads[f->n_threads++] = th;
+            text_format(f->summary, sizeof f->summary, "%zu asyncio tasks wait for each other "
+                        "for ever", len);
+            if (th >= 0) {
+                text_append(f->summary, sizeof f->summary, " on the loop of ");
+                append_thread(f->summary, sizeof f->summary, &first->threads[th]);
+            }
+            text_append(f->summary, sizeof f->summary, ":");
+            for (size_t k = 0; k < len; k++) {
+                const struct report_task *a = &loop->tasks[path[k]];
+                const struct report_task *b = &loop->tasks[path[(k + 1) % len]];
+                reported[path[k]] = 1;
+                if (a->lock_holder == b->addr)
+                    text_append(f->summary, sizeof f->summary, "%s task \"%s\" waits for Lock "
+                                "0x%llx, held by task \"%s\"", k ? ";" : "", a->name,
+                                (unsigned long long)a->lock_waited, b->name);
+                else
+                    text_append(f->summary, sizeof f->summary, "%s task \"%s\" awaits task "
+                                "\"%s\"", k ? ";" : "", a->name, b->name);
+            }
+            outrank_no_hang(why, f);
+        }
+        free(seen);
+        free(reported);
+    }
+    return 0;
+}
+

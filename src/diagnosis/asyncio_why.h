@@ -40,4 +40,12 @@ int asyncio_asleep_findings(const struct stack_report *first, const struct stack
 int asyncio_stream_findings(const struct stack_report *first, const struct stack_report *second,
                             struct why_report *why);
 
+/* Adds a deadlock finding for each cycle of asyncio tasks waiting for each
+ * other, at least one through a lock another task of the cycle holds
+ * (inside its async with), the others through a lock or by awaiting the
+ * next task; live, the same in second. When the analysis found no hang, it
+ * becomes the verdict. second is NULL for a core. 0, or -1 out of memory. */
+int asyncio_lock_findings(const struct stack_report *first, const struct stack_report *second,
+                          struct why_report *why);
+
 #endif

@@ -1019,6 +1019,8 @@ static void lock_holders(struct tctx *c, struct report_loop *loop)
                 holder = j;
                 found++;
             }
+        if (found == 1)
+            t->lock_holder = loop->tasks[holder].addr;
         char *held = found == 1 ? strstr(t->awaits, ", held (asyncio locks record no owner)") : NULL;
         if (held)
             snprintf(held, sizeof t->awaits - (size_t)(held - t->awaits),

@@ -39,6 +39,7 @@ struct report_task {
     char unretrieved[96];        /* finished with an exception nobody has retrieved
                                     (its type), "" otherwise */
     uint64_t lock_waited;        /* it waits in Lock.acquire of this held lock, 0 otherwise */
+    uint64_t lock_holder;        /* ... held by this task (inside an async with of it), 0 unknown */
     char stream_peer[96];        /* it awaits a stream read from this "host:port"; "" none */
     bool stream_no_timeout;      /* ... which no wait_for bounds */
     bool stream_opened;          /* ... on a connection the program opened (its

@@ -393,3 +393,25 @@ def test_why_stream_read_without_timeout(interp, start_program):
         extra["peer"]) in f["summary"]
     assert (doc["verdict"], doc["grade"]) == ("network_wait", "probable"), doc["summary"]
 
+
+
+def test_why_asyncio_lock_order_deadlock(interp, start_program, tmp_path):
+    """Two tasks that took two asyncio locks in opposite orders, each inside
+    `async with`, each waiting for the lock the other holds: why names the
+    cycle, which task waits for which lock held by which, as a certain
+    deadlock and the verdict; the same from a core."""
+    target = start_program(interp, "asyncio_lock_cycle.py")
+    extra = target.report["extra"]
+    tasks, locks = extra["tasks"], extra["locks"]
+    for doc in (why_json(target.pid), why_json("--core", core_of(interp, target, tmp_path))):
+        found = [f for f in doc["findings"] if f["kind"] == "deadlock" and f["task"] is not None]
+        assert len(found) == 1, doc["findings"]
+        [f] = found
+        assert f["task"] in tasks.values()
+        assert [t["tid"] for t in f["threads"]] == [extra["loop_tid"]]
+        assert "2 asyncio tasks wait for each other for ever" in f["summary"]
+        assert 'task "first" waits for Lock 0x%x, held by task "second"' % locks["lock_b"] in (
+            f["summary"]), f["summary"]
+        assert 'task "second" waits for Lock 0x%x, held by task "first"' % locks["lock_a"] in (
+            f["summary"]), f["summary"]
+        assert (doc["verdict"], doc["grade"]) == ("deadlock", "certain"), doc["summary"]
