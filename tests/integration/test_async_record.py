@@ -156,6 +156,7 @@ def test_record_async_idle(interp, start_program, pyscope, tmp_path):
     assert sum(counts.values()) >= 50, counts
 
 
+@pytest.mark.serial
 def test_record_async_native(interp, start_program, pyscope, tmp_path):
     """--async with --native: a loop thread's sample inside a task step is
     the task's logical stack with the C frames the merge put inside the
@@ -165,7 +166,8 @@ def test_record_async_native(interp, start_program, pyscope, tmp_path):
     frames alone are the logical stack the program states, as without
     --native, and the tasks' shares match the time they burned. Debian's
     stripped 3.13+ builds refuse the merge (see test_native_sampling): their
-    samples are the task's Python frames, the C stack apart."""
+    samples are the task's Python frames, the C stack apart. Serial: the
+    shares, and the samples --native takes, want the CPU to themselves."""
     target = start_program(interp, "rec_async.py")
     extra = target.report["extra"]
     out, truth = record_async(pyscope, tmp_path, target, "--native", name="native")
