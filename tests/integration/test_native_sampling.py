@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HERE, PYSCOPE
+from conftest import HERE, PYSCOPE, run_pyscope
 from test_html import embedded_data
 from test_record import (check_chrome, check_pprof, check_speedscope, load_record,
                          parse_collapsed, pick_interp, record)
@@ -165,6 +165,28 @@ def test_record_native(interp, mode, start_program, pyscope, gilhog_lib, tmp_pat
     assert "C functions holding the GIL" in result.stderr, result.stderr
     assert re.search(r"\[C\] hog_checksum \(libgilhog\.so\) \S*gilhog\.c:\d+\n\s+called from "
                      r"hog_loop \(", result.stderr), result.stderr
+
+
+def test_kept_unwind_rules_match_libdwfl(interp, start_program, gilhog_lib, tmp_path):
+    """Item 1's throughput: perf samples are unwound from CFI rules kept per
+    address, libdwfl taking over where a frame's rules are not simple.
+    PYSCOPE_CHECK_UNWIND=1 unwinds every sample both ways: the kept rules
+    must give libdwfl's frames exactly, for C calls, the eval loop and
+    threads blocked in libc, and be what most frames came from."""
+    target = start_hog(start_program, interp, gilhog_lib)
+    out = tmp_path / "rec.json"
+    result = run_pyscope(["record", "-d", 1.5, "-f", "json", "-q", "-o", out, "-p", target.pid,
+                          "--native", "--idle"], prefix=("env", "PYSCOPE_CHECK_UNWIND=1"),
+                         timeout=60)
+    assert result.returncode == 0, result
+    assert "kept rules gave" not in result.stderr, result.stderr
+    m = re.search(r"unwind check: (\d+) frames from kept rules, (\d+) hand-overs to libdwfl, "
+                  r"(\d+) whole walks by libdwfl", result.stderr)
+    assert m, result.stderr
+    kept, handovers, whole = (int(g) for g in m.groups())
+    assert kept > 0 and kept > handovers + whole, m.group(0)
+    native = load_record(out)["meta"]["native"]
+    assert native["merged"] + native["unmerged"] > 0, native
 
 
 NAME = "[C] hog_checksum (libgilhog.so)"
