@@ -56,11 +56,6 @@ struct sampled_thread {
     /* The "[C] name" leaf of the last walk that read the innermost frame: a
      * walk the memo stops at once has not changed frame or instruction. */
     uint32_t last_leaf;
-    /* --native walks every frame (no memo): where the innermost frame was
-     * when last_leaf was found, so that an unchanged one is not looked at
-     * again (what the memo's early stop gives otherwise). */
-    uint64_t leaf_frame;
-    long leaf_instr;
     bool at_call;                    /* its innermost frame's instruction is a call */
     bool at_call_known;
     uint64_t last_top_frame;
@@ -645,9 +640,7 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
                              bool blocked, bool *torn)
 {
     const struct py_layout *L = &s->rt.layout;
-    /* The memo keeps no is_entry marks, which the native merge needs. */
-    bool use_memo = (!s->verify_codes || s->memo_verified) && !s->native &&
-                    L->frames != PY_FRAMES_OBJECTS &&
+    bool use_memo = (!s->verify_codes || s->memo_verified) && L->frames != PY_FRAMES_OBJECTS &&
                     th->copy.len;
     struct py_walker walker = {.reader = &s->reader, .codes = s->codes, .stack = &th->copy,
                                .skip_lines = true};
@@ -688,6 +681,7 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
         th->at_call_known = false;
     }
     const uint32_t *ids = s->walk_ids;
+    const bool *entry = NULL;
     size_t n = count;
     if (use_memo) {
         bool complete = (status == PY_WALK_OK || stopped) && !*torn;
@@ -698,6 +692,7 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
         }
         if (stopped) {
             ids = th->memo.ids;
+            entry = th->memo.entry;
             n = th->memo.count < MAX_STACK_DEPTH ? th->memo.count : MAX_STACK_DEPTH;
         }
     } else {
@@ -707,11 +702,15 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
     /* Innermost first so far; profiles store outermost first. */
     uint32_t depth = 0;
     if (s->native && !*torn) {
-        for (size_t i = 0; i < n; i++)
-            s->entry_flags[i] = s->frames[i].is_entry;
-        struct native_py_stack py = {ids, s->entry_flags, n, leaf,
-                                     n ? s->frames[0].frame_addr : 0,
-                                     n ? s->frames[0].instr_offset : -1};
+        if (!entry) {
+            for (size_t i = 0; i < n; i++)
+                s->entry_flags[i] = s->frames[i].is_entry;
+            entry = s->entry_flags;
+        }
+        /* (A walk the memo stopped at once left the innermost frame where
+         * the last walk found it.) */
+        struct native_py_stack py = {ids, entry, n, leaf, n ? th->site_frame : 0,
+                                     n ? th->site_offset : -1};
         depth = (uint32_t)native_sampler_stack(s->native, th->tid, blocked, &py, s->stack_ids,
                                                MAX_STACK_DEPTH + 1);
     } else {
