@@ -360,7 +360,7 @@ struct native_sampler *native_sampler_open(struct target *t, pid_t pid, const ch
     ns->period_ns = rate_hz > 0 ? (uint64_t)(1e9 / rate_hz / 4) : 100000;
     if (ns->period_ns < 100000)
         ns->period_ns = 100000;
-    ns->marker = profile_frame_id(profile, "[C stack not merged]", "<native>", -1, true);
+    ns->marker = profile_frame_id(profile, PROFILE_NATIVE_NOT_MERGED, "<native>", -1, true);
     const char *interp[2];
     int n_interp = native_interp_paths(t, binary, interp);
     ns->u = native_open(t, interp, n_interp, all, err);
@@ -583,6 +583,8 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
         else if (th->have)
             same_instant = th->time >= th->stable_since_ns &&
                            th->time + MAX_SAMPLE_AGE_NS >= ns->pass_ns;
+        if (th->time < py->not_before || th->time > py->not_after)
+            same_instant = false;
         if (same_instant && th->pcs && th->pcs_time == th->time) {
             n_pcs = th->n_pcs;
             sample_time = th->time;

@@ -73,6 +73,11 @@ struct sampled_thread {
      * futex, or last seen holding the GIL; UINT64_MAX when neither. */
     uint64_t waiting_since_switch;
     uint64_t held_at_switch;
+    /* --native: since when (just after a pass read the GIL) it has been
+     * seen holding the GIL without a switch, 0 when it was not holding it
+     * at the last pass. A C stack sampled before then may be of its wait
+     * for the GIL: never used for a sample that holds it. */
+    uint64_t hold_seen_ns, hold_seen_switches;
     struct sink_thread sink;
     struct py_stack_copy copy;
     struct stack_memo memo;
@@ -709,8 +714,11 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
         }
         /* (A walk the memo stopped at once left the innermost frame where
          * the last walk found it.) */
+        bool holds = th->hold_seen_ns != 0;
         struct native_py_stack py = {ids, entry, n, leaf, n ? th->site_frame : 0,
-                                     n ? th->site_offset : -1};
+                                     n ? th->site_offset : -1,
+                                     holds ? th->hold_seen_ns : 0,
+                                     holds ? s->states_read_ns : UINT64_MAX};
         depth = (uint32_t)native_sampler_stack(s->native, th->tid, blocked, &py, s->stack_ids,
                                                MAX_STACK_DEPTH + 1);
     } else {
@@ -1175,6 +1183,13 @@ static void sample_thread(struct sampler *s, struct pass_thread *pass, struct pa
          * (its switch-out sample is then of this instant); parking idle
          * threads, which wants the stack first, is the agent's alone. */
         state = classify(s, th, pi, (uint64_t)s->rt.layout.gil_size, false, now_ns, &syscall);
+        bool holds = pi->gil && pi->gil_holder == th->tstate;
+        if (!holds) {
+            th->hold_seen_ns = 0;
+        } else if (!th->hold_seen_ns || th->hold_seen_switches != pi->gil_switches) {
+            th->hold_seen_ns = s->states_read_ns;
+            th->hold_seen_switches = pi->gil_switches;
+        }
         if (!th->parked && !th->idle_parked)
             stack = sample_stack(s, th, &pass->pt, pi->addr, in_gc,
                                  state == PROFILE_IDLE || state == PROFILE_WAITING_GIL, &torn);
@@ -1273,6 +1288,8 @@ static int pass_body(struct sampler *s, uint64_t now_ns)
     if (ready <= 0)
         return ready;
     int n_pass = read_thread_states(s, now_ns);
+    if (s->native)
+        s->states_read_ns = monotonic_ns();
     if (n_pass < 0 && s->exec_seen)
         return -1;
     if (n_pass < 0) {

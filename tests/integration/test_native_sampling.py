@@ -189,6 +189,33 @@ def test_kept_unwind_rules_match_libdwfl(interp, start_program, gilhog_lib, tmp_
     assert native["merged"] + native["unmerged"] > 0, native
 
 
+GIL_SWITCH_FUNCTIONS = ("take_gil", "drop_gil", "PyEval_RestoreThread", "PyEval_SaveThread",
+                        "_PyThreadState_Attach", "_PyThreadState_Detach", "_Py_HandlePending")
+
+
+def test_gil_hog_c_function_not_from_the_wait(interp, start_program, pyscope, gilhog_lib,
+                                              tmp_path):
+    """Item 3: three pure-Python spinners hand the GIL to each other and
+    wait for it in take_gil with their Python stack unchanged (a README run
+    listed take_gil, called from a spinner, as a C function holding the
+    GIL). The spinners hold the GIL in the eval loop only: no C function is
+    charged to them, whatever C stack was sampled during their wait or their
+    hand-off; hog_checksum, which holds it in C, is, with its caller."""
+    target = start_program(interp, "native_gil_handoff.py", gilhog_lib)
+    callers = target.report["extra"]["callers"]
+    out = tmp_path / "rec.json"
+    record(pyscope, out, "-p", target.pid, "--native", duration=2)
+    doc = load_record(out)
+    c_hogs = doc["summary"]["gil_hog_c_functions"]
+    spin = "%s (" % callers["spin"]["function"]
+    assert not [h for h in c_hogs if h["python_caller"].startswith(spin)], c_hogs
+    assert not [h for h in c_hogs if h["function"].startswith(GIL_SWITCH_FUNCTIONS)], c_hogs
+    hog = [h for h in c_hogs if (h["function"], h["module"]) == ("hog_checksum", "libgilhog.so")]
+    assert hog, (c_hogs, doc["meta"]["native"])
+    assert hog[0]["python_caller"].startswith("%s (" % callers["hog"]["function"]), hog
+    assert hog[0]["python_caller"].endswith(":%d)" % callers["hog"]["line"]), hog
+
+
 NAME = "[C] hog_checksum (libgilhog.so)"
 FORMAT_INTERPS = {"flamegraph": ("3.9", "3.10"), "speedscope": ("3.13", "3.12"),
                   "chrome": ("3.11", "3.12"), "pprof": ("3.12", "3.11"),
