@@ -6,11 +6,12 @@ recording of 20 threads. Prints numbers (medians of interleaved rounds); it
 never fails on one.
 
 usage: /usr/bin/python3 bench/bench_native_sampling.py [--only throughput,cost,memory]
-       [--python PATH] [--rounds N] [--memory-seconds S]
+       [--python PATH] [--rounds N] [--memory-seconds S] [--baseline PYSCOPE]
 """
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -53,9 +54,9 @@ if mode == "hog":
 else:
     print("ready", flush=True)
     sys.stdin.readline()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     deep(depth, lambda: work(int(mode)))
-    print("%.6f" % (time.perf_counter() - start), flush=True)
+    print("%.6f %.6f" % (time.perf_counter() - start, time.process_time() - cpu), flush=True)
 '''
 
 
@@ -82,27 +83,40 @@ def start(args, tmp, lib, mode, depth, threads):
 
 
 def throughput(args, tmp, lib):
+    """Stacks per second of the recording, and per second of pyscope's own
+    CPU time (user+sys), which a loaded machine changes less: at -r max
+    pyscope would use a whole core if it got one. With --baseline, that
+    pyscope binary's rounds are interleaved with these."""
     print("== merged C+Python stacks/s at -r max, 1 thread x 50 frames in a C call (%s)" % load())
     proc = start(args, tmp, lib, "hog", 50, 1)
+    binaries = [("", args.pyscope)] + ([(" [baseline]", args.baseline)] if args.baseline else [])
+    modes = [("--native (perf_event)", ["--native"]), ("Python only", [])]
     try:
-        rows = {"--native (perf_event)": [], "Python only": []}
+        rows = {name + tag: [] for tag, _ in binaries for name, _ in modes}
         for _ in range(args.rounds):
-            for name, extra in (("--native (perf_event)", ["--native"]), ("Python only", [])):
-                out = os.path.join(tmp, "t.json")
-                subprocess.run([args.pyscope, "record", "-p", str(proc.pid), "-r", "max", "-d",
-                                str(args.seconds), "-f", "json", "-q", "-o", out] + extra,
-                               stderr=subprocess.DEVNULL, check=True)
-                with open(out) as f:
-                    meta = json.load(f)["meta"]
-                secs = meta["duration_ns"] / 1e9
-                merged = meta.get("native", {}).get("merged", meta["stacks_sampled"])
-                rows[name].append(merged / secs)
+            for name, extra in modes:
+                for tag, binary in binaries:
+                    out = os.path.join(tmp, "t.json")
+                    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    subprocess.run([binary, "record", "-p", str(proc.pid), "-r", "max", "-d",
+                                    str(args.seconds), "-f", "json", "-q", "-o", out] + extra,
+                                   stderr=subprocess.DEVNULL, check=True)
+                    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+                    with open(out) as f:
+                        meta = json.load(f)["meta"]
+                    secs = meta["duration_ns"] / 1e9
+                    merged = meta["native"]["merged"] if extra else meta["stacks_sampled"]
+                    rows[name + tag].append((merged / secs, merged / max(cpu, 1e-6)))
         for name, values in rows.items():
-            print("  %-24s median %8.0f stacks/s  (rounds: %s)" % (
-                name, statistics.median(values), ", ".join("%.0f" % v for v in values)))
+            print("  %-36s median %7.0f stacks/s, %7.0f per CPU-second  (rounds: %s)" % (
+                name, statistics.median(v[0] for v in values),
+                statistics.median(v[1] for v in values),
+                ", ".join("%.0f/%.0f" % v for v in values)))
     finally:
         proc.kill()
         proc.wait()
+    print("  (%s)" % load())
 
 
 def run_work(args, tmp, lib, n, record):
@@ -116,7 +130,7 @@ def run_work(args, tmp, lib, n, record):
             time.sleep(0.5)
         proc.stdin.write(b"go\n")
         proc.stdin.flush()
-        elapsed = float(proc.stdout.readline())
+        elapsed = tuple(float(v) for v in proc.stdout.readline().split())
     finally:
         if rec:
             rec.send_signal(2)
@@ -127,6 +141,12 @@ def run_work(args, tmp, lib, n, record):
 
 
 def cost(args, tmp, lib):
+    """The target's own time for a fixed amount of work: wall time (what a
+    ptrace stop costs it shows here) and its CPU time (user+sys: the
+    kernel's copy of its registers and stack at each perf sample is charged
+    to it). Each round runs every mode once, in turn; the slowdown is the
+    median over rounds of a mode's time against the unrecorded run of the
+    same round, so that the load of a moment weighs on both."""
     print("== target slowdown at 100 Hz: its own time for fixed work, 1 thread x 50 frames (%s)"
           % load())
     modes = [("not recorded", None), ("Python only", []), ("--native (perf_event)", ["--native"]),
@@ -135,11 +155,17 @@ def cost(args, tmp, lib):
     for _ in range(args.rounds):
         for name, extra in modes:
             times[name].append(run_work(args, tmp, lib, args.work, extra))
-    base = statistics.median(times["not recorded"])
+    base = times["not recorded"]
     for name, _ in modes:
-        med = statistics.median(times[name])
-        print("  %-24s median %.3f s  %+6.2f%%  (rounds: %s)" % (
-            name, med, 100 * (med / base - 1), ", ".join("%.3f" % t for t in times[name])))
+        wall = [t[0] for t in times[name]]
+        cpu = [t[1] for t in times[name]]
+        print("  %-24s wall median %.3f s %+6.2f%%  cpu median %.3f s %+6.2f%%  (rounds, wall/cpu:"
+              " %s)" % (
+                  name, statistics.median(wall),
+                  100 * statistics.median([t[0] / b[0] - 1 for t, b in zip(times[name], base)]),
+                  statistics.median(cpu),
+                  100 * statistics.median([t[1] / b[1] - 1 for t, b in zip(times[name], base)]),
+                  ", ".join("%.2f/%.2f" % t for t in times[name])))
     print("  (%s)" % load())
 
 
@@ -192,10 +218,11 @@ def main():
     parser.add_argument("--python", default=os.path.expanduser(
         "~/.pyenv/versions/3.12.1/bin/python3.12"))
     parser.add_argument("--pyscope", default=os.path.join(REPO, "pyscope"))
+    parser.add_argument("--baseline", help="another pyscope binary, for throughput side by side")
     parser.add_argument("--only", default="throughput,cost,memory")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3)
-    parser.add_argument("--work", type=int, default=3000000)
+    parser.add_argument("--work", type=int, default=1000000)
     parser.add_argument("--memory-seconds", type=int, default=120)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

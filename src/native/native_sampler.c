@@ -67,6 +67,18 @@ struct ns_thread {
     uint64_t *pcs;
     int n_pcs;
     uint64_t pcs_time;           /* the sample's time; 0 when not unwound */
+    /* The profile stack made from those addresses and the Python stack
+     * below: a pass with the same C sample and the same Python frames (a
+     * thread inside one long C call) takes it as it is. */
+    struct {
+        bool valid, merged;
+        uint64_t pcs_time;
+        uint32_t leaf;
+        size_t n_py, n, cap_py, cap;
+        uint32_t *py_ids;
+        bool *py_entry;
+        uint32_t *ids;
+    } last;
 };
 
 struct pc_slot {
@@ -149,6 +161,9 @@ static void close_thread(struct native_sampler *ns, struct ns_thread *th)
         close(th->fd_clock);
     free(th->stack);
     free(th->pcs);
+    free(th->last.py_ids);
+    free(th->last.py_entry);
+    free(th->last.ids);
 }
 
 /* Opens the thread's events; -1 with errno when the kernel refuses. */
@@ -345,7 +360,7 @@ struct native_sampler *native_sampler_open(struct target *t, pid_t pid, const ch
     ns->period_ns = rate_hz > 0 ? (uint64_t)(1e9 / rate_hz / 4) : 100000;
     if (ns->period_ns < 100000)
         ns->period_ns = 100000;
-    ns->marker = profile_frame_id(profile, "[C stack not merged]", "<native>", -1, true);
+    ns->marker = profile_frame_id(profile, PROFILE_NATIVE_NOT_MERGED, "<native>", -1, true);
     const char *interp[2];
     int n_interp = native_interp_paths(t, binary, interp);
     ns->u = native_open(t, interp, n_interp, all, err);
@@ -486,6 +501,51 @@ static size_t python_only(const struct native_py_stack *py, uint32_t *out, size_
     return n;
 }
 
+static bool same_as_last(const struct ns_thread *th, const struct native_py_stack *py,
+                         uint64_t sample_time)
+{
+    return th->last.valid && sample_time && th->last.pcs_time == sample_time &&
+           th->last.leaf == py->leaf && th->last.n_py == py->n &&
+           memcmp(th->last.py_ids, py->ids, py->n * sizeof *py->ids) == 0 &&
+           memcmp(th->last.py_entry, py->is_entry, py->n * sizeof *py->is_entry) == 0;
+}
+
+static void remember_last(struct ns_thread *th, const struct native_py_stack *py,
+                          uint64_t sample_time, const uint32_t *out, size_t n, bool merged)
+{
+    th->last.valid = false;
+    if (!sample_time)
+        return;
+    /* Grown to the largest stack seen (+1: never a zero size). */
+    if (py->n + 1 > th->last.cap_py) {
+        uint32_t *ids = realloc(th->last.py_ids, (py->n + 1) * sizeof *ids);
+        if (ids)
+            th->last.py_ids = ids;
+        bool *entry = ids ? realloc(th->last.py_entry, (py->n + 1) * sizeof *entry) : NULL;
+        if (entry)
+            th->last.py_entry = entry;
+        if (!ids || !entry)
+            return;
+        th->last.cap_py = py->n + 1;
+    }
+    if (n + 1 > th->last.cap) {
+        uint32_t *grown = realloc(th->last.ids, (n + 1) * sizeof *grown);
+        if (!grown)
+            return;
+        th->last.ids = grown;
+        th->last.cap = n + 1;
+    }
+    memcpy(th->last.py_ids, py->ids, py->n * sizeof *py->ids);
+    memcpy(th->last.py_entry, py->is_entry, py->n * sizeof *py->is_entry);
+    memcpy(th->last.ids, out, n * sizeof *out);
+    th->last.n_py = py->n;
+    th->last.n = n;
+    th->last.leaf = py->leaf;
+    th->last.pcs_time = sample_time;
+    th->last.merged = merged;
+    th->last.valid = true;
+}
+
 size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
                             const struct native_py_stack *py, uint32_t *out, size_t max)
 {
@@ -497,6 +557,7 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
     }
     uint64_t pcs[MAX_NATIVE];
     int n_pcs = 0;
+    uint64_t sample_time = 0;    /* pcs are th->pcs, of the sample taken then */
     if (ns->mode == NATIVE_PTRACE) {
         if (ns->paused)
             n_pcs = native_unwind_pcs(ns->u, tid, pcs, MAX_NATIVE);
@@ -522,8 +583,20 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
         else if (th->have)
             same_instant = th->time >= th->stable_since_ns &&
                            th->time + MAX_SAMPLE_AGE_NS >= ns->pass_ns;
+        if (th->time < py->not_before || th->time > py->not_after)
+            same_instant = false;
         if (same_instant && th->pcs && th->pcs_time == th->time) {
             n_pcs = th->n_pcs;
+            sample_time = th->time;
+            if (same_as_last(th, py, sample_time)) {
+                size_t n = th->last.n < max ? th->last.n : max;
+                memcpy(out, th->last.ids, n * sizeof *out);
+                if (th->last.merged)
+                    meta->native_merged++;
+                else
+                    meta->native_unmerged++;
+                return n;
+            }
             memcpy(pcs, th->pcs, (size_t)n_pcs * sizeof *pcs);
         } else if (same_instant) {
             struct native_regs_copy copy = {.sp = th->regs[7], .stack = th->stack,
@@ -536,6 +609,7 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
                 memcpy(th->pcs, pcs, (size_t)n_pcs * sizeof *pcs);
                 th->n_pcs = n_pcs;
                 th->pcs_time = th->time;
+                sample_time = th->time;
             }
         } else if (blocked && !th->poked && ns->switch_events && th->ring) {
             poke(th);
@@ -558,6 +632,9 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
     bool is_eval[MAX_NATIVE], shown[MAX_NATIVE];
     for (int i = 0; i < n_pcs; i++) {
         const struct pc_slot *s = describe(ns, pcs[i]);
+        /* A frame named only for now makes a stack not to be used again. */
+        if (!s || s == &ns->transient)
+            sample_time = 0;
         ids[i] = s ? s->frame : UINT32_MAX;
         is_eval[i] = s && s->is_eval;
         shown[i] = s && (ns->all || !s->internal);
@@ -579,6 +656,7 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
                 out[n++] = ids[e->index];
             }
         }
+        remember_last(th, py, n < max ? sample_time : 0, out, n, true);
         return n;
     }
     /* Not matched: the Python stack, then the C stack, never interleaved. */
@@ -589,5 +667,6 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
     for (int i = n_pcs; i-- > 0 && n < max;)
         if (shown[i])
             out[n++] = ids[i];
+    remember_last(th, py, n < max ? sample_time : 0, out, n, false);
     return n;
 }

@@ -39,6 +39,11 @@ struct native_py_stack {
     uint64_t top_frame;          /* where the innermost frame is, and its instruction: */
     long top_instr;              /* a C stack sampled before the pass belongs to the
                                   * same Python state only when these did not move */
+    /* The C stack must be sampled between these (monotonic ns): for a
+     * thread holding the GIL, since the first pass that saw this hold read
+     * the GIL and before this pass did, so that it is of the hold and not of
+     * the wait for the GIL before it. 0 and UINT64_MAX: no bound. */
+    uint64_t not_before, not_after;
 };
 
 /* Opens the C-stack side for process pid. binary: the file holding

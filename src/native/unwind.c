@@ -5,6 +5,7 @@
  * walk is bounded by NATIVE_MAX_FRAMES and stops on a repeated frame. */
 #include "native/unwind.h"
 
+#include <dwarf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,8 +36,38 @@ struct sym_table {
     size_t n;
 };
 
+/* What the CFI says about one address, for the walk over a perf sample's
+ * copy: a CFA of register + offset and, per register, one of the simple
+ * rules below. An address whose CFI is anything else (an expression, a
+ * signal frame, no CFI: libdwfl's frame-pointer guess) is marked so, and
+ * the walk hands over to libdwfl there. The rules of an address in a
+ * loaded file do not change, so they are kept (one table per unwinder,
+ * overwritten on collision). */
+enum reg_rule { RULE_UNDEFINED, RULE_SAME, RULE_AT_CFA, RULE_CFA_PLUS, RULE_REGISTER };
+
+#define N_DWARF_REGS 17
+#define RA_REG 16
+#define CFI_SLOTS 4096u
+
+struct cfi_rules {
+    uint64_t addr;               /* 0: empty slot */
+    bool simple;
+    bool signal;                 /* a signal frame: libdwfl walks the whole stack */
+    uint8_t cfa_reg;
+    int64_t cfa_offset;
+    uint8_t rule[N_DWARF_REGS];
+    int64_t value[N_DWARF_REGS]; /* the offset from the CFA, or the register */
+};
+
 struct native_unwinder {
     struct target *t;
+    struct cfi_rules *rules;     /* CFI_SLOTS of them, or NULL */
+    /* Where libdwfl takes over a walk: the registers known at that frame
+     * (bit i of resume_set: DWARF register i) and its pc. */
+    const uint64_t *resume_regs;
+    uint32_t resume_set;
+    uint64_t resume_pc;
+    uint64_t kept_frames, handovers, full_walks;   /* for PYSCOPE_CHECK_UNWIND */
     struct sym_table *tables;
     size_t n_tables;
     Dwfl *dwfl;
@@ -118,6 +149,14 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 static bool cb_set_initial_registers(Dwfl_Thread *thread, void *arg)
 {
     struct native_unwinder *u = arg;
+    if (u->resume_set) {
+        for (int i = 0; i < N_DWARF_REGS; i++)
+            if ((u->resume_set >> i & 1) &&
+                !dwfl_thread_state_registers(thread, i, 1, &u->resume_regs[i]))
+                return false;
+        dwfl_thread_state_register_pc(thread, u->resume_pc);
+        return true;
+    }
     if (u->copy) {
         if (!dwfl_thread_state_registers(thread, 0, 17, u->copy->dwarf_regs))
             return false;
@@ -287,9 +326,14 @@ void native_close(struct native_unwinder *u)
 {
     if (!u)
         return;
+    if (getenv("PYSCOPE_CHECK_UNWIND") && u->kept_frames + u->full_walks)
+        fprintf(stderr, "pyscope: unwind check: %llu frames from kept rules, %llu hand-overs to "
+                "libdwfl, %llu whole walks by libdwfl\n", (unsigned long long)u->kept_frames,
+                (unsigned long long)u->handovers, (unsigned long long)u->full_walks);
     for (size_t i = 0; i < u->n_tables; i++)
         free(u->tables[i].entries);
     free(u->tables);
+    free(u->rules);
     if (u->dwfl)
         dwfl_end(u->dwfl);
     for (int i = 0; i < u->n_interp_paths; i++)
@@ -572,17 +616,214 @@ int native_unwind_pcs(struct native_unwinder *u, pid_t tid, uint64_t *pcs, int m
     return w.n;
 }
 
-int native_unwind_copy(struct native_unwinder *u, pid_t tid, const struct native_regs_copy *copy,
-                       uint64_t *pcs, int max, bool *complete)
+/* The rules of the frame at addr (where its CFI is looked up: the pc of
+ * the innermost frame, the call instruction of the others), as libdwfl's
+ * own step would apply them: .eh_frame first, else .debug_frame. */
+static void read_rules(struct native_unwinder *u, uint64_t addr, struct cfi_rules *r)
+{
+    memset(r, 0, sizeof *r);
+    r->addr = addr;
+    Dwfl_Module *mod = dwfl_addrmodule(u->dwfl, addr);
+    if (!mod)
+        return;
+    Dwarf_Addr bias;
+    Dwarf_Frame *frame = NULL;
+    Dwarf_CFI *cfi = dwfl_module_eh_cfi(mod, &bias);
+    if (!cfi || dwarf_cfi_addrframe(cfi, addr - bias, &frame) != 0) {
+        frame = NULL;
+        cfi = dwfl_module_dwarf_cfi(mod, &bias);
+        if (!cfi || dwarf_cfi_addrframe(cfi, addr - bias, &frame) != 0)
+            return;
+    }
+    bool signal = false;
+    Dwarf_Op *ops;
+    size_t nops;
+    if (dwarf_frame_info(frame, NULL, NULL, &signal) != RA_REG || (r->signal = signal) ||
+        dwarf_frame_cfa(frame, &ops, &nops) != 0 || nops != 1 || ops[0].atom != DW_OP_bregx ||
+        ops[0].number >= N_DWARF_REGS) {
+        free(frame);
+        return;
+    }
+    r->cfa_reg = (uint8_t)ops[0].number;
+    r->cfa_offset = (int64_t)ops[0].number2;
+    for (int reg = 0; reg < N_DWARF_REGS; reg++) {
+        Dwarf_Op mem[3];
+        if (dwarf_frame_register(frame, reg, mem, &ops, &nops) != 0) {
+            r->rule[reg] = RULE_UNDEFINED; /* libdwfl leaves it unset too */
+        } else if (nops == 0) {
+            r->rule[reg] = ops == NULL ? RULE_SAME : RULE_UNDEFINED;
+        } else if (ops[0].atom == DW_OP_call_frame_cfa) {
+            size_t k = 1;
+            if (k < nops && ops[k].atom == DW_OP_plus_uconst)
+                r->value[reg] = (int64_t)ops[k++].number;
+            bool value = k < nops && ops[k].atom == DW_OP_stack_value;
+            if (value)
+                k++;
+            if (k != nops) {
+                free(frame);
+                return;
+            }
+            r->rule[reg] = value ? RULE_CFA_PLUS : RULE_AT_CFA;
+        } else if (nops == 1 && ops[0].atom == DW_OP_regx && ops[0].number < N_DWARF_REGS) {
+            r->rule[reg] = RULE_REGISTER;
+            r->value[reg] = (int64_t)ops[0].number;
+        } else {
+            free(frame);
+            return;
+        }
+    }
+    free(frame);
+    r->simple = true;
+}
+
+static const struct cfi_rules *rules_at(struct native_unwinder *u, uint64_t addr)
+{
+    if (!u->rules && !(u->rules = calloc(CFI_SLOTS, sizeof *u->rules)))
+        return NULL;
+    size_t home = (size_t)((addr * 0x9E3779B97F4A7C15ull) >> 52) & (CFI_SLOTS - 1);
+    for (size_t probe = 0; probe < 4; probe++) {
+        struct cfi_rules *r = &u->rules[(home + probe) & (CFI_SLOTS - 1)];
+        if (r->addr == addr)
+            return r;
+        if (r->addr == 0) {
+            read_rules(u, addr, r);
+            return r;
+        }
+    }
+    read_rules(u, addr, &u->rules[home]);
+    return &u->rules[home];
+}
+
+/* One step over simple rules: the caller's registers from this frame's.
+ * Returns false where libdwfl's step ends the walk (the return address
+ * undefined, unreadable or 0). */
+static bool step(struct native_unwinder *u, const struct cfi_rules *r, const uint64_t *regs,
+                 uint32_t set, uint64_t *out, uint32_t *out_set)
+{
+    *out_set = 0;
+    bool have_cfa = set >> r->cfa_reg & 1;
+    uint64_t cfa = regs[r->cfa_reg] + (uint64_t)r->cfa_offset;
+    for (int reg = 0; reg < N_DWARF_REGS; reg++) {
+        uint64_t v;
+        Dwarf_Word word;
+        switch (r->rule[reg]) {
+        case RULE_SAME:
+            if (!(set >> reg & 1))
+                continue;
+            v = regs[reg];
+            break;
+        case RULE_AT_CFA:
+            if (!have_cfa ||
+                !cb_memory_read(u->dwfl, cfa + (uint64_t)r->value[reg], &word, u))
+                continue;
+            v = word;
+            break;
+        case RULE_CFA_PLUS:
+            if (!have_cfa)
+                continue;
+            v = cfa + (uint64_t)r->value[reg];
+            break;
+        case RULE_REGISTER:
+            if (!(set >> r->value[reg] & 1))
+                continue;
+            v = regs[r->value[reg]];
+            break;
+        default:
+            continue;
+        }
+        out[reg] = v;
+        *out_set |= 1u << reg;
+    }
+    return (*out_set >> RA_REG & 1) && out[RA_REG] != 0;
+}
+
+/* libdwfl's walk over a copy, as native_unwind_copy did before rules were
+ * kept: for checking the kept rules (PYSCOPE_CHECK_UNWIND). */
+static int unwind_copy_dwfl(struct native_unwinder *u, pid_t tid,
+                            const struct native_regs_copy *copy, uint64_t *pcs, int max)
 {
     struct pc_walk w = {.pcs = pcs, .max = max};
     u->current_tid = tid;
     u->copy = copy;
-    int rc = dwfl_getthread_frames(u->dwfl, tid, pc_frame_cb, &w);
+    dwfl_getthread_frames(u->dwfl, tid, pc_frame_cb, &w);
     u->copy = NULL;
-    if (complete)
-        *complete = rc == 0 || w.n > 0;
     return w.n;
+}
+
+/* Walks the frames whose CFI is simple from the kept rules, and lets
+ * libdwfl go on from the first that is not, starting from the registers
+ * found for it (its pc given as the call instruction, which is where
+ * libdwfl would have looked its CFI up and what it reports for it). */
+static int unwind_copy_kept(struct native_unwinder *u, pid_t tid,
+                            const struct native_regs_copy *copy, uint64_t *pcs, int max)
+{
+    uint64_t regs[N_DWARF_REGS], next[N_DWARF_REGS];
+    memcpy(regs, copy->dwarf_regs, sizeof regs);
+    uint32_t set = (1u << N_DWARF_REGS) - 1, next_set;
+    uint64_t pc = regs[RA_REG];
+    struct pc_walk w = {.pcs = pcs, .max = max};
+    for (int k = 0;; k++) {
+        uint64_t addr = k == 0 ? pc : pc - 1;
+        const struct cfi_rules *r = rules_at(u, addr);
+        if (!r || !r->simple) {
+            /* libdwfl reports a signal frame's pc as it is, which only
+             * its own walk knows to do. */
+            if (k == 0 || (r && r->signal)) {
+                u->full_walks++;
+                return unwind_copy_dwfl(u, tid, copy, pcs, max);
+            }
+            u->handovers++;
+            u->current_tid = tid;
+            u->copy = copy;
+            u->resume_regs = regs;
+            u->resume_set = set;
+            u->resume_pc = addr;
+            dwfl_getthread_frames(u->dwfl, tid, pc_frame_cb, &w);
+            u->resume_set = 0;
+            u->copy = NULL;
+            return w.n;
+        }
+        if (w.n >= w.max)
+            return w.n;
+        if (pc == w.last_pc && ++w.repeats > 16)
+            return w.n;
+        if (pc != w.last_pc)
+            w.repeats = 0;
+        w.last_pc = pc;
+        w.pcs[w.n++] = addr;
+        u->kept_frames++;
+        u->copy = copy;
+        bool more = step(u, r, regs, set, next, &next_set);
+        u->copy = NULL;
+        if (!more)
+            return w.n;
+        memcpy(regs, next, sizeof regs);
+        set = next_set;
+        pc = regs[RA_REG];
+    }
+}
+
+int native_unwind_copy(struct native_unwinder *u, pid_t tid, const struct native_regs_copy *copy,
+                       uint64_t *pcs, int max, bool *complete)
+{
+    static int check = -1;
+    if (check < 0)
+        check = getenv("PYSCOPE_CHECK_UNWIND") != NULL;
+    int n = unwind_copy_kept(u, tid, copy, pcs, max);
+    if (check) {
+        uint64_t again[NATIVE_MAX_FRAMES];
+        int m = unwind_copy_dwfl(u, tid, copy, again, max < NATIVE_MAX_FRAMES ? max : NATIVE_MAX_FRAMES);
+        if (m != n || memcmp(again, pcs, (size_t)n * sizeof *pcs) != 0) {
+            fprintf(stderr, "pyscope: unwind check: kept rules gave %d frames, libdwfl %d:", n, m);
+            for (int i = 0; i < n || i < m; i++)
+                fprintf(stderr, " %llx/%llx", i < n ? (unsigned long long)pcs[i] : 0ull,
+                        i < m ? (unsigned long long)again[i] : 0ull);
+            fputc('\n', stderr);
+        }
+    }
+    if (complete)
+        *complete = n > 0;
+    return n;
 }
 
 bool native_frame_is_root(const char *symbol)

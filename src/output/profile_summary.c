@@ -43,13 +43,49 @@ static bool c_runtime_module(const char *module)
     return false;
 }
 
+/* The interpreter's own taking and dropping of the GIL, and the eval
+ * breaker's handler that calls them: a thread sampled in there is between
+ * holding the GIL and not, never holding it for a C function. */
+static bool interpreter_module(const char *module)
+{
+    const char *base = strrchr(module, '/');
+    base = base ? base + 1 : module;
+    return strncmp(base, "libpython", 9) == 0 || strncmp(base, "python", 6) == 0;
+}
+
+static bool gil_switch_frame(const struct profile_frame *f)
+{
+    static const char *const names[] = {
+        "take_gil", "drop_gil", "PyEval_RestoreThread", "PyEval_SaveThread",
+        "PyEval_AcquireThread", "PyEval_ReleaseThread", "PyEval_AcquireLock",
+        "PyEval_ReleaseLock", "_PyEval_AcquireLock", "_PyEval_ReleaseLock",
+        "_PyThreadState_Attach", "_PyThreadState_Detach", "detach_thread", "tstate_try_attach",
+        "PyGILState_Ensure", "PyGILState_Release", "_Py_HandlePending",
+        "eval_frame_handle_pending"};
+    if (!interpreter_module(f->module))
+        return false;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t n = strlen(names[i]);
+        /* gcc's clones: take_gil.constprop.0, drop_gil_impl */
+        if (strncmp(f->function, names[i], n) == 0 &&
+            (f->function[n] == '\0' || f->function[n] == '.' || f->function[n] == '_'))
+            return true;
+    }
+    return false;
+}
+
 /* Innermost first: the first C frame outside the C runtime (memcpy called
- * by the regex matcher is not what holds the GIL), else the first C frame. */
+ * by the regex matcher is not what holds the GIL), else the first C frame.
+ * None when that frame takes or drops the GIL. In a stack not merged (the C
+ * frames after "[C stack not merged]", the interpreter's plumbing left out)
+ * an interpreter frame or a C-runtime one may be of any activation, not the
+ * innermost: only a frame of another file is named there. */
 static void c_holder(const struct profile *p, const struct profile_stack *st, uint32_t *c_frame,
                      uint32_t *py_frame)
 {
     *c_frame = *py_frame = UINT32_MAX;
     uint32_t first_c = UINT32_MAX;
+    bool switching = false, unmerged = false;
     for (uint32_t k = st->depth; k-- > 0;) {
         uint32_t id = st->frames[k];
         if (id >= p->n_frames)
@@ -58,15 +94,25 @@ static void c_holder(const struct profile *p, const struct profile_stack *st, ui
         if (f->native) {
             if (first_c == UINT32_MAX)
                 first_c = id;
-            if (*c_frame == UINT32_MAX && !c_runtime_module(f->module))
+            if (*c_frame == UINT32_MAX && !c_runtime_module(f->module)) {
                 *c_frame = id;
+                switching = gil_switch_frame(f);
+            }
+        } else if (f->synthetic && strcmp(f->function, PROFILE_NATIVE_NOT_MERGED) == 0) {
+            unmerged = true;
         } else if (!f->synthetic) {
             *py_frame = id;
             break;
         }
     }
-    if (*c_frame == UINT32_MAX)
+    if (unmerged) {
+        if (*c_frame != UINT32_MAX && interpreter_module(p->frames[*c_frame].module))
+            *c_frame = UINT32_MAX;
+    } else if (*c_frame == UINT32_MAX) {
         *c_frame = first_c;
+    }
+    if (switching)
+        *c_frame = UINT32_MAX;
 }
 
 static int c_hog_order(const void *a, const void *b)

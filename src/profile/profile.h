@@ -23,6 +23,10 @@ enum profile_state {
 
 const char *profile_state_name(enum profile_state state);  /* "holding_gil", ... */
 
+/* --native: the pseudo-frame between the Python and the C frames of a
+ * sample whose two stacks could not be matched. */
+#define PROFILE_NATIVE_NOT_MERGED "[C stack not merged]"
+
 struct profile_frame {
     char *function;           /* qualified name on 3.11+ */
     char *file;

@@ -56,11 +56,6 @@ struct sampled_thread {
     /* The "[C] name" leaf of the last walk that read the innermost frame: a
      * walk the memo stops at once has not changed frame or instruction. */
     uint32_t last_leaf;
-    /* --native walks every frame (no memo): where the innermost frame was
-     * when last_leaf was found, so that an unchanged one is not looked at
-     * again (what the memo's early stop gives otherwise). */
-    uint64_t leaf_frame;
-    long leaf_instr;
     bool at_call;                    /* its innermost frame's instruction is a call */
     bool at_call_known;
     uint64_t last_top_frame;
@@ -78,6 +73,11 @@ struct sampled_thread {
      * futex, or last seen holding the GIL; UINT64_MAX when neither. */
     uint64_t waiting_since_switch;
     uint64_t held_at_switch;
+    /* --native: since when (just after a pass read the GIL) it has been
+     * seen holding the GIL without a switch, 0 when it was not holding it
+     * at the last pass. A C stack sampled before then may be of its wait
+     * for the GIL: never used for a sample that holds it. */
+    uint64_t hold_seen_ns, hold_seen_switches;
     struct sink_thread sink;
     struct py_stack_copy copy;
     struct stack_memo memo;
@@ -671,9 +671,7 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
                              bool blocked, bool *torn, bool *moved)
 {
     const struct py_layout *L = &s->rt.layout;
-    /* The memo keeps no is_entry marks, which the native merge needs. */
-    bool use_memo = (!s->verify_codes || s->memo_verified) && !s->native &&
-                    L->frames != PY_FRAMES_OBJECTS &&
+    bool use_memo = (!s->verify_codes || s->memo_verified) && L->frames != PY_FRAMES_OBJECTS &&
                     th->copy.len;
     struct py_walker walker = {.reader = &s->reader, .codes = s->codes, .stack = &th->copy,
                                .skip_lines = true};
@@ -722,6 +720,7 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
         th->at_call_known = false;
     }
     const uint32_t *ids = s->walk_ids;
+    const bool *entry = NULL;
     size_t n = count;
     if (use_memo) {
         bool complete = (status == PY_WALK_OK || stopped) && !*torn;
@@ -732,6 +731,7 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
         }
         if (stopped) {
             ids = th->memo.ids;
+            entry = th->memo.entry;
             n = th->memo.count < MAX_STACK_DEPTH ? th->memo.count : MAX_STACK_DEPTH;
         }
     } else {
@@ -741,11 +741,18 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
     /* Innermost first so far; profiles store outermost first. */
     uint32_t depth = 0;
     if (s->native && !*torn) {
-        for (size_t i = 0; i < n; i++)
-            s->entry_flags[i] = s->frames[i].is_entry;
-        struct native_py_stack py = {ids, s->entry_flags, n, leaf,
-                                     n ? s->frames[0].frame_addr : 0,
-                                     n ? s->frames[0].instr_offset : -1};
+        if (!entry) {
+            for (size_t i = 0; i < n; i++)
+                s->entry_flags[i] = s->frames[i].is_entry;
+            entry = s->entry_flags;
+        }
+        /* (A walk the memo stopped at once left the innermost frame where
+         * the last walk found it.) */
+        bool holds = th->hold_seen_ns != 0;
+        struct native_py_stack py = {ids, entry, n, leaf, n ? th->site_frame : 0,
+                                     n ? th->site_offset : -1,
+                                     holds ? th->hold_seen_ns : 0,
+                                     holds ? s->states_read_ns : UINT64_MAX};
         depth = (uint32_t)native_sampler_stack(s->native, th->tid, blocked, &py, s->stack_ids,
                                                MAX_STACK_DEPTH + 1);
         if (s->tasks)
@@ -1257,6 +1264,13 @@ static void sample_thread(struct sampler *s, struct pass_thread *pass, struct pa
          * (its switch-out sample is then of this instant); parking idle
          * threads, which wants the stack first, is the agent's alone. */
         state = classify(s, th, pi, (uint64_t)s->rt.layout.gil_size, false, now_ns, &syscall);
+        bool holds = pi->gil && pi->gil_holder == th->tstate;
+        if (!holds) {
+            th->hold_seen_ns = 0;
+        } else if (!th->hold_seen_ns || th->hold_seen_switches != pi->gil_switches) {
+            th->hold_seen_ns = s->states_read_ns;
+            th->hold_seen_switches = pi->gil_switches;
+        }
         if (!th->parked && !th->idle_parked)
             stack = sample_stack_once_more(s, pass, pi->addr, in_gc,
                                            state == PROFILE_IDLE || state == PROFILE_WAITING_GIL,
@@ -1356,6 +1370,8 @@ static int pass_body(struct sampler *s, uint64_t now_ns)
     if (ready <= 0)
         return ready;
     int n_pass = read_thread_states(s, now_ns);
+    if (s->native)
+        s->states_read_ns = monotonic_ns();
     if (n_pass < 0 && s->exec_seen)
         return -1;
     if (n_pass < 0) {

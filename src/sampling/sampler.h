@@ -109,6 +109,7 @@ struct sampler {
     /* --native: each sample's C stack, merged with its Python stack */
     struct native_sampler *native;
     bool *entry_flags;                /* scratch: is_entry of one walk's frames */
+    uint64_t states_read_ns;          /* when this pass had read the GIL's state */
     bool gc_was_collecting;
     uint32_t gc_frame;                /* the "<GC>" pseudo-frame */
 };

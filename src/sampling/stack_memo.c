@@ -101,18 +101,23 @@ static int keep_frames(struct stack_memo *m, const struct py_frame *frames, cons
 {
     size_t tail = stopped ? m->count - m->reuse_from : 0;
     size_t total = n_new + tail;
-    size_t cap_addr = m->cap_frames, cap_ids = m->cap_frames;
+    size_t cap_addr = m->cap_frames, cap_ids = m->cap_frames, cap_entry = m->cap_frames;
     if (grow((void **)&m->addr, &cap_addr, total, sizeof *m->addr) != 0 ||
-        grow((void **)&m->ids, &cap_ids, total, sizeof *m->ids) != 0)
+        grow((void **)&m->ids, &cap_ids, total, sizeof *m->ids) != 0 ||
+        grow((void **)&m->entry, &cap_entry, total, sizeof *m->entry) != 0)
         return -1;
     m->cap_frames = cap_addr < cap_ids ? cap_addr : cap_ids;
+    if (cap_entry < m->cap_frames)
+        m->cap_frames = cap_entry;
     if (tail) {
         memmove(m->addr + n_new, m->addr + m->reuse_from, tail * sizeof *m->addr);
         memmove(m->ids + n_new, m->ids + m->reuse_from, tail * sizeof *m->ids);
+        memmove(m->entry + n_new, m->entry + m->reuse_from, tail * sizeof *m->entry);
     }
     for (size_t i = 0; i < n_new; i++) {
         m->addr[i] = frames[i].frame_addr;
         m->ids[i] = ids[i];
+        m->entry[i] = frames[i].is_entry;
     }
     m->count = total;
     return 0;
@@ -185,6 +190,7 @@ void stack_memo_free(struct stack_memo *m)
     free(m->buf);
     free(m->addr);
     free(m->ids);
+    free(m->entry);
     free(m->extra_addr);
     free(m->extra_buf);
     memset(m, 0, sizeof *m);

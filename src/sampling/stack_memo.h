@@ -17,9 +17,11 @@ struct stack_memo {
     size_t len;
     unsigned char *buf;
     size_t cap;
-    /* its frames, innermost first, and their profile frame ids */
+    /* its frames, innermost first, their profile frame ids, and which
+     * were the first of a C->Python call (for the native merge) */
     uint64_t *addr;
     uint32_t *ids;
+    bool *entry;
     size_t count, cap_frames;
     /* the frames it read outside the chunk */
     uint64_t *extra_addr;

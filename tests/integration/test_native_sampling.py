@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HERE, PYSCOPE
+from conftest import HERE, PYSCOPE, run_pyscope
 from test_html import embedded_data
 from test_record import (check_chrome, check_pprof, check_speedscope, load_record,
                          parse_collapsed, pick_interp, record)
@@ -168,6 +168,55 @@ def test_record_native(interp, mode, start_program, pyscope, gilhog_lib, tmp_pat
     assert "C functions holding the GIL" in result.stderr, result.stderr
     assert re.search(r"\[C\] hog_checksum \(libgilhog\.so\) \S*gilhog\.c:\d+\n\s+called from "
                      r"hog_loop \(", result.stderr), result.stderr
+
+
+def test_kept_unwind_rules_match_libdwfl(interp, start_program, gilhog_lib, tmp_path):
+    """Item 1's throughput: perf samples are unwound from CFI rules kept per
+    address, libdwfl taking over where a frame's rules are not simple.
+    PYSCOPE_CHECK_UNWIND=1 unwinds every sample both ways: the kept rules
+    must give libdwfl's frames exactly, for C calls, the eval loop and
+    threads blocked in libc, and be what most frames came from."""
+    target = start_hog(start_program, interp, gilhog_lib)
+    out = tmp_path / "rec.json"
+    result = run_pyscope(["record", "-d", 1.5, "-f", "json", "-q", "-o", out, "-p", target.pid,
+                          "--native", "--idle"], prefix=("env", "PYSCOPE_CHECK_UNWIND=1"),
+                         timeout=60)
+    assert result.returncode == 0, result
+    assert "kept rules gave" not in result.stderr, result.stderr
+    m = re.search(r"unwind check: (\d+) frames from kept rules, (\d+) hand-overs to libdwfl, "
+                  r"(\d+) whole walks by libdwfl", result.stderr)
+    assert m, result.stderr
+    kept, handovers, whole = (int(g) for g in m.groups())
+    assert kept > 0 and kept > handovers + whole, m.group(0)
+    native = load_record(out)["meta"]["native"]
+    assert native["merged"] + native["unmerged"] > 0, native
+
+
+GIL_SWITCH_FUNCTIONS = ("take_gil", "drop_gil", "PyEval_RestoreThread", "PyEval_SaveThread",
+                        "_PyThreadState_Attach", "_PyThreadState_Detach", "_Py_HandlePending")
+
+
+def test_gil_hog_c_function_not_from_the_wait(interp, start_program, pyscope, gilhog_lib,
+                                              tmp_path):
+    """Item 3: three pure-Python spinners hand the GIL to each other and
+    wait for it in take_gil with their Python stack unchanged (a README run
+    listed take_gil, called from a spinner, as a C function holding the
+    GIL). The spinners hold the GIL in the eval loop only: no C function is
+    charged to them, whatever C stack was sampled during their wait or their
+    hand-off; hog_checksum, which holds it in C, is, with its caller."""
+    target = start_program(interp, "native_gil_handoff.py", gilhog_lib)
+    callers = target.report["extra"]["callers"]
+    out = tmp_path / "rec.json"
+    record(pyscope, out, "-p", target.pid, "--native", duration=2)
+    doc = load_record(out)
+    c_hogs = doc["summary"]["gil_hog_c_functions"]
+    spin = "%s (" % callers["spin"]["function"]
+    assert not [h for h in c_hogs if h["python_caller"].startswith(spin)], c_hogs
+    assert not [h for h in c_hogs if h["function"].startswith(GIL_SWITCH_FUNCTIONS)], c_hogs
+    hog = [h for h in c_hogs if (h["function"], h["module"]) == ("hog_checksum", "libgilhog.so")]
+    assert hog, (c_hogs, doc["meta"]["native"])
+    assert hog[0]["python_caller"].startswith("%s (" % callers["hog"]["function"]), hog
+    assert hog[0]["python_caller"].endswith(":%d)" % callers["hog"]["line"]), hog
 
 
 NAME = "[C] hog_checksum (libgilhog.so)"
