@@ -543,11 +543,16 @@ def test_reentry_nested_function(interp, tmp_path):
 
 
 @pytest.mark.parametrize("mode,cls", [("generator", "GeneratorPool"),
-                                      ("coroutine", "CoroutinePool")])
+                                      ("coroutine", "CoroutinePool"),
+                                      ("iterate", "IterPool"),
+                                      ("await", "AwaitPool")])
 def test_reentry_generator_resumed(interp, tmp_path, mode, cls):
     """A generator (or coroutine) of FUNC running while the finalizer
-    resumes another one with send(): resuming creates no frame, and is
-    still seen."""
+    resumes another one: with send() (from C), or from Python, by a for
+    loop stepping it or a serving coroutine's await (3.12+ resume those
+    inside the interpreter loop, with no C frame in between). Resuming
+    creates no frame and takes no reference to the code, and is still
+    seen."""
     qualname = cls + "._append_to_free_list"
     facts, result, docs = watch_early(interp, tmp_path, qualname, mode)
     check_first_reentry(interp, facts, result, docs, qualname,

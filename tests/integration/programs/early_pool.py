@@ -20,6 +20,15 @@ usage: python early_pool.py TRUTH.json [MODE] [--seconds N] [--start-after FILE]
                   free; a finalizer resumes the other one while one runs
   MODE coroutine: the same with `async def`: two coroutines, each awaiting
                   the next size, resumed with send(size)
+  MODE iterate:   Pool._append_to_free_list is a generator that takes its
+                  sizes from a queue; the pool has two of them, each stepped by
+                  a for loop in free(); a finalizer steps the other one while
+                  one runs (3.12+ resume a generator a for loop steps inside
+                  the interpreter loop, with no C frame in between)
+  MODE await:     two coroutines of Pool._append_to_free_list, each awaited
+                  for good by a serving coroutine (as a task's coroutine awaits
+                  what it runs); free() sends the size to a server, whose await
+                  resumes its coroutine (inside the interpreter loop on 3.12+)
   MODE calm:      the method, but no garbage: never re-entered, never corrupted
 
 --start-after FILE: print "ready", then wait until FILE exists before making
@@ -175,6 +184,58 @@ def make_pool(acct):
     return NestedPool()
 
 
+# After make_pool: a bare _append_to_free_list finds the four above first
+# (the hardware watches four at most).
+class IterPool(Pool):
+    def __init__(self, acct):
+        Pool.__init__(self, acct)
+        self.pending = [[], []]
+        self.arenas = [self._append_to_free_list(0), self._append_to_free_list(1)]
+        # Before any garbage: the for loop in free() is specialised by then.
+        for size in range(8):
+            self.free(size)
+
+    def _append_to_free_list(self, which):
+        while True:
+            size = self.pending[which].pop()
+            number = insert(self.free_list, size, self.acct)
+            yield number
+
+    def free(self, size):
+        which = size % 2
+        if running(self.arenas[which]):
+            which = 1 - which
+        if running(self.arenas[which]):
+            return
+        self.pending[which].append(size)
+        for number in self.arenas[which]:
+            break
+
+
+class AwaitPool(Pool):
+    def __init__(self, acct):
+        Pool.__init__(self, acct)
+        self.servers = [self._serve(), self._serve()]
+        for server in self.servers:
+            server.send(None)
+
+    async def _append_to_free_list(self):
+        while True:
+            size = await NextSize()
+            number = insert(self.free_list, size, self.acct)
+            del number
+
+    async def _serve(self):
+        await self._append_to_free_list()
+
+    def free(self, size):
+        server = self.servers[size % 2]
+        if running(server):
+            server = self.servers[1 - size % 2]
+        if not running(server) and server.cr_frame is not None:   # closed at exit
+            server.send(size)
+
+
 class Block:
     def __init__(self, pool, size):
         self.pool = pool
@@ -211,6 +272,10 @@ def main():
         pool = GeneratorPool(acct)
     elif mode == "coroutine":
         pool = CoroutinePool(acct)
+    elif mode == "iterate":
+        pool = IterPool(acct)
+    elif mode == "await":
+        pool = AwaitPool(acct)
     elif mode == "nested":
         pool = make_pool(acct)
     else:
