@@ -122,6 +122,11 @@ static void arm(struct watch_session *s, pid_t tid, unsigned slots)
         const struct py_watch *w = &s->py[i];
         if (!(slots & (1u << i)) || (wt->dr_mask & (1u << i)))
             continue;
+        /* A generator function's count moves when one is created (its
+         * frame runs RETURN_GENERATOR, never the body) or destroyed; its
+         * resumptions are what the int3 at the interpreter's entry sees. */
+        if (!w->entry && w->generator)
+            continue;
         if (w->entry)
             dr_arm_access(tid, i, w->watch_addr, w->watch_len, mask);
         else
@@ -405,6 +410,8 @@ static void on_code_write(struct watch_session *s, pid_t tid, int i)
         on_entry_read(s, tid, i);
         return;
     }
+    if (w->generator)
+        return;                    /* not armed (see arm()) */
     if (!s->lazy) {
         struct watch_thread *wt = watch_thread_get(s, tid);
         uint64_t value = 0;

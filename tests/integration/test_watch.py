@@ -559,6 +559,19 @@ def test_reentry_generator_resumed(interp, tmp_path, mode, cls):
                         def_line("_append_to_free_list", "class " + cls))
 
 
+def test_generator_created_is_no_reentry(interp, tmp_path):
+    """A generator of FUNC created while one of FUNC's runs, and never
+    started, runs none of FUNC's body: no re-entry (its creation does push
+    a frame of FUNC for a moment on 3.11+, which runs RETURN_GENERATOR)."""
+    truth = tmp_path / "truth.json"
+    result = watch(["--reentry", "GeneratorPool._append_to_free_list", "--", interp.path, EARLY,
+                    truth, "spare", "--seconds", "1.5"], timeout=60)
+    facts = json.loads(truth.read_text())
+    assert facts["reentries"] == 0 and not facts["corrupted"] and facts["spares"] > 0, facts
+    assert result.returncode == 0, result
+    assert "exited; 0 re-entries reported" in result.stderr, result
+
+
 def test_never_found(interp, tmp_path):
     """A name the program never defines: said so at the end, with the
     closest names, and the exit status is not the program's 0."""

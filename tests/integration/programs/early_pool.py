@@ -29,6 +29,9 @@ usage: python early_pool.py TRUTH.json [MODE] [--seconds N] [--start-after FILE]
                   for good by a serving coroutine (as a task's coroutine awaits
                   what it runs); free() sends the size to a server, whose await
                   resumes its coroutine (inside the interpreter loop on 3.12+)
+  MODE spare:     the generator pool with one arena; a finalizer's free() while
+                  it runs only creates a spare generator of the append, which
+                  never starts: never re-entered, never corrupted
   MODE calm:      the method, but no garbage: never re-entered, never corrupted
 
 --start-after FILE: print "ready", then wait until FILE exists before making
@@ -38,6 +41,7 @@ do not exist yet, only their code).
 TRUTH.json, written at exit, is the program's own account, kept with a
 reentrancy counter (depth) in the pool:
   {"mode": ..., "appends": N, "reentries": N, "corrupted": bool,
+   "spares": generators created while an arena ran (spare mode),
    "first_reentry": null or {"after_s": seconds since start,
                              "outer_append": the running activation's number,
                              "inner_append": the re-entering one's number}}
@@ -72,6 +76,7 @@ class Accounting:
         self.appends = 0
         self.reentries = 0
         self.first_reentry = None
+        self.spares = 0
 
     def enter(self):
         self.appends += 1
@@ -93,7 +98,8 @@ class Accounting:
     def write(self, path, corrupted):
         with open(path + ".tmp", "w") as f:
             json.dump({"mode": self.mode, "appends": self.appends, "reentries": self.reentries,
-                       "corrupted": corrupted, "first_reentry": self.first_reentry}, f)
+                       "corrupted": corrupted, "spares": self.spares,
+                       "first_reentry": self.first_reentry}, f)
         import os
         os.replace(path + ".tmp", path)
 
@@ -149,6 +155,21 @@ class GeneratorPool(Pool):
             arena = self.arenas[1 - size % 2]
         if not running(arena):
             arena.send(size)
+
+
+class SparePool(GeneratorPool):
+    def __init__(self, acct):
+        GeneratorPool.__init__(self, acct)
+        self.spares = []
+
+    def free(self, size):
+        if running(self.arenas[0]):
+            # Kept: closing one that never started throws GeneratorExit into
+            # it, which 3.8-3.11 do by entering its frame.
+            self.spares.append(self._append_to_free_list())
+            self.acct.spares += 1
+        else:
+            self.arenas[0].send(size)
 
 
 class NextSize:
@@ -272,6 +293,8 @@ def main():
         pool = GeneratorPool(acct)
     elif mode == "coroutine":
         pool = CoroutinePool(acct)
+    elif mode == "spare":
+        pool = SparePool(acct)
     elif mode == "iterate":
         pool = IterPool(acct)
     elif mode == "await":
