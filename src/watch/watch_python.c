@@ -685,6 +685,16 @@ bool watch_python_eval_entry(struct watch_session *s, pid_t tid, const struct us
     struct watch_thread *wt = watch_thread_get(s, tid);
     if (wt)
         wt->tstate = tstate;
+    /* Most entries happen with no activation of a watched function on the
+     * stack: the frames seen at this thread's last trap, read again in one
+     * scattered read, tell that without a walk. */
+    bool maybe = !wt;
+    for (int i = 0; i < s->n_py && !maybe; i++) {
+        uint64_t value;
+        maybe = fast_check(s, wt, &s->py[i], false, &value) != 0;
+    }
+    if (!maybe)
+        return false;
     uint64_t top = py_tstate_top_frame(&s->reader, tstate);
     if (!top)
         return false;
