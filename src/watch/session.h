@@ -36,7 +36,8 @@ struct watch_func {
     char symbol[256];
     bool found_python, found_native;
     bool warned;               /* a warning about it was printed */
-    bool hinted;               /* "did you mean" was looked up */
+    bool hinted;               /* "did you mean" was said */
+    unsigned hint_tries;       /* lookups that found no close name */
     char hint[1024];           /* its names, "" when none */
 };
 

@@ -42,6 +42,10 @@
 #define CONFIRM_MAX_STEPS 200000
 /* How long a function may stay unfound before the closest names are listed. */
 #define HINT_AFTER_MS 2000
+/* ... and, while none come close (the program may still be starting),
+ * how often and how many times they are looked for again. */
+#define HINT_AGAIN_MS 500
+#define HINT_TRIES 8
 
 static int raw_u64(struct watch_session *s, uint64_t addr, uint64_t *out);
 
@@ -902,9 +906,9 @@ void watch_python_hint(struct watch_session *s)
         return;
     for (int f = 0; f < s->n_funcs; f++) {
         struct watch_func *wf = &s->funcs[f];
-        if (!wf->want_python || wf->found_python || wf->hinted)
+        if (!wf->want_python || wf->found_python || wf->hinted || wf->hint_tries >= HINT_TRIES ||
+            ms_since(&s->wait_start) < HINT_AFTER_MS + HINT_AGAIN_MS * (long)wf->hint_tries)
             continue;
-        wf->hinted = true;
         struct py_func_match near[4];
         int n = py_find_similar(&s->rt, s->codes, &wf->spec, near, 4);
         size_t len = 0;
@@ -914,9 +918,10 @@ void watch_python_hint(struct watch_session *s)
             len += (size_t)snprintf(wf->hint + len, sizeof wf->hint - len, "%s%s",
                                     i ? (i == n - 1 ? " or " : ", ") : "", label);
         }
+        wf->hinted = n > 0;
         if (n > 0)
             fprintf(stderr, "pyscope: %s not found yet; did you mean %s?\n", wf->arg, wf->hint);
-        else
+        else if (wf->hint_tries++ == 0)
             fprintf(stderr, "pyscope: %s not found yet, nor any name close to it; still "
                             "watching for its definition\n", wf->arg);
     }
