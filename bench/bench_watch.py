@@ -5,8 +5,14 @@ of RUNS runs are compared. FUNC is the Python method of watch_target.py
 (per interpreter; 3.11+ also with --exact) or, with --native, a C function
 called through ctypes.
 
+With --compare OTHER, a second pyscope binary (the build before a change)
+watches the same program in the same rounds: each round runs the program
+alone, watched by OTHER and watched by --pyscope, one after the other, and
+the line shows both medians per call.
+
 usage: python3 bench/bench_watch.py [--python PATH]... [--calls N] [--runs N]
                                     [--exact] [--native] [--pyscope PATH]
+                                    [--compare OTHER]
 """
 import argparse
 import os
@@ -19,6 +25,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FUNC = "watch_target.py:Pool._append_to_free_list"
+GEN_FUNC = "watch_target.py:Pool._appender"
+
+
+CPU = {}   # pyscope's CPU seconds (user + system) of each watched run, by binary
 
 
 def run_once(python, calls, mode, library, pyscope, watch_args):
@@ -48,7 +58,15 @@ def run_once(python, calls, mode, library, pyscope, watch_args):
         line = target.stdout.readline().split()
         target.wait(timeout=3600)
         if watcher is not None:
-            watcher.wait(timeout=60)
+            # wait4, not wait: its rusage is pyscope's CPU time.
+            deadline = time.monotonic() + 60
+            while watcher.returncode is None and time.monotonic() < deadline:
+                pid, status, usage = os.wait4(watcher.pid, os.WNOHANG)
+                if pid:
+                    watcher.returncode = os.waitstatus_to_exitcode(status)
+                    CPU.setdefault(pyscope, []).append(usage.ru_utime + usage.ru_stime)
+                else:
+                    time.sleep(0.01)
             if watcher.returncode != 0:
                 sys.exit("pyscope watch failed with %d" % watcher.returncode)
         return float(line[1])
@@ -66,6 +84,20 @@ def version_of(python):
 
 
 def measure(label, python, args, mode, library, watch_args):
+    if args.compare:
+        plain, other, watched = [], [], []
+        for _ in range(args.runs):
+            plain.append(run_once(python, args.calls, mode, library, args.pyscope, None))
+            other.append(run_once(python, args.calls, mode, library, args.compare, watch_args))
+            watched.append(run_once(python, args.calls, mode, library, args.pyscope, watch_args))
+        base = statistics.median(plain)
+        before, after = statistics.median(other), statistics.median(watched)
+        cpu = [statistics.median(CPU.pop(binary, [0])) / args.calls * 1e6
+               for binary in (args.compare, args.pyscope)]
+        print("| %s | %s | %.3f s | %.3f s | %.1f us (%.1f) | %.3f s | %.1f us (%.1f) | %s |"
+              % (version_of(python), label, base, before, (before - base) / args.calls * 1e6,
+                 cpu[0], after, (after - base) / args.calls * 1e6, cpu[1], load()), flush=True)
+        return
     plain = [run_once(python, args.calls, mode, library, args.pyscope, None)
              for _ in range(args.runs)]
     watched = [run_once(python, args.calls, mode, library, args.pyscope, watch_args)
@@ -76,6 +108,11 @@ def measure(label, python, args, mode, library, watch_args):
           % (version_of(python), label, base, slow, slow / base, per_call), flush=True)
 
 
+def load():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--python", action="append")
@@ -84,11 +121,21 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--exact", action="store_true", help="3.11+: also time --exact")
     parser.add_argument("--native", action="store_true", help="also time a C function")
+    parser.add_argument("--compare", help="another pyscope binary, timed in the same rounds")
+    parser.add_argument("--generator", action="store_true",
+                        help="also time a generator function resumed once per call")
     args = parser.parse_args()
     pythons = args.python or [os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python3.12")]
     print("%d calls, median of %d runs each" % (args.calls, args.runs))
-    print("| CPython | watched | alone | watched | slowdown | per call |")
-    print("|---|---|---|---|---|---|")
+    if args.compare:
+        print("per call: the watched run's extra time over the run alone; in brackets, "
+              "pyscope's own CPU time (user + system) per call")
+        print("| CPython | watched | alone | before | before: per call | after "
+              "| after: per call | load |")
+        print("|---|---|---|---|---|---|---|---|")
+    else:
+        print("| CPython | watched | alone | watched | slowdown | per call |")
+        print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         library = None
         if args.native:
@@ -102,6 +149,9 @@ def main():
             if args.exact and minor >= 11:
                 measure("Python function, --exact", python, args, "python", None,
                         ["--exact", "--reentry", FUNC])
+            if args.generator:
+                measure("generator function, resumed", python, args, "generator", None,
+                        ["--reentry", GEN_FUNC])
             if args.native:
                 measure("C function (ctypes)", python, args, "native", library,
                         ["--reentry", "pyscope_bench_append"])

@@ -4,6 +4,7 @@ waits for a line on stdin before it starts, so that pyscope can attach and
 find the function first.
 
 usage: python watch_target.py N python
+       python watch_target.py N generator         (a generator resumed N times)
        python watch_target.py N native LIBRARY   (LIBRARY from watch_native.c)
 """
 import ctypes
@@ -24,6 +25,12 @@ class Pool:
         self.free_sizes.insert(index, size)
         del self.free_sizes[index]
 
+    def _appender(self):
+        """The same append as a generator, sent each size."""
+        while True:
+            size = yield
+            self._append_to_free_list(size)
+
 
 def main():
     n, mode = int(sys.argv[1]), sys.argv[2]
@@ -37,6 +44,11 @@ def main():
     if mode == "native":
         for i in range(n):
             append(i % 997)
+    elif mode == "generator":
+        appender = pool._appender()
+        appender.send(None)
+        for i in range(n):
+            appender.send(i % 997)
     else:
         for i in range(n):
             pool._append_to_free_list(i % 997)

@@ -362,6 +362,7 @@ static void decode_fields(struct decoder *d, const struct py_layout *facts, stru
     keep_fact_if(code_agrees, &out->code_nlocals);
     keep_fact_if(code_agrees, &out->code_flags);
     keep_fact_if(code_agrees, &out->code_consts);
+    keep_fact_if(code_agrees, &out->code_entry_read);
 
     x->pyobject_size = slot(d, "pyobject.size");
     out->ob_type = slot(d, "pyobject.ob_type");

@@ -165,6 +165,13 @@ struct py_layout {
     long code_localspluskinds;   /* 3.11+ */
     long code_code;              /* co_code bytes object, <=3.10 */
     long code_code_adaptive;     /* inline bytecode, 3.11+ */
+    /* A field the interpreter reads each time a frame of the code starts or
+     * resumes running (a call, a generator or coroutine resumed, from C or
+     * inline): co_opcache_flag at _PyEval_EvalFrameDefault's entry (<=3.10,
+     * also incremented for its first 1024 runs), _co_instrumentation_version
+     * at RESUME (3.12+). PY_OFF_NONE on 3.11, which has none. */
+    long code_entry_read;
+    int code_entry_read_size;    /* its size in bytes */
 
     /* PyFunctionObject */
     long func_code;

@@ -491,30 +491,6 @@ static long dr_offset(int n)
     return (long)offsetof(struct user, u_debugreg) + (long)n * (long)sizeof(long);
 }
 
-static unsigned long dr7_value(unsigned enabled_mask)
-{
-    unsigned long v = 0;
-    for (int slot = 0; slot < DR_SLOTS; slot++) {
-        if (!(enabled_mask & (1u << slot)))
-            continue;
-        v |= 1ul << (slot * 2);                 /* local enable */
-        v |= 1ul << (16 + slot * 4);            /* R/W = 01: data writes */
-        v |= 3ul << (18 + slot * 4);            /* LEN = 11: 4 bytes */
-    }
-    return v;
-}
-
-static int ptrace_dr_enable(pid_t tid, unsigned enabled_mask)
-{
-    if (enabled_mask)
-        cleanup_debugregs_armed(tid);
-    if (ptrace(PTRACE_POKEUSER, tid, (void *)dr_offset(7), (void *)dr7_value(enabled_mask)) != 0)
-        return -1;
-    if (!enabled_mask)
-        cleanup_debugregs_cleared(tid);
-    return 0;
-}
-
 /* Per thread: a perf event per armed slot (-1: none); the slots the
  * kernel refused as perf events go through ptrace (their address in DRn,
  * enabled in DR7 as ptrace_on says). */
@@ -522,8 +498,37 @@ struct wp_thread {
     pid_t tid;
     int fd[DR_SLOTS];
     uint64_t addr[DR_SLOTS];
+    int len[DR_SLOTS];         /* 4 or 8 */
+    unsigned access_slots;     /* slots that trap on reads too, not only writes */
     unsigned ptrace_slots, ptrace_on;
 };
+
+static unsigned long dr7_value(const struct wp_thread *w, unsigned enabled_mask)
+{
+    unsigned long v = 0;
+    for (int slot = 0; slot < DR_SLOTS; slot++) {
+        if (!(enabled_mask & (1u << slot)))
+            continue;
+        v |= 1ul << (slot * 2);                 /* local enable */
+        /* R/W: 01 data writes, 11 data reads or writes */
+        v |= (w->access_slots & (1u << slot) ? 3ul : 1ul) << (16 + slot * 4);
+        /* LEN: 11 4 bytes, 10 8 bytes */
+        v |= (w->len[slot] == 8 ? 2ul : 3ul) << (18 + slot * 4);
+    }
+    return v;
+}
+
+static int ptrace_dr_enable(const struct wp_thread *w, unsigned enabled_mask)
+{
+    pid_t tid = w->tid;
+    if (enabled_mask)
+        cleanup_debugregs_armed(tid);
+    if (ptrace(PTRACE_POKEUSER, tid, (void *)dr_offset(7), (void *)dr7_value(w, enabled_mask)) != 0)
+        return -1;
+    if (!enabled_mask)
+        cleanup_debugregs_cleared(tid);
+    return 0;
+}
 
 static struct wp_thread *wp_threads;
 static int n_wp_threads, cap_wp_threads;
@@ -582,7 +587,7 @@ static int set_ptrace_on(struct wp_thread *w, unsigned on)
 {
     if (on == w->ptrace_on)
         return 0;
-    if (ptrace_dr_enable(w->tid, on) != 0)
+    if (ptrace_dr_enable(w, on) != 0)
         return -1;
     w->ptrace_on = on;
     return 0;
@@ -604,7 +609,10 @@ int dr_enable(pid_t tid, unsigned enabled_mask)
         if (!want || w->fd[i] >= 0 || (w->ptrace_slots & bit) || !w->addr[i])
             continue;
         if (!perf_refused) {
-            w->fd[i] = kbp_watch_open(tid, w->addr[i], 4, KBP_TAG_WATCH | (unsigned)i);
+            uint64_t cookie = KBP_TAG_WATCH | (unsigned)i;
+            w->fd[i] = w->access_slots & bit
+                           ? kbp_access_watch_open(tid, w->addr[i], w->len[i], cookie)
+                           : kbp_watch_open(tid, w->addr[i], w->len[i], cookie);
             /* Not permitted or not supported: every later one goes through ptrace. */
             if (w->fd[i] < 0 && errno != ESRCH && errno != ENOSPC)
                 perf_refused = true;
@@ -624,15 +632,16 @@ int dr_enable(pid_t tid, unsigned enabled_mask)
     return rc;
 }
 
-int dr_arm(pid_t tid, int slot, uint64_t addr, unsigned enabled_mask)
+static int arm_slot(pid_t tid, int slot, uint64_t addr, int len, bool access,
+                    unsigned enabled_mask)
 {
-    if (slot < 0 || slot >= DR_SLOTS || (addr & 3))
+    if (slot < 0 || slot >= DR_SLOTS || (len != 4 && len != 8) || (addr & (uint64_t)(len - 1)))
         return -1;
     struct wp_thread *w = wp_get(tid, true);
     if (!w)
         return -1;
     unsigned bit = 1u << slot;
-    if (w->addr[slot] != addr) {
+    if (w->addr[slot] != addr || w->len[slot] != len || !(w->access_slots & bit) != !access) {
         kbp_close(w->fd[slot]);
         w->fd[slot] = -1;
         /* The kernel checks each address write against the current DR7. */
@@ -640,8 +649,20 @@ int dr_arm(pid_t tid, int slot, uint64_t addr, unsigned enabled_mask)
             return -1;
         w->ptrace_slots &= ~bit;
         w->addr[slot] = addr;
+        w->len[slot] = len;
+        w->access_slots = access ? w->access_slots | bit : w->access_slots & ~bit;
     }
     return dr_enable(tid, enabled_mask);
+}
+
+int dr_arm(pid_t tid, int slot, uint64_t addr, unsigned enabled_mask)
+{
+    return arm_slot(tid, slot, addr, 4, false, enabled_mask);
+}
+
+int dr_arm_access(pid_t tid, int slot, uint64_t addr, int len, unsigned enabled_mask)
+{
+    return arm_slot(tid, slot, addr, len, true, enabled_mask);
 }
 
 unsigned dr_hits_of(pid_t tid, const siginfo_t *si)

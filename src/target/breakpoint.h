@@ -135,6 +135,9 @@ unsigned dr_hits_of(pid_t tid, const siginfo_t *si);
  * (4-aligned). enabled_mask gives every slot that must stay enabled,
  * including this one. The thread must be stopped. */
 int dr_arm(pid_t tid, int slot, uint64_t addr, unsigned enabled_mask);
+/* The same, but a trap after any read or write of the len (4 or 8) bytes
+ * at addr (len-aligned). */
+int dr_arm_access(pid_t tid, int slot, uint64_t addr, int len, unsigned enabled_mask);
 /* Sets DR7 to enable exactly the slots in enabled_mask (0: none). */
 int dr_enable(pid_t tid, unsigned enabled_mask);
 

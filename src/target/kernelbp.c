@@ -61,15 +61,25 @@ int kbp_uprobe_open(pid_t tid, const char *file, uint64_t offset, uint64_t cooki
     return open_event(&attr, tid, cookie);
 }
 
-int kbp_watch_open(pid_t tid, uint64_t addr, int len, uint64_t cookie)
+static int watch_open(pid_t tid, uint64_t addr, int len, uint32_t type, uint64_t cookie)
 {
     struct perf_event_attr attr;
     memset(&attr, 0, sizeof attr);
     attr.type = PERF_TYPE_BREAKPOINT;
-    attr.bp_type = HW_BREAKPOINT_W;
+    attr.bp_type = type;
     attr.bp_addr = addr;
     attr.bp_len = (uint64_t)len;
     return open_event(&attr, tid, cookie);
+}
+
+int kbp_watch_open(pid_t tid, uint64_t addr, int len, uint64_t cookie)
+{
+    return watch_open(tid, addr, len, HW_BREAKPOINT_W, cookie);
+}
+
+int kbp_access_watch_open(pid_t tid, uint64_t addr, int len, uint64_t cookie)
+{
+    return watch_open(tid, addr, len, HW_BREAKPOINT_RW, cookie);
 }
 
 void kbp_close(int fd)

@@ -29,6 +29,8 @@
 int kbp_uprobe_open(pid_t tid, const char *file, uint64_t offset, uint64_t cookie);
 /* A watchpoint on writes to the len bytes at addr (aligned), on tid only. */
 int kbp_watch_open(pid_t tid, uint64_t addr, int len, uint64_t cookie);
+/* The same for reads and writes (x86 has no read-only watchpoint). */
+int kbp_access_watch_open(pid_t tid, uint64_t addr, int len, uint64_t cookie);
 void kbp_close(int fd);
 
 /* The cookie of a SIGTRAP that a perf event sent, else 0. */

@@ -36,7 +36,8 @@ struct watch_func {
     char symbol[256];
     bool found_python, found_native;
     bool warned;               /* a warning about it was printed */
-    bool hinted;               /* "did you mean" was looked up */
+    bool hinted;               /* "did you mean" was said */
+    unsigned hint_tries;       /* lookups that found no close name */
     char hint[1024];           /* its names, "" when none */
 };
 
@@ -48,6 +49,13 @@ struct py_watch {
     char label[512];           /* "Pool.release (pool.py:12)" */
     uint32_t last_refcnt;      /* exact mode: the count after the last write seen */
     bool generator;            /* a generator or coroutine function's code */
+    /* Where the interpreter reads the code each time one of its frames
+     * starts or resumes (the layout's code_entry_read): watched instead of
+     * the reference count where the version has such a field. */
+    bool entry;
+    uint64_t watch_addr;       /* the watched bytes: entry's field, else the count */
+    int watch_len;
+    uint64_t last_value;       /* entry: the field's value at the last trap */
 };
 
 /* A native function watched through an int3 at its entry. */

@@ -25,7 +25,16 @@
  * runs, and holds in its constants the code objects of its functions, of
  * its classes' methods and of the functions nested in those. So each code
  * object entered is searched once, with its constants, and FUNC's code is
- * watched before FUNC can even be called. */
+ * watched before FUNC can even be called.
+ *
+ * Where the version has one (the layout's code_entry_read: 3.8-3.10 and
+ * 3.12+), the watchpoint is on a field of the code object that the
+ * interpreter reads each time a frame of it starts or resumes instead of
+ * on the count: a trap comes once per call, with the new frame already on
+ * top (no stepping), and also when a generator or coroutine of FUNC is
+ * resumed, which takes no reference: from C (send(), next()) and, on 3.12+,
+ * inside the interpreter loop (a for loop over a generator, an await or
+ * yield from of one already started), where no C frame is in between. */
 
 /* Between a code object's reference being taken and its frame being
  * pushed the interpreter runs a few hundred instructions; more when a
@@ -33,6 +42,10 @@
 #define CONFIRM_MAX_STEPS 200000
 /* How long a function may stay unfound before the closest names are listed. */
 #define HINT_AFTER_MS 2000
+/* ... and, while none come close (the program may still be starting),
+ * how often and how many times they are looked for again. */
+#define HINT_AGAIN_MS 500
+#define HINT_TRIES 8
 
 static int raw_u64(struct watch_session *s, uint64_t addr, uint64_t *out);
 
@@ -40,6 +53,14 @@ static uint32_t read_refcnt(struct watch_session *s, uint64_t code)
 {
     uint32_t v = 0;
     s->t->ops->read_raw(s->t, code, &v, sizeof v);
+    return v;
+}
+
+/* The entry field's value (4 or 8 bytes, little-endian). */
+static uint64_t read_entry_field(struct watch_session *s, const struct py_watch *w)
+{
+    uint64_t v = 0;
+    s->t->ops->read_raw(s->t, w->watch_addr, &v, (size_t)w->watch_len);
     return v;
 }
 
@@ -101,9 +122,20 @@ static void arm(struct watch_session *s, pid_t tid, unsigned slots)
     if (!wt)
         return;
     unsigned mask = wt->dr_mask | slots;
-    for (int i = 0; i < s->n_py; i++)
-        if ((slots & (1u << i)) && !(wt->dr_mask & (1u << i)))
-            dr_arm(tid, i, s->py[i].code, mask);
+    for (int i = 0; i < s->n_py; i++) {
+        const struct py_watch *w = &s->py[i];
+        if (!(slots & (1u << i)) || (wt->dr_mask & (1u << i)))
+            continue;
+        /* A generator function's count moves when one is created (its
+         * frame runs RETURN_GENERATOR, never the body) or destroyed; its
+         * resumptions are what the int3 at the interpreter's entry sees. */
+        if (!w->entry && w->generator)
+            continue;
+        if (w->entry)
+            dr_arm_access(tid, i, w->watch_addr, w->watch_len, mask);
+        else
+            dr_arm(tid, i, w->code, mask);
+    }
     wt->dr_mask = mask;
 }
 
@@ -141,8 +173,12 @@ void watch_python_thread_started(struct watch_session *s, pid_t tid)
 
 static void resync_counts(struct watch_session *s)
 {
-    for (int i = 0; i < s->n_py; i++)
-        s->py[i].last_refcnt = read_refcnt(s, s->py[i].code);
+    for (int i = 0; i < s->n_py; i++) {
+        if (s->py[i].entry)
+            s->py[i].last_value = read_entry_field(s, &s->py[i]);
+        else
+            s->py[i].last_refcnt = read_refcnt(s, s->py[i].code);
+    }
 }
 
 /* Steps tid until a new frame of code is pushed above prev_top (true), or
@@ -212,7 +248,7 @@ static bool frame_fields_of(const struct py_layout *L, struct frame_fields *ff)
 }
 
 struct fast_read {
-    uint32_t refcnt;
+    uint64_t watched;
     uint64_t tstate_current, top_or_cframe, cframe_top;
     unsigned char pairs[WATCH_CHAIN_MAX][64];
     struct target_span spans[4 + WATCH_CHAIN_MAX];
@@ -225,20 +261,23 @@ static void add_span(struct fast_read *fr, uint64_t addr, void *buf, size_t len)
     fr->spans[fr->n++] = (struct target_span){.addr = addr, .buf = buf, .len = len};
 }
 
-/* Whether code may be on the thread's Python stack: 0 when it surely is
- * not (the frame chain was read whole and code is not in it), 1 when it is
- * or that could not be told (the full walk decides). *refcnt: the code's
- * reference count, read in the same system call. */
-static int fast_check(struct watch_session *s, struct watch_thread *wt, uint64_t code,
-                      uint32_t *refcnt)
+/* Whether w's code may be on the thread's Python stack (below the top
+ * frame, with below_top): 0 when it surely is not (the frame chain was read
+ * whole and the code is not in it), 1 when it is or that could not be told
+ * (the full walk decides). *value: the watched bytes (the reference count,
+ * or the entry field), read in the same system call. */
+static int fast_check(struct watch_session *s, struct watch_thread *wt, const struct py_watch *w,
+                      bool below_top, uint64_t *value)
 {
+    uint64_t code = w->code;
     const struct py_layout *L = s->reader.L;
     struct frame_fields ff;
     if (!s->fast && !(s->fast = calloc(1, sizeof *s->fast)))
         return -1;
     struct fast_read *fr = s->fast;
     fr->n = 0;
-    add_span(fr, code, &fr->refcnt, sizeof fr->refcnt);
+    fr->watched = 0;
+    add_span(fr, w->watch_addr, &fr->watched, (size_t)w->watch_len);
     bool have_current = L->runtime_tstate_current != PY_OFF_NONE;
     if (have_current)
         add_span(fr, s->rt.runtime_addr + (uint64_t)L->runtime_tstate_current,
@@ -258,7 +297,7 @@ static int fast_check(struct watch_session *s, struct watch_thread *wt, uint64_t
     target_read_spans(s->t, fr->spans, fr->n);
     if (!fr->spans[0].ok)
         return -1;
-    *refcnt = fr->refcnt;
+    *value = fr->watched;
     if (!fields || top_off == PY_OFF_NONE)
         return 1;
     size_t at = 1;
@@ -318,7 +357,7 @@ static int fast_check(struct watch_session *s, struct watch_thread *wt, uint64_t
         if (L->stackref_tagged)
             frame_code &= ~(uint64_t)7;
         chain[n] = f;
-        if (frame_code == code)
+        if (frame_code == code && (n > 0 || !below_top))
             return 1;
         f = back;
     }
@@ -327,14 +366,61 @@ static int fast_check(struct watch_session *s, struct watch_thread *wt, uint64_t
     return 0;
 }
 
+/* A trap on watch i's entry field: the thread has just started or resumed
+ * a frame, which is then its top frame. FUNC's code there and further down
+ * too is a re-entry, reported at once. */
+static void on_entry_read(struct watch_session *s, pid_t tid, int i)
+{
+    struct py_watch *w = &s->py[i];
+    struct watch_thread *wt = watch_thread_get(s, tid);
+    uint64_t now = 0;
+    int below = wt ? fast_check(s, wt, w, true, &now) : -1;
+    if (below < 0)
+        now = read_entry_field(s, w);
+    /* The interpreter writing the field (3.8-3.10 count their first 1024
+     * entries right after reading; 3.12+ re-instrumenting the code) is the
+     * same start as the read just before it. */
+    bool written = now != w->last_value;
+    w->last_value = now;
+    if (written)
+        return;
+    if (below == 0) {
+        /* FUNC is not running further down: lazy mode stops looking. */
+        if (s->lazy)
+            disarm(s, tid, 1u << i);
+        return;
+    }
+    uint64_t tstate = tstate_of(s, tid);
+    if (!tstate)
+        return;
+    enum py_walk_status status;
+    size_t count = walk(s, py_tstate_top_frame(&s->reader, tstate), &status);
+    if (count == 0 || s->frames[0].code_addr != w->code)
+        return;                    /* another reader of the field */
+    bool again = false;
+    for (size_t k = 1; k < count && !again; k++)
+        again = s->frames[k].code_addr == w->code;
+    if (again)
+        watch_report(s, tid, i, -1);
+    else if (s->lazy)
+        disarm(s, tid, 1u << i);
+}
+
 /* The watch whose code is at index i of s->py that a trap concerns. */
 static void on_code_write(struct watch_session *s, pid_t tid, int i)
 {
     struct py_watch *w = &s->py[i];
+    if (w->entry) {
+        on_entry_read(s, tid, i);
+        return;
+    }
+    if (w->generator)
+        return;                    /* not armed (see arm()) */
     if (!s->lazy) {
         struct watch_thread *wt = watch_thread_get(s, tid);
-        uint32_t now = 0;
-        int may_run = wt ? fast_check(s, wt, w->code, &now) : -1;
+        uint64_t value = 0;
+        int may_run = wt ? fast_check(s, wt, w, false, &value) : -1;
+        uint32_t now = (uint32_t)value;
         if (may_run < 0)
             now = read_refcnt(s, w->code);
         int32_t delta = (int32_t)(now - w->last_refcnt);
@@ -562,7 +648,7 @@ static bool generator_entry(struct watch_session *s, pid_t tid, const struct use
 {
     uint64_t code = entered_code(s, regs);
     for (int i = 0; i < s->n_py; i++) {
-        if (!s->py[i].generator || s->py[i].code != code)
+        if (!s->py[i].generator || s->py[i].entry || s->py[i].code != code)
             continue;
         /* 3.9+ pass the thread state first; 3.8 only the frame. */
         uint64_t tstate = s->reader.L->eval_frame_arg == 1 ? regs->rdi : tstate_of(s, tid);
@@ -578,10 +664,12 @@ static bool generator_entry(struct watch_session *s, pid_t tid, const struct use
     return false;
 }
 
+/* A generator or coroutine function whose resumption only the int3 at the
+ * interpreter's entry shows (3.11: no entry field). */
 static bool any_generator(const struct watch_session *s)
 {
     for (int i = 0; i < s->n_py; i++)
-        if (s->py[i].generator)
+        if (s->py[i].generator && !s->py[i].entry)
             return true;
     return false;
 }
@@ -601,6 +689,16 @@ bool watch_python_eval_entry(struct watch_session *s, pid_t tid, const struct us
     struct watch_thread *wt = watch_thread_get(s, tid);
     if (wt)
         wt->tstate = tstate;
+    /* Most entries happen with no activation of a watched function on the
+     * stack: the frames seen at this thread's last trap, read again in one
+     * scattered read, tell that without a walk. */
+    bool maybe = !wt;
+    for (int i = 0; i < s->n_py && !maybe; i++) {
+        uint64_t value;
+        maybe = fast_check(s, wt, &s->py[i], false, &value) != 0;
+    }
+    if (!maybe)
+        return false;
     uint64_t top = py_tstate_top_frame(&s->reader, tstate);
     if (!top)
         return false;
@@ -617,8 +715,9 @@ bool watch_python_eval_entry(struct watch_session *s, pid_t tid, const struct us
      * must be seen. */
     arm(s, tid, present);
     uint64_t code = entered_code(s, regs);
+    /* An entry watch, just armed, traps when this frame starts. */
     for (int i = 0; i < s->n_py; i++)
-        if ((present & (1u << i)) && s->py[i].code == code)
+        if ((present & (1u << i)) && s->py[i].code == code && !s->py[i].entry)
             return entered_again(s, tid, tstate, top, i);
     return false;
 }
@@ -694,6 +793,12 @@ static int add_watches(struct watch_session *s, int f, const struct py_func_matc
         w->func = f;
         w->generator = (matches[m].flags &
                         (PY_CO_GENERATOR | PY_CO_COROUTINE | PY_CO_ASYNC_GENERATOR)) != 0;
+        const struct py_layout *L = s->reader.L;
+        int len = L->code_entry_read_size;
+        w->entry = L->code_entry_read != PY_OFF_NONE && (len == 4 || len == 8) &&
+                   ((w->code + (uint64_t)L->code_entry_read) & (uint64_t)(len - 1)) == 0;
+        w->watch_addr = w->entry ? w->code + (uint64_t)L->code_entry_read : w->code;
+        w->watch_len = w->entry ? len : 4;
         snprintf(w->label, sizeof w->label, "%s", label);
         s->n_py++;
         added++;
@@ -701,7 +806,7 @@ static int add_watches(struct watch_session *s, int f, const struct py_func_matc
                 matches[m].filename);
         if (w->generator)
             fprintf(stderr, "pyscope: %s is a generator or coroutine function: watched when "
-                            "one is resumed from C, too\n", label);
+                            "one is resumed%s, too\n", label, w->entry ? "" : " from C");
     }
     return added;
 }
@@ -801,9 +906,9 @@ void watch_python_hint(struct watch_session *s)
         return;
     for (int f = 0; f < s->n_funcs; f++) {
         struct watch_func *wf = &s->funcs[f];
-        if (!wf->want_python || wf->found_python || wf->hinted)
+        if (!wf->want_python || wf->found_python || wf->hinted || wf->hint_tries >= HINT_TRIES ||
+            ms_since(&s->wait_start) < HINT_AFTER_MS + HINT_AGAIN_MS * (long)wf->hint_tries)
             continue;
-        wf->hinted = true;
         struct py_func_match near[4];
         int n = py_find_similar(&s->rt, s->codes, &wf->spec, near, 4);
         size_t len = 0;
@@ -813,9 +918,10 @@ void watch_python_hint(struct watch_session *s)
             len += (size_t)snprintf(wf->hint + len, sizeof wf->hint - len, "%s%s",
                                     i ? (i == n - 1 ? " or " : ", ") : "", label);
         }
+        wf->hinted = n > 0;
         if (n > 0)
             fprintf(stderr, "pyscope: %s not found yet; did you mean %s?\n", wf->arg, wf->hint);
-        else
+        else if (wf->hint_tries++ == 0)
             fprintf(stderr, "pyscope: %s not found yet, nor any name close to it; still "
                             "watching for its definition\n", wf->arg);
     }

@@ -543,15 +543,33 @@ def test_reentry_nested_function(interp, tmp_path):
 
 
 @pytest.mark.parametrize("mode,cls", [("generator", "GeneratorPool"),
-                                      ("coroutine", "CoroutinePool")])
+                                      ("coroutine", "CoroutinePool"),
+                                      ("iterate", "IterPool"),
+                                      ("await", "AwaitPool")])
 def test_reentry_generator_resumed(interp, tmp_path, mode, cls):
     """A generator (or coroutine) of FUNC running while the finalizer
-    resumes another one with send(): resuming creates no frame, and is
-    still seen."""
+    resumes another one: with send() (from C), or from Python, by a for
+    loop stepping it or a serving coroutine's await (3.12+ resume those
+    inside the interpreter loop, with no C frame in between). Resuming
+    creates no frame and takes no reference to the code, and is still
+    seen."""
     qualname = cls + "._append_to_free_list"
     facts, result, docs = watch_early(interp, tmp_path, qualname, mode)
     check_first_reentry(interp, facts, result, docs, qualname,
                         def_line("_append_to_free_list", "class " + cls))
+
+
+def test_generator_created_is_no_reentry(interp, tmp_path):
+    """A generator of FUNC created while one of FUNC's runs, and never
+    started, runs none of FUNC's body: no re-entry (its creation does push
+    a frame of FUNC for a moment on 3.11+, which runs RETURN_GENERATOR)."""
+    truth = tmp_path / "truth.json"
+    result = watch(["--reentry", "GeneratorPool._append_to_free_list", "--", interp.path, EARLY,
+                    truth, "spare", "--seconds", "1.5"], timeout=60)
+    facts = json.loads(truth.read_text())
+    assert facts["reentries"] == 0 and not facts["corrupted"] and facts["spares"] > 0, facts
+    assert result.returncode == 0, result
+    assert "exited; 0 re-entries reported" in result.stderr, result
 
 
 def test_never_found(interp, tmp_path):

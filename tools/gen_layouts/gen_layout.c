@@ -330,6 +330,22 @@ static void emit_code(void)
     emit_none("code_code");
     emit("code_code_adaptive", OFF(PyCodeObject, co_code_adaptive));
 #endif
+    /* Read at every start or resumption of the code's frames: the opcache
+     * warm-up counter at _PyEval_EvalFrameDefault's entry up to 3.10; the
+     * instrumentation version that RESUME compares from 3.12. 3.11's
+     * quickened RESUME reads nothing of the code. Checked in the running
+     * interpreters with gdb's awatch (docs/watch.md). */
+#if MINOR <= 10
+    emit("code_entry_read", OFF(PyCodeObject, co_opcache_flag));
+    emit_int("code_entry_read_size", (int)sizeof(((PyCodeObject *)0)->co_opcache_flag));
+#elif MINOR == 11
+    emit_none("code_entry_read");
+    emit_int("code_entry_read_size", 0);
+#else
+    emit("code_entry_read", OFF(PyCodeObject, _co_instrumentation_version));
+    emit_int("code_entry_read_size",
+             (int)sizeof(((PyCodeObject *)0)->_co_instrumentation_version));
+#endif
     emit("func_code", OFF(PyFunctionObject, func_code));
     emit("func_name", OFF(PyFunctionObject, func_name));
     emit("func_qualname", OFF(PyFunctionObject, func_qualname));

@@ -20,6 +20,18 @@ usage: python early_pool.py TRUTH.json [MODE] [--seconds N] [--start-after FILE]
                   free; a finalizer resumes the other one while one runs
   MODE coroutine: the same with `async def`: two coroutines, each awaiting
                   the next size, resumed with send(size)
+  MODE iterate:   Pool._append_to_free_list is a generator that takes its
+                  sizes from a queue; the pool has two of them, each stepped by
+                  a for loop in free(); a finalizer steps the other one while
+                  one runs (3.12+ resume a generator a for loop steps inside
+                  the interpreter loop, with no C frame in between)
+  MODE await:     two coroutines of Pool._append_to_free_list, each awaited
+                  for good by a serving coroutine (as a task's coroutine awaits
+                  what it runs); free() sends the size to a server, whose await
+                  resumes its coroutine (inside the interpreter loop on 3.12+)
+  MODE spare:     the generator pool with one arena; a finalizer's free() while
+                  it runs only creates a spare generator of the append, which
+                  never starts: never re-entered, never corrupted
   MODE calm:      the method, but no garbage: never re-entered, never corrupted
 
 --start-after FILE: print "ready", then wait until FILE exists before making
@@ -29,6 +41,7 @@ do not exist yet, only their code).
 TRUTH.json, written at exit, is the program's own account, kept with a
 reentrancy counter (depth) in the pool:
   {"mode": ..., "appends": N, "reentries": N, "corrupted": bool,
+   "spares": generators created while an arena ran (spare mode),
    "first_reentry": null or {"after_s": seconds since start,
                              "outer_append": the running activation's number,
                              "inner_append": the re-entering one's number}}
@@ -63,6 +76,7 @@ class Accounting:
         self.appends = 0
         self.reentries = 0
         self.first_reentry = None
+        self.spares = 0
 
     def enter(self):
         self.appends += 1
@@ -84,7 +98,8 @@ class Accounting:
     def write(self, path, corrupted):
         with open(path + ".tmp", "w") as f:
             json.dump({"mode": self.mode, "appends": self.appends, "reentries": self.reentries,
-                       "corrupted": corrupted, "first_reentry": self.first_reentry}, f)
+                       "corrupted": corrupted, "spares": self.spares,
+                       "first_reentry": self.first_reentry}, f)
         import os
         os.replace(path + ".tmp", path)
 
@@ -142,6 +157,21 @@ class GeneratorPool(Pool):
             arena.send(size)
 
 
+class SparePool(GeneratorPool):
+    def __init__(self, acct):
+        GeneratorPool.__init__(self, acct)
+        self.spares = []
+
+    def free(self, size):
+        if running(self.arenas[0]):
+            # Kept: closing one that never started throws GeneratorExit into
+            # it, which 3.8-3.11 do by entering its frame.
+            self.spares.append(self._append_to_free_list())
+            self.acct.spares += 1
+        else:
+            self.arenas[0].send(size)
+
+
 class NextSize:
     """What a coroutine of CoroutinePool awaits: the size sent to it."""
 
@@ -173,6 +203,58 @@ def make_pool(acct):
             _append_to_free_list(size)
 
     return NestedPool()
+
+
+# After make_pool: a bare _append_to_free_list finds the four above first
+# (the hardware watches four at most).
+class IterPool(Pool):
+    def __init__(self, acct):
+        Pool.__init__(self, acct)
+        self.pending = [[], []]
+        self.arenas = [self._append_to_free_list(0), self._append_to_free_list(1)]
+        # Before any garbage: the for loop in free() is specialised by then.
+        for size in range(8):
+            self.free(size)
+
+    def _append_to_free_list(self, which):
+        while True:
+            size = self.pending[which].pop()
+            number = insert(self.free_list, size, self.acct)
+            yield number
+
+    def free(self, size):
+        which = size % 2
+        if running(self.arenas[which]):
+            which = 1 - which
+        if running(self.arenas[which]):
+            return
+        self.pending[which].append(size)
+        for number in self.arenas[which]:
+            break
+
+
+class AwaitPool(Pool):
+    def __init__(self, acct):
+        Pool.__init__(self, acct)
+        self.servers = [self._serve(), self._serve()]
+        for server in self.servers:
+            server.send(None)
+
+    async def _append_to_free_list(self):
+        while True:
+            size = await NextSize()
+            number = insert(self.free_list, size, self.acct)
+            del number
+
+    async def _serve(self):
+        await self._append_to_free_list()
+
+    def free(self, size):
+        server = self.servers[size % 2]
+        if running(server):
+            server = self.servers[1 - size % 2]
+        if not running(server) and server.cr_frame is not None:   # closed at exit
+            server.send(size)
 
 
 class Block:
@@ -211,6 +293,12 @@ def main():
         pool = GeneratorPool(acct)
     elif mode == "coroutine":
         pool = CoroutinePool(acct)
+    elif mode == "spare":
+        pool = SparePool(acct)
+    elif mode == "iterate":
+        pool = IterPool(acct)
+    elif mode == "await":
+        pool = AwaitPool(acct)
     elif mode == "nested":
         pool = make_pool(acct)
     else:
