@@ -24,6 +24,10 @@
 
 #define POLL_MS 200
 #define EVENTS_PER_TURN 256
+/* The longest the event loop goes without looking at signals: a report at
+ * every trap (--all) takes tens of ms on a loaded machine, and 256 events
+ * in a row kept a signal waiting for seconds (5.3 s seen at load 17). */
+#define TURN_MS 50
 
 /* ---- per-thread state ---- */
 
@@ -69,6 +73,25 @@ int watch_take_signal(struct watch_session *s, pid_t tid)
     int sig = wt->pending_signal;
     wt->pending_signal = 0;
     return sig;
+}
+
+bool watch_stop_requested(const struct watch_session *s)
+{
+    sigset_t pending;
+    if (sigpending(&pending) != 0)
+        return false;
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGCHLD && sigismember(&pending, sig) == 1 &&
+            sigismember(&s->stop_signals, sig) == 1)
+            return true;
+    return false;
+}
+
+static long turn_clock_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
 /* ---- breakpoints ---- */
@@ -928,9 +951,12 @@ int watch_run(const struct watch_options *o)
      * pyscope's own crashes undo the breakpoints from target/cleanup.c. */
     sigset_t wait_set;
     cleanup_terminating_signals(&wait_set);
+    cleanup_without_ignored(&wait_set);
     sigaddset(&wait_set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &wait_set, NULL);
     cleanup_install();
+    s->stop_signals = wait_set;
+    sigdelset(&s->stop_signals, SIGCHLD);
 
     if ((status = start_watching(s, o->pid, program)) != 0)
         goto out;
@@ -946,16 +972,22 @@ int watch_run(const struct watch_options *o)
         int st, handled = 0;
         pid_t tid = 0;
         /* A target that traps all the time always has another stop ready:
-         * every so many, the signals and the periodic work get their turn. */
-        while (!s->done && handled < EVENTS_PER_TURN && (tid = tracer_poll(&s->tr, &st)) > 0) {
+         * every so many, or every TURN_MS, the signals and the periodic
+         * work get their turn. */
+        long turn_end = turn_clock_ms() + TURN_MS;
+        bool more = false;
+        while (!s->done && (tid = tracer_poll(&s->tr, &st)) > 0) {
             handle_event(s, tid, st);
-            handled++;
+            if (++handled >= EVENTS_PER_TURN || turn_clock_ms() >= turn_end) {
+                more = true;
+                break;
+            }
         }
         if (s->done || s->tr.leader_exited || (tid < 0 && errno == ECHILD))
             break;
         siginfo_t info;
         struct timespec ts = {POLL_MS / 1000, (POLL_MS % 1000) * 1000000L};
-        if (handled == EVENTS_PER_TURN)
+        if (more)
             ts = (struct timespec){0, 0};
         int sig = ferror(s->out) ? SIGPIPE : sigtimedwait(&wait_set, &info, &ts);
         if (sig == SIGPIPE && (ferror(s->out) || info.si_pid == getpid())) {
