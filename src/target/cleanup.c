@@ -339,6 +339,11 @@ void cleanup_run(void)
 static void undo_and_die(int sig)
 {
     cleanup_run();
+    cleanup_die_of(sig);
+}
+
+void cleanup_die_of(int sig)
+{
     signal(sig, SIG_DFL);
     sigset_t just;
     sigemptyset(&just);

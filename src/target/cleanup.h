@@ -26,6 +26,8 @@ void cleanup_without_ignored(sigset_t *set);
  * A blocked signal still waits for the command. Safe to call more than
  * once. */
 void cleanup_install(void);
+/* Dies of sig as if nothing handled it (async-signal-safe). */
+void cleanup_die_of(int sig);
 
 /* An int3 went in at addr; fd is the target's /proc/PID/mem, open for
  * writing for as long as the breakpoint may be there. */

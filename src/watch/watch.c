@@ -21,6 +21,7 @@
 #include "target/core_write.h"
 #include "target/kernelbp.h"
 #include "target/process.h"
+#include "watch/guard.h"
 
 #define POLL_MS 200
 #define EVENTS_PER_TURN 256
@@ -807,17 +808,32 @@ static void choose_mechanism(struct watch_session *s)
 /* The start-up line: what a SIGKILL of pyscope would leave behind. */
 static void say_mechanism(const struct watch_session *s)
 {
-    if (s->uprobes && s->watch_kernel)
+    pid_t guard = watch_guard_pid();
+    char what[512];
+    snprintf(what, sizeof what, "%s%s%s", s->uprobes ? "" : "int3s written into the process",
+             !s->uprobes && !s->watch_kernel ? ", and watchpoints are " : "",
+             s->watch_kernel ? "" : "debug registers set with ptrace");
+    if (s->uprobes && s->watch_kernel && guard)
+        fprintf(stderr, "pyscope: breakpoints are uprobes and perf-event watchpoints, which the "
+                        "kernel removes when pyscope dies; after a kill -9 of pyscope (process "
+                        "%d) its tracer, process %d, lets the process go; only a kill -9 of "
+                        "process %d itself just as a thread traps kills the process (SIGTRAP)\n",
+                (int)guard, (int)getpid(), (int)getpid());
+    else if (s->uprobes && s->watch_kernel)
         fprintf(stderr, "pyscope: breakpoints are uprobes and perf-event watchpoints, which the "
                         "kernel removes when watching ends or pyscope dies, even by kill -9\n");
+    else if (guard)
+        fprintf(stderr, "pyscope: %s %s (%s): removed when watching ends, on any signal and "
+                        "after a kill -9 of pyscope (process %d), by its tracer, process %d; "
+                        "after a kill -9 of process %d itself they stay and the process dies of "
+                        "SIGTRAP at the next hit\n", s->uprobes ? "watchpoints are" :
+                        "breakpoints are", what, s->mechanism_why, (int)guard, (int)getpid(),
+                (int)getpid());
     else
-        fprintf(stderr, "pyscope: %s%s%s (%s): removed when watching ends and on any signal but "
+        fprintf(stderr, "pyscope: %s %s (%s): removed when watching ends and on any signal but "
                         "SIGKILL; after kill -9 of pyscope they stay and the process dies of "
-                        "SIGTRAP at the next hit\n",
-                s->uprobes ? "" : "breakpoints are int3s written into the process",
-                !s->uprobes && !s->watch_kernel ? ", and " : "",
-                s->watch_kernel ? "" : "watchpoints are debug registers set with ptrace",
-                s->mechanism_why);
+                        "SIGTRAP at the next hit\n", s->uprobes ? "watchpoints are" :
+                        "breakpoints are", what, s->mechanism_why);
 }
 
 static int start_watching(struct watch_session *s, pid_t pid, char **argv)
@@ -955,6 +971,11 @@ int watch_run(const struct watch_options *o)
     sigaddset(&wait_set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &wait_set, NULL);
     cleanup_install();
+    /* From here on pyscope is two processes: this one stays as the guard
+     * (watch/guard.c) and a kill -9 of it ends watching cleanly. */
+    watch_guard_start(&wait_set, program == NULL);
+    sigaddset(&wait_set, watch_guard_signal());
+    sigprocmask(SIG_BLOCK, &wait_set, NULL);
     s->stop_signals = wait_set;
     sigdelset(&s->stop_signals, SIGCHLD);
 
@@ -999,6 +1020,13 @@ int watch_run(const struct watch_options *o)
         if (sig > 0 && sig != SIGCHLD) {
             stop_signal = sig;
             stop_from_kill = info.si_code == SI_USER;
+            if (watch_guard_gone()) {
+                /* Not the program's business: it runs on, as it would have. */
+                fprintf(stderr, "pyscope: process %d, which started this watch, was killed; "
+                                "stopped watching\n", (int)watch_guard_pid());
+                stop_from_kill = false;
+                program = NULL;
+            }
             break;
         }
         /* Looked for again every POLL_MS, also when traps keep coming. */

@@ -7,14 +7,10 @@ random moment. The target must survive with its code bytes unchanged
 see no difference (sigmatrix.py has the checks). A few trials per cell on
 two interpreters keep it fast; bench/signal_matrix.py runs the full matrix.
 
-Not in the suite's matrix: watch killed with SIGKILL. Its breakpoints are
-uprobes and its watchpoints perf events, which the kernel removes when
-pyscope dies, so nothing is left behind; but a thread that has just stopped
-at one, and whose stop pyscope has not collected yet, still gets that
-stop's SIGTRAP from the kernel when its tracer goes, and this target traps
-all the time (docs/watch.md, "Nothing is left behind").
-bench/signal_matrix.py measures it.
-
+watch killed with SIGKILL: the process killed is watch's guard; its tracer,
+a child in a process group of its own, is told by the kernel
+(PR_SET_PDEATHSIG), stops watching and lets the target go, so the trial
+waits until no thread of the target is traced (watch/guard.c).
 
 Also: a broken pipe on watch's report stream (`watch --all ... | head`)."""
 
@@ -59,8 +55,7 @@ def library(tmp_path_factory):
     return sigmatrix.build_library(tmp_path_factory.mktemp("sigmatrix"))
 
 
-CELLS = [(mode, sig) for mode in sigmatrix.MODES for sig in sigmatrix.SIGNALS
-         if not (mode.startswith("watch") and sig == "SIGKILL")]
+CELLS = [(mode, sig) for mode in sigmatrix.MODES for sig in sigmatrix.SIGNALS]
 
 
 @pytest.mark.parametrize("mode,signame", CELLS, ids=["%s-%s" % c for c in CELLS])
