@@ -62,6 +62,34 @@ void cleanup_terminating_signals(sigset_t *set)
         sigaddset(set, sig);
 }
 
+/* The terminating signals ignored when pyscope was started: nohup's SIGHUP,
+ * the SIGINT and SIGQUIT of a command that a shell without job control put
+ * in the background. Noted before main runs and left ignored for the whole
+ * run: taking them over later made what such a signal does depend on when
+ * it came (ignored, and lost, during start-up; a stop once the handlers
+ * were in). */
+static sigset_t ignored_at_start;
+
+__attribute__((constructor)) static void note_ignored_at_start(void)
+{
+    sigset_t set;
+    cleanup_terminating_signals(&set);
+    sigemptyset(&ignored_at_start);
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction now;
+        if (sigismember(&set, sig) == 1 && sigaction(sig, NULL, &now) == 0 &&
+            now.sa_handler == SIG_IGN)
+            sigaddset(&ignored_at_start, sig);
+    }
+}
+
+void cleanup_without_ignored(sigset_t *set)
+{
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sigismember(&ignored_at_start, sig) == 1)
+            sigdelset(set, sig);
+}
+
 /* ---- the tables ---- */
 
 void cleanup_code_changed(int fd, uint64_t addr, uint8_t original)
@@ -311,6 +339,11 @@ void cleanup_run(void)
 static void undo_and_die(int sig)
 {
     cleanup_run();
+    cleanup_die_of(sig);
+}
+
+void cleanup_die_of(int sig)
+{
     signal(sig, SIG_DFL);
     sigset_t just;
     sigemptyset(&just);
@@ -327,6 +360,7 @@ void cleanup_install(void)
     installed = true;
     sigset_t set;
     cleanup_terminating_signals(&set);
+    cleanup_without_ignored(&set);
     static const int crashes[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
     for (size_t i = 0; i < sizeof crashes / sizeof crashes[0]; i++)
         sigaddset(&set, crashes[i]);

@@ -15,12 +15,19 @@
  * SIGVTALRM, SIGPROF, SIGIO, SIGPWR, the real-time signals, ... A command
  * that handles them in its own loop blocks this set and waits for it. */
 void cleanup_terminating_signals(sigset_t *set);
+/* Takes out of set the signals that were ignored when pyscope started
+ * (nohup's SIGHUP, a background job's SIGINT and SIGQUIT): they stay
+ * ignored, whenever they come. cleanup_install leaves them alone too. */
+void cleanup_without_ignored(sigset_t *set);
 
-/* Installs handlers for those signals and for pyscope's own crashes
- * (SIGSEGV, SIGBUS, SIGABRT, ...): they undo every recorded change, then
- * pyscope dies of the signal as it would have. A blocked signal still
- * waits for the command. Safe to call more than once. */
+/* Installs handlers for those signals (not the ones ignored at start) and
+ * for pyscope's own crashes (SIGSEGV, SIGBUS, SIGABRT, ...): they undo
+ * every recorded change, then pyscope dies of the signal as it would have.
+ * A blocked signal still waits for the command. Safe to call more than
+ * once. */
 void cleanup_install(void);
+/* Dies of sig as if nothing handled it (async-signal-safe). */
+void cleanup_die_of(int sig);
 
 /* An int3 went in at addr; fd is the target's /proc/PID/mem, open for
  * writing for as long as the breakpoint may be there. */

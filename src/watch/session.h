@@ -152,6 +152,7 @@ struct watch_session {
     unsigned hits;
     bool done;                 /* stop watching (hits reached, --stop) */
     bool left_stopped;
+    sigset_t stop_signals;     /* the signals that end watching (blocked, waited for) */
     struct watch_stats stats;
 };
 
@@ -213,6 +214,9 @@ struct sw_breakpoint *watch_breakpoint_at(struct watch_session *s, uint64_t addr
  * signal that arrives meanwhile is kept for the thread. -1 if the thread
  * is gone or the step failed. */
 int watch_single_step(struct watch_session *s, pid_t tid);
+/* Whether a signal that ends watching is pending: long work at one trap
+ * (stepping to a new frame) gives up then, so that pyscope stops at once. */
+bool watch_stop_requested(const struct watch_session *s);
 /* Signals that arrived while we stepped a thread, to deliver on resume. */
 void watch_note_signal(struct watch_session *s, pid_t tid, int sig);
 int watch_take_signal(struct watch_session *s, pid_t tid);

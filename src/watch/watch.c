@@ -21,9 +21,14 @@
 #include "target/core_write.h"
 #include "target/kernelbp.h"
 #include "target/process.h"
+#include "watch/guard.h"
 
 #define POLL_MS 200
 #define EVENTS_PER_TURN 256
+/* The longest the event loop goes without looking at signals: a report at
+ * every trap (--all) takes tens of ms on a loaded machine, and 256 events
+ * in a row kept a signal waiting for seconds (5.3 s seen at load 17). */
+#define TURN_MS 50
 
 /* ---- per-thread state ---- */
 
@@ -69,6 +74,25 @@ int watch_take_signal(struct watch_session *s, pid_t tid)
     int sig = wt->pending_signal;
     wt->pending_signal = 0;
     return sig;
+}
+
+bool watch_stop_requested(const struct watch_session *s)
+{
+    sigset_t pending;
+    if (sigpending(&pending) != 0)
+        return false;
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGCHLD && sigismember(&pending, sig) == 1 &&
+            sigismember(&s->stop_signals, sig) == 1)
+            return true;
+    return false;
+}
+
+static long turn_clock_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
 /* ---- breakpoints ---- */
@@ -784,17 +808,32 @@ static void choose_mechanism(struct watch_session *s)
 /* The start-up line: what a SIGKILL of pyscope would leave behind. */
 static void say_mechanism(const struct watch_session *s)
 {
-    if (s->uprobes && s->watch_kernel)
+    pid_t guard = watch_guard_pid();
+    char what[512];
+    snprintf(what, sizeof what, "%s%s%s", s->uprobes ? "" : "int3s written into the process",
+             !s->uprobes && !s->watch_kernel ? ", and watchpoints are " : "",
+             s->watch_kernel ? "" : "debug registers set with ptrace");
+    if (s->uprobes && s->watch_kernel && guard)
+        fprintf(stderr, "pyscope: breakpoints are uprobes and perf-event watchpoints, which the "
+                        "kernel removes when pyscope dies; after a kill -9 of pyscope (process "
+                        "%d) its tracer, process %d, lets the process go; only a kill -9 of "
+                        "process %d itself just as a thread traps kills the process (SIGTRAP)\n",
+                (int)guard, (int)getpid(), (int)getpid());
+    else if (s->uprobes && s->watch_kernel)
         fprintf(stderr, "pyscope: breakpoints are uprobes and perf-event watchpoints, which the "
                         "kernel removes when watching ends or pyscope dies, even by kill -9\n");
+    else if (guard)
+        fprintf(stderr, "pyscope: %s %s (%s): removed when watching ends, on any signal and "
+                        "after a kill -9 of pyscope (process %d), by its tracer, process %d; "
+                        "after a kill -9 of process %d itself they stay and the process dies of "
+                        "SIGTRAP at the next hit\n", s->uprobes ? "watchpoints are" :
+                        "breakpoints are", what, s->mechanism_why, (int)guard, (int)getpid(),
+                (int)getpid());
     else
-        fprintf(stderr, "pyscope: %s%s%s (%s): removed when watching ends and on any signal but "
+        fprintf(stderr, "pyscope: %s %s (%s): removed when watching ends and on any signal but "
                         "SIGKILL; after kill -9 of pyscope they stay and the process dies of "
-                        "SIGTRAP at the next hit\n",
-                s->uprobes ? "" : "breakpoints are int3s written into the process",
-                !s->uprobes && !s->watch_kernel ? ", and " : "",
-                s->watch_kernel ? "" : "watchpoints are debug registers set with ptrace",
-                s->mechanism_why);
+                        "SIGTRAP at the next hit\n", s->uprobes ? "watchpoints are" :
+                        "breakpoints are", what, s->mechanism_why);
 }
 
 static int start_watching(struct watch_session *s, pid_t pid, char **argv)
@@ -928,9 +967,17 @@ int watch_run(const struct watch_options *o)
      * pyscope's own crashes undo the breakpoints from target/cleanup.c. */
     sigset_t wait_set;
     cleanup_terminating_signals(&wait_set);
+    cleanup_without_ignored(&wait_set);
     sigaddset(&wait_set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &wait_set, NULL);
     cleanup_install();
+    /* From here on pyscope is two processes: this one stays as the guard
+     * (watch/guard.c) and a kill -9 of it ends watching cleanly. */
+    watch_guard_start(&wait_set, program == NULL);
+    sigaddset(&wait_set, watch_guard_signal());
+    sigprocmask(SIG_BLOCK, &wait_set, NULL);
+    s->stop_signals = wait_set;
+    sigdelset(&s->stop_signals, SIGCHLD);
 
     if ((status = start_watching(s, o->pid, program)) != 0)
         goto out;
@@ -946,16 +993,22 @@ int watch_run(const struct watch_options *o)
         int st, handled = 0;
         pid_t tid = 0;
         /* A target that traps all the time always has another stop ready:
-         * every so many, the signals and the periodic work get their turn. */
-        while (!s->done && handled < EVENTS_PER_TURN && (tid = tracer_poll(&s->tr, &st)) > 0) {
+         * every so many, or every TURN_MS, the signals and the periodic
+         * work get their turn. */
+        long turn_end = turn_clock_ms() + TURN_MS;
+        bool more = false;
+        while (!s->done && (tid = tracer_poll(&s->tr, &st)) > 0) {
             handle_event(s, tid, st);
-            handled++;
+            if (++handled >= EVENTS_PER_TURN || turn_clock_ms() >= turn_end) {
+                more = true;
+                break;
+            }
         }
         if (s->done || s->tr.leader_exited || (tid < 0 && errno == ECHILD))
             break;
         siginfo_t info;
         struct timespec ts = {POLL_MS / 1000, (POLL_MS % 1000) * 1000000L};
-        if (handled == EVENTS_PER_TURN)
+        if (more)
             ts = (struct timespec){0, 0};
         int sig = ferror(s->out) ? SIGPIPE : sigtimedwait(&wait_set, &info, &ts);
         if (sig == SIGPIPE && (ferror(s->out) || info.si_pid == getpid())) {
@@ -967,6 +1020,13 @@ int watch_run(const struct watch_options *o)
         if (sig > 0 && sig != SIGCHLD) {
             stop_signal = sig;
             stop_from_kill = info.si_code == SI_USER;
+            if (watch_guard_gone()) {
+                /* Not the program's business: it runs on, as it would have. */
+                fprintf(stderr, "pyscope: process %d, which started this watch, was killed; "
+                                "stopped watching\n", (int)watch_guard_pid());
+                stop_from_kill = false;
+                program = NULL;
+            }
             break;
         }
         /* Looked for again every POLL_MS, also when traps keep coming. */

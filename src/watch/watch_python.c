@@ -190,6 +190,10 @@ static bool confirm_entry(struct watch_session *s, pid_t tid, uint64_t tstate, u
     uint64_t settled = prev_top;   /* a top already judged: keep stepping */
     bool found = false;
     for (int step = 0; step < CONFIRM_MAX_STEPS; step++) {
+        /* Tens of thousands of steps through a collection take seconds on
+         * a loaded machine: a signal to stop must not wait for them. */
+        if ((step & 1023) == 1023 && watch_stop_requested(s))
+            break;
         if (watch_single_step(s, tid) != 0)
             break;
         s->stats.steps++;

@@ -45,6 +45,16 @@ PYSCOPE_TIMEOUT = float(os.environ.get("PYSCOPE_TIMEOUT", "10"))
 READY_TIMEOUT = 20.0
 PROBE_TIMEOUT = 30.0
 
+# A shell without job control (a CI runner's) starts a command in the
+# background with SIGINT and SIGQUIT ignored, nohup with SIGHUP ignored, and
+# every program the suite starts would inherit that. pyscope keeps a signal
+# that was ignored when it started ignored (README, "Signals"), so the tests
+# that send these signals give them back their default action here.
+for _name in ("SIGINT", "SIGQUIT", "SIGHUP", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM"):
+    if signal.getsignal(getattr(signal, _name)) == signal.SIG_IGN:
+        signal.signal(getattr(signal, _name), signal.default_int_handler
+                      if _name == "SIGINT" else signal.SIG_DFL)
+
 PYENV_EXPECTED_MINORS = range(8, 14)   # 3.8 .. 3.13
 DEBIAN_VERSIONS = ("3.13", "3.14", "3.15")
 

@@ -104,6 +104,24 @@ def stopped_threads(pid):
             if stat_state("/proc/%d/task/%s/stat" % (pid, tid)) in ("t", "T")]
 
 
+def traced_threads(pid):
+    """Threads of pid that a tracer still holds (TracerPid in their status)."""
+    held = []
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return []
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                tracer = next((line.split()[1] for line in f if line.startswith("TracerPid:")), "0")
+        except OSError:
+            continue
+        if tracer != "0":
+            held.append(int(tid))
+    return held
+
+
 def alive(pid):
     return stat_state("/proc/%d/stat" % pid) not in (None, "Z", "X")
 
@@ -283,6 +301,11 @@ class Trial:
         except subprocess.TimeoutExpired:
             self.note("pyscope did not exit after %s" % self.signame)
             killpg(tool)
+        # After a kill -9 of watch its tracer, a process of its own, lets the
+        # target go: pyscope is gone when no thread is traced any more.
+        if wait_for(lambda: not traced_threads(target.pid) or None, EXIT_TIMEOUT) is None:
+            self.note("threads still traced %.0f s after pyscope ended: %s"
+                      % (EXIT_TIMEOUT, traced_threads(target.pid)))
         progressed = self.check_target(target.pid)
         done = self.finish_target()
         try:
