@@ -636,13 +636,39 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
     return PROFILE_UNKNOWN;
 }
 
+/* The copy of a thread's stack and the top frame pointer it is walked from
+ * are not read at one instant: when the pointer is the newer, it can name a
+ * frame slot the thread filled only after the copy was taken, whose bytes in
+ * the copy are those of a frame already returned from (shown on top of a
+ * caller that never called it). Such a slot's code or caller differs now
+ * from the copy's; one more small read tells, and the thread is read again
+ * (a slot that merely changed since, the thread having moved on, is read
+ * again too: dropping it instead would drop the short calls most). */
+static bool top_slot_changed(struct sampler *s, const struct py_stack_copy *copy, uint64_t frame)
+{
+    const struct py_layout *L = &s->rt.layout;
+    if (!frame || L->iframe_executable == PY_OFF_NONE || L->iframe_previous == PY_OFF_NONE)
+        return false;
+    long lo = L->iframe_executable < L->iframe_previous ? L->iframe_executable : L->iframe_previous;
+    long hi = (L->iframe_executable > L->iframe_previous ? L->iframe_executable
+                                                          : L->iframe_previous) + 8;
+    unsigned char was[64], now[64];
+    size_t n = (size_t)(hi - lo);
+    if (lo < 0 || n > sizeof was || py_stack_copy_peek(copy, frame + (uint64_t)lo, was, n) != 0)
+        return false; /* not walked from the copy: read at the walk's own instant */
+    if (s->target->ops->read_raw(s->target, frame + (uint64_t)lo, now, n) != 0)
+        return true;
+    size_t exe = (size_t)(L->iframe_executable - lo), prev = (size_t)(L->iframe_previous - lo);
+    return memcmp(was + exe, now + exe, 8) != 0 || memcmp(was + prev, now + prev, 8) != 0;
+}
+
 /* Walks one thread (its stack copy already read) and interns the stack;
  * returns the stack id, or UINT32_MAX. *torn is set when the walk could not
  * finish. On 3.11+ the walk stops where the thread's stack is unchanged
  * since its last walk, and the rest comes from the memo. */
 static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
                              const struct py_thread *pt, uint64_t interp, bool in_gc,
-                             bool blocked, bool *torn)
+                             bool blocked, bool *torn, bool *moved)
 {
     const struct py_layout *L = &s->rt.layout;
     /* The memo keeps no is_entry marks, which the native merge needs. */
@@ -661,6 +687,14 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
                                                 MAX_STACK_DEPTH, &count);
     bool stopped = status == PY_WALK_STOPPED;
     *torn = status != PY_WALK_OK && status != PY_WALK_TOO_DEEP && !stopped;
+    if (moved && !*torn && L->frames != PY_FRAMES_OBJECTS &&
+        top_slot_changed(s, &th->copy, count > 0 ? s->frames[0].frame_addr
+                                       : stopped && th->memo.reuse_from < th->memo.count
+                                           ? th->memo.addr[th->memo.reuse_from] : 0)) {
+        th->memo.valid = false;
+        *moved = true;
+        return UINT32_MAX;
+    }
     if (count > 0) {
         th->site_frame = s->frames[0].frame_addr;
         th->site_code = *torn ? 0 : s->frames[0].code_addr;
@@ -1159,6 +1193,50 @@ struct pass_summary {
     uint64_t sampled, torn;         /* stacks read, and of those torn */
 };
 
+/* A thread whose copy turned out older than its top frame pointer
+ * (top_slot_changed): its state, top frame and stack are read again, in
+ * that order and at once, and walked without the check. Returns false
+ * when the thread state no longer reads as this thread's. */
+static bool reread_thread(struct sampler *s, struct pass_thread *pass)
+{
+    const struct py_layout *L = &s->rt.layout;
+    size_t ts_size = L->tstate_size > 0 && L->tstate_size <= TSTATE_READ_MAX ? (size_t)L->tstate_size
+                                                                             : TSTATE_READ_MAX;
+    unsigned char *block = s->blocks + (size_t)(pass - s->pass) * TSTATE_READ_MAX;
+    uint64_t back;
+    if (s->target->ops->read_raw(s->target, pass->pt.tstate, block, ts_size) != 0)
+        return false;
+    memcpy(&back, block + L->tstate_interp, 8);
+    struct py_thread pt;
+    py_thread_from_block(&s->reader, pass->pt.tstate, block, &pt);
+    if (back != s->interps[pass->interp].addr || pt.thread_id != pass->pt.thread_id)
+        return false;
+    pass->pt = pt;
+    pass->top_assumed = false;
+    py_stack_copy_read(&s->reader, pt.datastack_chunk, pt.datastack_top, &pass->th->copy);
+    return true;
+}
+
+static uint32_t sample_stack_once_more(struct sampler *s, struct pass_thread *pass,
+                                       uint64_t interp, bool in_gc, bool blocked, bool *torn)
+{
+    /* Only the thread that held the GIL when the pass read it can have
+     * run Python code while the copy was taken (no other could return and
+     * call before it had taken the GIL). */
+    const struct py_interp *pi = &s->interps[pass->interp];
+    bool moved = false;
+    uint32_t stack = sample_stack(s, pass->th, &pass->pt, interp, in_gc, blocked, torn,
+                                  !pi->gil_holder || pi->gil_holder == pass->pt.tstate ? &moved
+                                                                                       : NULL);
+    if (!moved)
+        return stack;
+    if (!reread_thread(s, pass)) {
+        *torn = true;
+        return UINT32_MAX;
+    }
+    return sample_stack(s, pass->th, &pass->pt, interp, in_gc, blocked, torn, NULL);
+}
+
 /* One thread of the pass: its state, its stack, and the sample for the sink. */
 static void sample_thread(struct sampler *s, struct pass_thread *pass, struct pass_summary *sum,
                           uint64_t now_ns)
@@ -1177,13 +1255,14 @@ static void sample_thread(struct sampler *s, struct pass_thread *pass, struct pa
          * threads, which wants the stack first, is the agent's alone. */
         state = classify(s, th, pi, (uint64_t)s->rt.layout.gil_size, false, now_ns, &syscall);
         if (!th->parked && !th->idle_parked)
-            stack = sample_stack(s, th, &pass->pt, pi->addr, in_gc,
-                                 state == PROFILE_IDLE || state == PROFILE_WAITING_GIL, &torn);
+            stack = sample_stack_once_more(s, pass, pi->addr, in_gc,
+                                           state == PROFILE_IDLE || state == PROFILE_WAITING_GIL,
+                                           &torn);
     } else {
         /* The stack first: whether the thread is still at the call it was
          * last found idle in is part of its state (see classify). */
         if (!th->parked && !th->idle_parked)
-            stack = sample_stack(s, th, &pass->pt, pi->addr, in_gc, false, &torn);
+            stack = sample_stack_once_more(s, pass, pi->addr, in_gc, false, &torn);
         state = classify(s, th, pi, (uint64_t)s->rt.layout.gil_size, torn, now_ns, &syscall);
     }
     if ((th->parked && state == PROFILE_WAITING_GIL) || (th->idle_parked && state == PROFILE_IDLE))
