@@ -17,9 +17,15 @@ medians over --slowdown-rounds pairs (0: skip).
 With --binary-b PATH every run is done with both binaries, interleaved, and
 printed side by side (A is $PYSCOPE or ./pyscope).
 
+With --rss-minutes M, instead: one agent per binary at 19 Hz on the same
+processes at the same time for M minutes, their RSS every --rss-every
+seconds, and the growth per minute over the second half of the run
+extrapolated to one hour.
+
 usage: /usr/bin/python3 bench/bench_agent.py [--processes 50] [--threads 10]
            [--rates 19,100] [--seconds 30] [--rounds 3] [--interp PATH]
            [--slowdown-rounds 5] [--slowdown-seconds 10] [--binary-b PATH]
+           [--rss-minutes M [--rss-every 30]]
 """
 
 import argparse
@@ -61,9 +67,9 @@ def metric(text, name):
     return [float(v) for v in re.findall(r"^%s(?:\{[^}]*\})? (\S+)$" % name, text, re.M)]
 
 
-def start_agent(pyscope, rate, processes, marker, budget="0"):
+def start_agent(pyscope, rate, processes, marker, budget="0", name=""):
     """-> (the agent's Popen, its /metrics URL) once it samples processes."""
-    log = Path(marker) / ("agent-%g.log" % rate)
+    log = Path(marker) / ("agent%s-%g.log" % (name, rate))
     if log.exists():
         log.unlink()  # the agent appends: a previous run's port is not this one's
     agent = subprocess.Popen([str(pyscope), "agent", "--listen", "127.0.0.1:0", "--rate", str(rate),
@@ -152,6 +158,34 @@ def slowdown(pyscope, loop, processes, marker, rounds, seconds):
             "cpu_on": med(on, 1)}
 
 
+def rss_growth(binaries, processes, marker, minutes, every):
+    """Agents of every binary side by side: RSS points and the hour's projection."""
+    agents = {b: start_agent(path, 19, processes, marker, name=b)[0]
+              for b, path in binaries.items()}
+    start = time.monotonic()
+    points = {b: [] for b in binaries}
+    try:
+        while True:
+            t = time.monotonic() - start
+            for b, agent in agents.items():
+                points[b].append((t / 60, rss_mb(agent.pid)))
+            print("  %5.1f min: %s" % (t / 60, ", ".join("%s RSS %.1f MB" % (b, points[b][-1][1])
+                                                          for b in binaries)), flush=True)
+            if t >= minutes * 60:
+                break
+            time.sleep(min(every, max(minutes * 60 - t, 0.1)))
+    finally:
+        for agent in agents.values():
+            stop_agent(agent)
+    for b in binaries:
+        late = [p for p in points[b] if p[0] >= minutes / 2]
+        slope = ((late[-1][1] - late[0][1]) / (late[-1][0] - late[0][0])
+                 if len(late) > 1 and late[-1][0] > late[0][0] else 0)
+        print("%s RSS %.1f MB after %.1f min, %+.3f MB a minute over the second half: "
+              "%.1f MB projected at 60 min" % (b, points[b][-1][1], points[b][-1][0], slope,
+                                               points[b][-1][1] + slope * (60 - points[b][-1][0])))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--processes", type=int, default=50)
@@ -165,6 +199,8 @@ def main():
     ap.add_argument("--slowdown-rounds", type=int, default=5)
     ap.add_argument("--slowdown-seconds", type=float, default=10)
     ap.add_argument("--binary-b", help="a second pyscope, run interleaved with the first")
+    ap.add_argument("--rss-minutes", type=float, help="only the memory growth over this long")
+    ap.add_argument("--rss-every", type=float, default=30)
     args = ap.parse_args()
     binaries = {"A": Path(os.environ.get("PYSCOPE", ROOT / "pyscope"))}
     if args.binary_b:
@@ -181,6 +217,11 @@ def main():
                                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
         for t in targets:
             t.stdout.readline()
+        if args.rss_minutes:
+            print("%d processes x %d threads (%s), load %s"
+                  % (args.processes, args.threads, interp, os.getloadavg()))
+            rss_growth(binaries, args.processes, marker, args.rss_minutes, args.rss_every)
+            return
         rates = [float(r) for r in args.rates.split(",")]
         results = {(b, r): [] for b in binaries for r in rates}
         print("%d processes x %d threads (%s), %g s per run, load %s"

@@ -66,7 +66,9 @@ struct agent_proc {
     char reason[256];            /* why it cannot be read */
     int failures;                /* attempts in a row that failed */
     uint64_t retry_ns;
-    uint64_t recheck_until_ns;   /* ignored, but looked at again until then */
+    uint64_t recheck_until_ns;   /* ignored, but looked at again until then: */
+    uint64_t exe_hash;           /* at once when its executable changes (an exec), */
+    uint64_t next_recheck_ns, recheck_step_ns; /* else at growing intervals */
     struct sampler *sampler;     /* when sampling */
     struct agent_thread *threads;
     size_t n_threads, cap_threads;
@@ -157,6 +159,8 @@ char *agent_dump_json(struct agent *a, struct agent_proc *p, size_t *len, int *s
 
 /* agent_discovery.c: what /proc says about a process */
 bool agent_looks_python(pid_t pid);
+/* A hash of the path its executable links to (0: none), to notice an exec. */
+uint64_t agent_exe_hash(pid_t pid);
 void agent_container_id(pid_t pid, char *out, size_t outsize);
 /* The same from the text of a /proc/PID/cgroup file. */
 void agent_container_from_cgroup(const char *text, char *out, size_t outsize);

@@ -35,6 +35,19 @@ bool agent_looks_python(pid_t pid)
     return found;
 }
 
+uint64_t agent_exe_hash(pid_t pid)
+{
+    char path[64], exe[512];
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(path, exe, sizeof exe);
+    if (n <= 0)
+        return 0;
+    uint64_t h = 14695981039346656037ull; /* FNV-1a */
+    for (ssize_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)exe[i]) * 1099511628211ull;
+    return h ? h : 1;
+}
+
 /* Docker (/docker/ID, docker-ID.scope), containerd and CRI-O under
  * Kubernetes (cri-containerd-ID.scope, crio-ID.scope), podman
  * (libpod-ID.scope): all name the container by 64 hex digits in the cgroup

@@ -19,6 +19,7 @@
 
 #define WHY_INTERVAL_NS 150000000ull   /* between why's two snapshots, as why's default */
 #define RECHECK_NEW_NS 10000000000ull  /* a new process is looked at again this long */
+#define RECHECK_FIRST_NS 1000000000ull
 #define WHY_JSON_MAX (4u << 20)      /* bytes of why --json kept per process */
 #define THREAD_FORGET_NS 5000000000ull /* a thread unseen this long has exited */
 /* The shared profile is rebuilt past these: memory stays bounded however
@@ -165,10 +166,14 @@ static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
 static void consider(struct agent *a, struct agent_proc *p, uint64_t now_ns)
 {
     bool explicit = a->opts.n_pids > 0;
-    if (!selected(a, p->pid) || (!explicit && !agent_looks_python(p->pid)))
+    if (!selected(a, p->pid))
         return;
+    /* The cheap tests first: the command line against --match, the
+     * executable's name, and only then its maps (large for a large process). */
     process_cmdline(p->pid, p->command, sizeof p->command);
     if (a->has_match && regexec(&a->match, p->command, 0, NULL, 0) != 0)
+        return;
+    if (!explicit && !agent_looks_python(p->pid))
         return;
     agent_container_id(p->pid, p->container, sizeof p->container);
     attach(a, p, now_ns);
@@ -184,8 +189,27 @@ static struct agent_proc *proc_new(struct agent *a, pid_t pid, uint64_t now_ns)
     /* A process found between fork and exec, or a wrapper (a shell, env)
      * that execs Python, is not Python yet: looked at again for a while. */
     p->recheck_until_ns = now_ns + RECHECK_NEW_NS;
+    p->exe_hash = agent_exe_hash(pid);
+    p->recheck_step_ns = RECHECK_FIRST_NS;
+    p->next_recheck_ns = now_ns + RECHECK_FIRST_NS;
     consider(a, p, now_ns);
     return p;
+}
+
+/* A process not (yet) taken up: looked at again as soon as it execs, and
+ * else 1, 3 and 7 s after it was found, for a wrapper that execs Python or a program
+ * that loads libpython a moment after it starts, so that a busy host's
+ * other processes cost a few looks each rather than one every scan. */
+static void recheck(struct agent *a, struct agent_proc *p, uint64_t now_ns)
+{
+    uint64_t exe = agent_exe_hash(p->pid);
+    if (exe == p->exe_hash && now_ns < p->next_recheck_ns)
+        return;
+    if (exe == p->exe_hash)
+        p->recheck_step_ns *= 2;
+    p->exe_hash = exe;
+    p->next_recheck_ns = now_ns + p->recheck_step_ns;
+    consider(a, p, now_ns);
 }
 
 static int cmp_pid(const void *x, const void *y)
@@ -244,7 +268,7 @@ void agent_scan(struct agent *a, uint64_t now_ns)
         if (j < a->n_procs && a->procs[j]->pid == pids[i]) {
             p = a->procs[j++];
             if (p->state == AGENT_PROC_IGNORED && now_ns < p->recheck_until_ns)
-                consider(a, p, now_ns);
+                recheck(a, p, now_ns);
         } else
             p = proc_new(a, pids[i], now_ns);
         if (p)

@@ -108,7 +108,7 @@ int cmd_agent(int argc, char **argv)
         .push_every_s = 10,
         .app_name = "pyscope",
         .window_s = 60,
-        .max_bytes = 16u << 20,
+        .max_bytes = 8u << 20,
         .max_processes = 256,
     };
     const struct cli_option options[] = {

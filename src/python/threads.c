@@ -130,7 +130,7 @@ void py_thread_from_block_no_frame(struct py_reader *r, uint64_t tstate, const u
     if (L->tstate_native_thread_id != PY_OFF_NONE) {
         int64_t native;
         memcpy(&native, ts + L->tstate_native_thread_id, sizeof native);
-        th->tid = native > 0 && native < (1 << 30) ? (pid_t)native : 0;
+        th->tid = native > 0 && native < (1 << 30) ? target_host_tid(r->t, (pid_t)native) : 0;
     }
     if (L->tstate_datastack_chunk != PY_OFF_NONE && L->tstate_datastack_top != PY_OFF_NONE) {
         th->datastack_chunk = u64_at(ts, L->tstate_datastack_chunk);
@@ -200,9 +200,10 @@ static bool strict_match(const int32_t *words, const bool *ok, int n, int word,
 /* Before 3.11 a thread state records only pthread_self(), the address of
  * glibc's struct pthread. Find the offset of the kernel tid inside it: the
  * known one first, else the first offset that gives every thread a distinct
- * live tid. */
+ * live tid. The tid there is the one of the target's own pid namespace:
+ * host_tids are turned into those numbers to match, and back. */
 static void resolve_tids_from_pthread(struct py_reader *r, struct py_snapshot *snap,
-                                      const pid_t *tids, int n_tids)
+                                      const pid_t *host_tids, int n_tids)
 {
     int n = snap->n_threads;
     if (n == 0 || n_tids == 0)
@@ -210,8 +211,11 @@ static void resolve_tids_from_pthread(struct py_reader *r, struct py_snapshot *s
     int32_t *words = calloc((size_t)n * (PTHREAD_SEARCH_BYTES / 4), sizeof *words);
     bool *ok = calloc((size_t)n, sizeof *ok);
     bool *unique = calloc((size_t)n, sizeof *unique);
-    if (!words || !ok || !unique)
+    pid_t *tids = malloc((size_t)n_tids * sizeof *tids);
+    if (!words || !ok || !unique || !tids)
         goto out;
+    for (int i = 0; i < n_tids; i++)
+        tids[i] = target_own_tid(r->t, host_tids[i]);
     int n_ok = 0;
     for (int i = 0; i < n; i++) {
         ok[i] = snap->threads[i].thread_id &&
@@ -225,14 +229,14 @@ static void resolve_tids_from_pthread(struct py_reader *r, struct py_snapshot *s
     if (matched > 0 && 2 * live >= n_ok) {
         for (int i = 0; i < n; i++)
             if (unique[i])
-                snap->threads[i].tid = pthread_word(words, i, known);
+                snap->threads[i].tid = target_host_tid(r->t, pthread_word(words, i, known));
         goto out;
     }
     for (int w = 0; w < PTHREAD_SEARCH_BYTES / 4; w++) {
         if (w != known && strict_match(words, ok, n, w, tids, n_tids)) {
             for (int i = 0; i < n; i++)
                 if (ok[i])
-                    snap->threads[i].tid = pthread_word(words, i, w);
+                    snap->threads[i].tid = target_host_tid(r->t, pthread_word(words, i, w));
             break;
         }
     }
@@ -240,6 +244,7 @@ out:
     free(words);
     free(ok);
     free(unique);
+    free(tids);
 }
 
 /* On 3.11/3.12 the top frame hangs off a _PyCFrame on each thread's C

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "util/text.h"
 
 struct process_target {
@@ -28,7 +29,19 @@ struct process_target {
     pid_t reader;
     int mem_fd;              /* /proc/READER/mem, opened lazily on ENOSYS */
     bool use_mem_fd;
+    /* A process in a pid namespace of its own (a container) knows its
+     * threads by other numbers than our /proc does: the pairs from each
+     * thread's NSpid line, read again (at most every NS_TIDS_EVERY_MS) when
+     * a number is not among them. */
+    bool own_pid_ns;
+    struct ns_tid {
+        pid_t own, host;
+    } *ns_tids;
+    int n_ns_tids;
+    double ns_tids_read_ms;
 };
+
+#define NS_TIDS_EVERY_MS 100.0
 
 static bool switch_reader(struct process_target *p);
 
@@ -118,6 +131,7 @@ static void process_close(struct target *t)
     struct process_target *p = (struct process_target *)t;
     if (p->mem_fd >= 0)
         close(p->mem_fd);
+    free(p->ns_tids);
     free(p);
 }
 
@@ -152,6 +166,78 @@ static int op_open_file(const struct target *t, const char *path)
             return fd;
     }
     return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+static bool status_field(const char *path, const char *name, char *out, size_t outsize);
+
+/* The thread's id in the innermost pid namespace, the last of its NSpid
+ * line (one number when that is ours); *nested tells which. -1 when the
+ * thread cannot be read. */
+static int own_tid_of(pid_t pid, pid_t tid, pid_t *own, bool *nested)
+{
+    char path[96], field[256];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+    if (!status_field(path, "NSpid:", field, sizeof field))
+        return -1;
+    char *p = field, *end;
+    int fields = 0;
+    long last = 0;
+    for (long v; fields < 64 && (v = strtol(p, &end, 10), end != p); p = end) {
+        last = v;
+        fields++;
+    }
+    if (fields == 0 || last <= 0)
+        return -1;
+    *own = (pid_t)last;
+    *nested = fields > 1;
+    return 0;
+}
+
+static void read_ns_tids(struct process_target *p)
+{
+    pid_t tids[PROCESS_MAX_THREADS];
+    int n = process_list_tids(p->base.pid, tids, PROCESS_MAX_THREADS);
+    p->ns_tids_read_ms = monotonic_ms();
+    if (n <= 0)
+        return;
+    struct ns_tid *pairs = realloc(p->ns_tids, (size_t)n * sizeof *pairs);
+    if (!pairs)
+        return;
+    p->ns_tids = pairs;
+    p->n_ns_tids = 0;
+    for (int i = 0; i < n; i++) {
+        bool nested;
+        pid_t own;
+        if (own_tid_of(p->base.pid, tids[i], &own, &nested) == 0)
+            pairs[p->n_ns_tids++] = (struct ns_tid){own, tids[i]};
+    }
+}
+
+/* Looks tid up on the side given (own numbers, or ours); 0 when unknown. */
+static pid_t ns_tid_lookup(struct process_target *p, pid_t tid, bool from_own)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < p->n_ns_tids; i++)
+            if ((from_own ? p->ns_tids[i].own : p->ns_tids[i].host) == tid)
+                return from_own ? p->ns_tids[i].host : p->ns_tids[i].own;
+        if (pass == 0 && monotonic_ms() - p->ns_tids_read_ms < NS_TIDS_EVERY_MS)
+            break;
+        if (pass == 0)
+            read_ns_tids(p);
+    }
+    return 0;
+}
+
+static pid_t op_host_tid(struct target *t, pid_t own_tid)
+{
+    struct process_target *p = (struct process_target *)t;
+    return p->own_pid_ns ? ns_tid_lookup(p, own_tid, true) : own_tid;
+}
+
+static pid_t op_own_tid(struct target *t, pid_t host_tid)
+{
+    struct process_target *p = (struct process_target *)t;
+    return p->own_pid_ns ? ns_tid_lookup(p, host_tid, false) : host_tid;
 }
 
 static bool op_gone(struct target *t)
@@ -231,6 +317,8 @@ static const struct target_ops process_ops = {
     .cmdline = op_cmdline,
     .exe = op_exe,
     .peer_comm = op_peer_comm,
+    .host_tid = op_host_tid,
+    .own_tid = op_own_tid,
     .capabilities = TARGET_CAN_CHANGE | TARGET_CAN_PROC | TARGET_CAN_PEERS | TARGET_CAN_CLOCK,
 };
 
@@ -612,6 +700,9 @@ struct target *process_open(pid_t pid, struct pyscope_error *err)
     p->reader = reader;
     p->mem_fd = -1;
     snprintf(p->base.root, sizeof p->base.root, "/proc/%d/root", (int)reader);
+    pid_t own_pid;
+    if (own_tid_of(pid, reader, &own_pid, &p->own_pid_ns) == 0 && p->own_pid_ns)
+        read_ns_tids(p);
     process_thread_comm(pid, pid, p->base.comm, sizeof p->base.comm);
     if (task_flags(pid) & KERNEL_THREAD_FLAG) {
         error_set(err, PYSCOPE_ERR_NOT_PYTHON,

@@ -415,6 +415,16 @@ int target_thread_activity(struct target *t, pid_t tid, struct thread_activity *
     return t->ops->thread_activity ? t->ops->thread_activity(t, tid, out) : -1;
 }
 
+pid_t target_host_tid(struct target *t, pid_t own_tid)
+{
+    return t->ops->host_tid && own_tid > 0 ? t->ops->host_tid(t, own_tid) : own_tid;
+}
+
+pid_t target_own_tid(struct target *t, pid_t host_tid)
+{
+    return t->ops->own_tid && host_tid > 0 ? t->ops->own_tid(t, host_tid) : host_tid;
+}
+
 int target_thread_comm(struct target *t, pid_t tid, char *out, size_t outsize)
 {
     return t->ops->thread_comm ? t->ops->thread_comm(t, tid, out, outsize) : -1;

@@ -76,6 +76,10 @@ struct target_ops {
     int (*cmdline)(struct target *t, char *out, size_t outsize);
     int (*exe)(struct target *t, char *out, size_t outsize);
     int (*peer_comm)(struct target *t, pid_t pid, char *out, size_t outsize);
+    /* Between the numbers the target knows its threads by (its own pid
+     * namespace: a container's) and ours; NULL: the same numbers. */
+    pid_t (*host_tid)(struct target *t, pid_t own_tid);
+    pid_t (*own_tid)(struct target *t, pid_t host_tid);
     unsigned capabilities;   /* enum target_capability bits */
 };
 
@@ -160,6 +164,12 @@ int target_list_threads(struct target *t, pid_t *tids, int max);
 int target_thread_activity(struct target *t, pid_t tid, struct thread_activity *out);
 /* A thread's name as the kernel knows it (comm); -1 when unknown. */
 int target_thread_comm(struct target *t, pid_t tid, char *out, size_t outsize);
+/* The tid of ours (target_list_threads' numbers) of a thread the target
+ * knows by own_tid (what it records about itself: gettid() in its own pid
+ * namespace), and the reverse; 0 when no thread has it. The same number
+ * when the target shares our namespace. */
+pid_t target_host_tid(struct target *t, pid_t own_tid);
+pid_t target_own_tid(struct target *t, pid_t host_tid);
 
 /* Does the target answer what cap names? */
 bool target_can(const struct target *t, enum target_capability cap);

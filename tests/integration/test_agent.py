@@ -25,6 +25,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 
 import pytest
 
@@ -379,6 +380,131 @@ def test_discovery_new_and_exited(interp, start_program, agent):
     while series(a.metrics(), "pyscope_process_threads", pid=target.pid):
         assert time.monotonic() - gone <= 2.0, "still listed"
         time.sleep(0.05)
+
+
+def cgroup_dir_for_test(name):
+    """A cgroup of its own named like a Docker container's, in the first
+    hierarchy this machine lets us write to; None when none does."""
+    for base in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+        path = os.path.join(base, name)
+        try:
+            os.mkdir(path)
+        except OSError:
+            continue
+        if os.path.exists(os.path.join(path, "cgroup.procs")):
+            return path
+        os.rmdir(path)
+    return None
+
+
+def own_to_host_tids(pid):
+    """{tid in the process's own pid namespace: tid here}, from the kernel's
+    NSpid lines."""
+    mapping = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+            nspid = [line.split()[1:] for line in f if line.startswith("NSpid:")][0]
+        mapping[int(nspid[-1])] = int(nspid[0])
+    return mapping
+
+
+def test_process_in_a_container(interp, agent, spawn, tmp_path):
+    """A process in a container as the agent meets one: in a pid namespace
+    of its own (pid 1 there), in a mount namespace where its interpreter
+    (and libpython) are files that do not exist outside it (a tmpfs mounted
+    inside), in a cgroup named as Docker names a container's. The agent
+    finds it, labels it with the container id, gives it and its threads
+    this host's pids and tids (the kernel's NSpid mapping of the numbers the
+    program reports about itself), and reads its stacks and states right."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1) for pid and mount namespaces")
+    container = (uuid.uuid4().hex * 2)
+    cgroup = cgroup_dir_for_test("docker-%s.scope" % container)
+    if cgroup is None:
+        pytest.skip("no cgroup hierarchy can be written here")
+    try:
+        exe = os.path.realpath(interp.path)
+        image = tmp_path / "image"
+        image.mkdir()
+        # What the interpreter needs from the host's view: its prefix (the
+        # standard library) and any libpython it links.
+        prefix = os.path.dirname(os.path.dirname(exe))
+        libs = [os.path.join(prefix, "lib", lib) for lib in re.findall(
+            r"\(NEEDED\)\s+Shared library: \[(libpython[^\]]+)\]",
+            subprocess.run(["readelf", "-d", exe], stdout=subprocess.PIPE, text=True).stdout)]
+        report = tmp_path / "inside.json"
+        script = ('echo 0 > "$1/cgroup.procs" && mount -t tmpfs image "$2" && cp "$3" "$2"/ && '
+                  'for lib in ${5}; do cp "$lib" "$2"/; done && '
+                  'exec env PYTHONHOME="$4" LD_LIBRARY_PATH="$2" "$2/%s" "$6" "$7"'
+                  % os.path.basename(exe))
+        outer = spawn(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script, "sh",
+                       cgroup, str(image), exe, prefix, " ".join(libs),
+                       str(PROGRAMS / "agent_gil.py"), str(report)])
+        deadline = time.monotonic() + START_TIMEOUT
+        while not report.exists():
+            assert outer.poll() is None, outer.stderr.read().decode()
+            assert time.monotonic() < deadline, "the program never reported"
+            time.sleep(0.05)
+        time.sleep(0.1)
+        inside = strict_json(report.read_text())
+        with open("/proc/%d/task/%d/children" % (outer.pid, outer.pid)) as f:
+            pid = int(f.read().split()[0])
+        assert inside["pid"] == 1
+        assert not os.path.exists(os.path.join(str(image), os.path.basename(exe)))
+        host_tid = own_to_host_tids(pid)
+        assert host_tid[1] == pid
+
+        a = agent("--cpu-budget", "0")
+        fams = a.wait_sampling(pid)
+        labels = series(fams, "pyscope_process_threads", pid=pid)[0][0]
+        assert labels["container"] == container
+        assert labels["command"].split()[0] == "%s/%s" % (image, os.path.basename(exe))
+        assert inside["python_version"].startswith(labels["python_version"])
+        spinner = host_tid[inside["extra"]["spinner"]]
+        deadline = time.monotonic() + 20
+        while True:
+            fams = a.metrics()
+            spin = {l["state"]: v for l, v in series(fams, "pyscope_thread_seconds_total",
+                                                     pid=pid, tid=spinner)}
+            if sum(spin.values()) >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        tids = {int(l["tid"]): l["thread"] for l, _ in
+                series(fams, "pyscope_thread_seconds_total", pid=pid, state="idle")}
+        assert tids == {host_tid[t["native_id"]]: t["name"] for t in inside["threads"]}
+        assert spin["holding_gil"] / sum(spin.values()) >= 0.9, spin
+        main = {l["state"]: v for l, v in series(fams, "pyscope_thread_seconds_total",
+                                                 pid=pid, tid=pid)}
+        assert main["idle"] / sum(main.values()) >= 0.9, main
+
+        status, _, body = a.get("/debug/pyscope/dump?pid=%d" % pid)
+        assert status == 200, body
+        dump = strict_json(body)
+        assert dump["pid"] == pid
+        by_tid = {t["tid"]: t for t in dump["threads"]}
+        assert set(by_tid) == set(tids)
+        functions = [f["function"] for f in by_tid[spinner]["frames"]]
+        assert set(inside["extra"]["functions"]) & set(functions), functions
+        assert "park" in [f["function"] for f in by_tid[pid]["frames"]]
+    finally:
+        for proc in list_pids(cgroup):
+            os.kill(proc, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                os.rmdir(cgroup)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "cgroup %s still busy" % cgroup
+                time.sleep(0.05)
+
+
+def list_pids(cgroup):
+    try:
+        with open(os.path.join(cgroup, "cgroup.procs")) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
 
 
 def test_unreadable_process_listed_with_reason(agent, spawn, tmp_path):
