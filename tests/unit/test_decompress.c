@@ -207,6 +207,12 @@ static void test_lz4(void)
             bad[i] ^= 0x5a;
         CHECK_EQ_INT(expand(bad, zn, &d, &err), -1);
         CHECK(strstr(err.message, "unit.core is a corrupt lz4 file") != NULL);
+        /* The content's checksum, the frame's last 4 bytes, is checked. */
+        memcpy(bad, z, zn);
+        bad[zn - 1] ^= 0x01;
+        CHECK_EQ_INT(expand(bad, zn, &d, &err), -1);
+        CHECK(strstr(err.message, "unit.core is a corrupt lz4 file: its checksum does not match "
+                                  "the data") != NULL);
         /* Two frames one after the other: streamed, not indexed. */
         unsigned char *two = realloc(bad, 2 * zn);
         memcpy(two, z, zn);
