@@ -3,15 +3,19 @@
 (bench/targets/heap_core.py, 1 GiB by default), plain and compressed with
 zstd, lz4, xz and gzip by their own command-line tools.
 
-For each file it prints the medians of --runs dumps, wall and CPU time (user
-+ system of pyscope): a first look with the cache off (expanded in memory), a
-first look into an empty cache (expanded into the cache's file), and the
-second look that opens the kept expansion; and, for comparison, the CPU time
-of the format's own tool expanding the file to /dev/null. The kernel must write cores into the
-working directory (core_pattern "core" or "core.%p"-like, no pipe).
+For each file it prints the medians of --runs dumps, wall time, CPU time (user
++ system of pyscope) and peak memory: a first look with the cache off, a
+first look into an empty cache, and the second look that opens what the
+first kept; and, as the floor, the format's own tool expanding the file to
+/dev/null. With --before PATH (another pyscope binary, e.g. one built from
+main), each run times both binaries one after the other, alternating which
+goes first, and the table shows them side by side. The kernel must write
+cores into the working directory (core_pattern "core" or "core.%p"-like, no
+pipe).
 
-usage: bench/bench_cores.py [--pyscope PATH] [--python PATH] [--heap-mib N] [--runs N]
-                            [--dir DIR] [--keep] [--reuse DIR]
+usage: bench/bench_cores.py [--pyscope PATH] [--before PATH] [--python PATH]
+                            [--heap-mib N] [--runs N] [--dir DIR] [--keep]
+                            [--reuse DIR] [--only FORMAT,...]
 
 --keep leaves the cores in their directory; --reuse DIR times the cores a
 kept run left there (heap.core and heap.core.FORMAT) without making them
@@ -21,7 +25,6 @@ again.
 import argparse
 import os
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -49,13 +52,16 @@ def load():
 
 
 def timed(argv, stdin=None, stdout=subprocess.DEVNULL, env=None):
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """Runs argv; returns (process, wall ms, CPU ms, peak RSS MiB) of that process alone."""
     start = time.monotonic()
-    proc = subprocess.run(argv, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, env=env)
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
     wall = (time.monotonic() - start) * 1000
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000
-    return proc, wall, cpu
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.stderr_text = err.decode(errors="replace")
+    cpu = (usage.ru_utime + usage.ru_stime) * 1000
+    return proc, wall, cpu, usage.ru_maxrss / 1024
 
 
 def make_core(python, mib, workdir):
@@ -73,6 +79,8 @@ def make_core(python, mib, workdir):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pyscope", default=os.path.join(REPO, "pyscope"))
+    ap.add_argument("--before", default=None, help="another pyscope binary to time alongside")
+    ap.add_argument("--only", default=None, help="formats to time (e.g. plain,zstd,lz4)")
     ap.add_argument("--python", default=os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python3.12"))
     ap.add_argument("--heap-mib", type=int, default=1024)
     ap.add_argument("--runs", type=int, default=5)
@@ -102,55 +110,72 @@ def main():
                 continue
             out = core + "." + name
             with open(core, "rb") as fin, open(out, "wb") as fout:
-                _, wall, _ = timed(compress, stdin=fin, stdout=fout)
+                _, wall, _, _ = timed(compress, stdin=fin, stdout=fout)
             print("%s: %.0f MiB (ratio %.1f), compressed in %.1f s (%s)"
                   % (name, os.path.getsize(out) / 2**20, size / os.path.getsize(out),
                      wall / 1000, load()))
             files.append((name, out, expand))
+        if args.only:
+            wanted = set(args.only.split(","))
+            files = [f for f in files if f[0] in wanted]
+        binaries = [("after", args.pyscope)]
+        if args.before:
+            binaries.append(("before", args.before))
         print()
-        print("first look: expanded in memory (PYSCOPE_CORE_CACHE=off); kept: expanded into an")
-        print("empty cache; second look: the kept expansion opened; medians of %d runs" % args.runs)
-        print("%-6s %13s %13s %13s %12s %12s %10s" % ("file", "first wall", "first CPU",
-                                                  "kept wall", "kept CPU", "second wall",
-                                                  "tool CPU"))
+        print("first: the first look with the cache off; kept: the first look into an empty")
+        print("cache; second: the look that opens what the first kept; tool: the format's own")
+        print("tool to /dev/null. Medians of %d runs; wall ms / CPU ms / peak MiB" % args.runs)
+        print("%-6s %-6s %22s %22s %9s %16s" % ("file", "binary", "first", "kept", "second",
+                                                 "tool"))
         splits = []
         for name, path, expand in files:
-            first, kept, second = [], [], []
+            results = {label: {"first": [], "kept": [], "second": []} for label, _ in binaries}
             for run in range(args.runs):
-                cache = os.path.join(workdir, "cache-%d" % run)
-                for mode, out in (("off", first), (cache, kept), (cache, second)):
-                    env = dict(os.environ, PYSCOPE_CORE_CACHE=mode)
-                    proc, wall, cpu = timed([args.pyscope, "dump", "-v", "--core", path], env=env)
-                    if proc.returncode != 0:
-                        sys.exit("pyscope failed on %s: %s" % (path, proc.stderr.decode()))
-                    m = re.search(r"\(decoding (\d+), reading (\d+), storing (\d+)\)",
-                                  proc.stderr.decode())
-                    split = tuple(float(x) for x in m.groups()) if m else (0.0, 0.0, 0.0)
-                    out.append((wall, cpu) + split)
-                shutil.rmtree(cache, ignore_errors=True)
-            tool_cpu = float("nan")
+                order = binaries if run % 2 == 0 else binaries[::-1]
+                for label, binary in order:
+                    cache = os.path.join(workdir, "cache-%s-%d" % (label, run))
+                    for mode, key in (("off", "first"), (cache, "kept"), (cache, "second")):
+                        env = dict(os.environ, PYSCOPE_CORE_CACHE=mode)
+                        proc, wall, cpu, rss = timed([binary, "dump", "-v", "--core", path],
+                                                     env=env)
+                        if proc.returncode != 0:
+                            sys.exit("%s failed on %s: %s" % (binary, path, proc.stderr_text))
+                        m = re.search(r"\(decoding (\d+), reading (\d+), storing (\d+)\)",
+                                      proc.stderr_text)
+                        split = tuple(float(x) for x in m.groups()) if m else (0.0, 0.0, 0.0)
+                        results[label][key].append((wall, cpu, rss) + split)
+                    shutil.rmtree(cache, ignore_errors=True)
+            tool = (float("nan"),) * 3
             if expand:
-                tc = []
+                runs = []
                 for _ in range(args.runs):
                     with open(path, "rb") as fin:
-                        _, _, c = timed(expand, stdin=fin)
-                    tc.append(c)
-                tool_cpu = statistics.median(tc)
+                        _, wall, cpu, rss = timed(expand, stdin=fin)
+                    runs.append((wall, cpu, rss))
+                tool = tuple(statistics.median(r[k] for r in runs) for k in range(3))
 
             def med(runs, k):
                 return statistics.median(r[k] for r in runs)
-            print("%-6s %10.0f ms %10.0f ms %10.0f ms %9.0f ms %9.0f ms %7.0f ms   (%s)"
-                  % (name, med(first, 0), med(first, 1), med(kept, 0), med(kept, 1),
-                     med(second, 0), tool_cpu, load()))
-            splits.append((name, [med(first, k) for k in (2, 3, 4)],
-                           [med(kept, k) for k in (2, 3, 4)]))
+            for i, (label, _) in enumerate(binaries):
+                res = results[label]
+                cells = ["%6.0f /%6.0f /%5.0f" % (med(res["first"], 0), med(res["first"], 1),
+                                                  med(res["first"], 2)),
+                         "%6.0f /%6.0f /%5.0f" % (med(res["kept"], 0), med(res["kept"], 1),
+                                                  med(res["kept"], 2)),
+                         "%6.0f" % med(res["second"], 0)]
+                toolcell = ("%6.0f /%6.0f" % tool[:2]) if i == 0 and expand else ""
+                print("%-6s %-6s %22s %22s %9s %16s   (%s)"
+                      % (name if i == 0 else "", label, cells[0], cells[1], cells[2], toolcell,
+                         load()))
+                splits.append((name, label, [med(res["first"], k) for k in (3, 4, 5)],
+                               [med(res["kept"], k) for k in (3, 4, 5)]))
         print()
-        print("where the expansion's wall time goes (dump -v): decoding, reading the compressed")
+        print("where the first look's wall time goes (dump -v): decoding, reading the compressed")
         print("file, storing (copying pages out into memory, or writing the cache's file)")
-        for name, mem, kept in splits:
+        for name, label, mem, kept in splits:
             if any(mem + kept):
-                print("%-6s in memory: %6.0f + %5.0f + %5.0f ms   into the cache: %6.0f + %5.0f "
-                      "+ %5.0f ms" % ((name,) + tuple(mem) + tuple(kept)))
+                print("%-6s %-6s cache off: %6.0f + %5.0f + %5.0f ms   into the cache: %6.0f + "
+                      "%5.0f + %5.0f ms" % ((name, label) + tuple(mem) + tuple(kept)))
     finally:
         if args.keep:
             print("cores kept in %s" % workdir)

@@ -54,6 +54,14 @@ static int dump_core(const char *core_path, const struct core_options *copts,
                 "opened in %.0f ms\n", core_path, compression_name(info->compression),
                 info->expanded.where, (unsigned long long)info->expanded.out_bytes,
                 info->expanded.ms);
+    else if (verbose && info->compression && info->expanded.on_demand)
+        fprintf(stderr, "pyscope: %s: %s, %llu bytes decoded once, nothing stored: %llu bytes of "
+                "core in %zu blocks read on demand, indexed in %.0f ms (decoding %.0f, reading "
+                "%.0f, storing 0)\n", core_path, compression_name(info->compression),
+                (unsigned long long)info->expanded.in_bytes,
+                (unsigned long long)info->expanded.out_bytes, info->expanded.blocks,
+                info->expanded.ms, info->expanded.ms - info->expanded.read_ms,
+                info->expanded.read_ms);
     else if (verbose && info->compression)
         fprintf(stderr, "pyscope: %s: %s, %llu bytes expanded to %llu bytes (in %s) in %.0f ms "
                 "(decoding %.0f, reading %.0f, storing %.0f)%s\n",

@@ -94,6 +94,8 @@ static int pread_full(int fd, void *buf, size_t len, uint64_t offset)
 /* Reads the core file itself (or its expansion). */
 static int core_pread(const struct core_target *c, void *buf, size_t len, uint64_t offset)
 {
+    if (c->expanded.lz4)
+        return decompressed_read(&c->expanded, buf, len, offset);
     if (!c->image)
         return pread_full(c->fd, buf, len, offset);
     if (offset > c->file_size || len > c->file_size - offset)

@@ -25,6 +25,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "target/lz4_index.h"
 #include "util/clock.h"
 
 #define IN_CHUNK (1u << 20)
@@ -33,7 +34,6 @@
 #define FIRST_CHUNK (4u << 20)
 #define OUT_CHUNK (256u << 10)
 #define PAGE 4096u
-#define MAX_DROPPED (256ull << 20)
 
 enum compression compression_detect(const unsigned char *head, size_t n)
 {
@@ -162,9 +162,7 @@ static bool page_is_zero(const unsigned char *p, size_t n)
     return p[0] == 0 && memcmp(p, p + 1, n - 1) == 0;
 }
 
-/* Where an ELF core's last byte lies, from headers at the start of buf;
- * UINT64_MAX when they are not all in it. */
-static uint64_t elf_end(const unsigned char *buf, size_t len)
+uint64_t core_image_end(const unsigned char *buf, size_t len)
 {
     Elf64_Ehdr eh;
     if (len < sizeof eh)
@@ -218,7 +216,7 @@ static int sink_flush(struct sink *k)
 {
     if (!k->opened) {
         k->opened = true;
-        k->limit = elf_end(k->buf, k->len);
+        k->limit = core_image_end(k->buf, k->len);
         if (k->max_bytes && k->limit > k->max_bytes)
             k->limit = k->max_bytes;
         if (k->keep && k->limit != UINT64_MAX && k->limit >= k->keep->min_bytes &&
@@ -262,7 +260,7 @@ opened:;
          * stream's own checksum at its end still tells a corrupt core; a
          * stream that goes on much longer is not worth reading. */
         k->dropped += k->len - len;
-        k->done = k->dropped > MAX_DROPPED;
+        k->done = k->dropped > DECOMPRESS_MAX_DROPPED;
     }
     size_t run_start = 0;
     bool in_run = false;
@@ -489,6 +487,34 @@ static enum outcome run_gzip(struct run *r)
     return result;
 }
 
+/* An lz4 frame indexed for reading on demand, with a duplicate of fd. */
+static enum lz4_index_status index_lz4(int fd, uint64_t max_bytes, struct decompressed *core,
+                                       struct decompress_stats *stats,
+                                       struct lz4_index_result *r)
+{
+    struct lz4_index *ix;
+    int own = dup(fd);
+    if (own < 0)
+        return LZ4_INDEX_UNSUITED;
+    enum lz4_index_status status = lz4_index_build(own, max_bytes, &ix, r);
+    if (status != LZ4_INDEX_OK) {
+        close(own);
+        return status;
+    }
+    core->lz4 = ix;
+    core->fd = own;
+    core->size = r->size;
+    if (stats) {
+        stats->in_bytes = r->in_bytes;
+        stats->out_bytes = r->size;
+        stats->read_ms = r->read_ms;
+        stats->on_demand = true;
+        stats->blocks = r->blocks;
+        snprintf(stats->where, sizeof stats->where, "memory, read on demand");
+    }
+    return LZ4_INDEX_OK;
+}
+
 int decompress_core(int fd, const char *name, enum compression kind, uint64_t max_bytes,
                     const struct decompress_keep *keep, struct decompressed *core,
                     struct decompress_stats *stats, struct pyscope_error *err)
@@ -500,11 +526,31 @@ int decompress_core(int fd, const char *name, enum compression kind, uint64_t ma
     struct source src = {.fd = fd};
     struct sink out = {.fd = -1, .limit = UINT64_MAX, .max_bytes = max_bytes, .where = "/tmp",
                        .keep = keep};
+    struct run r = {&src, &out, NULL};
+    enum outcome result = OUT_NOMEM;
+    uint64_t at = 0, expanded = 0;
+    if (kind == COMPRESSION_LZ4) {
+        struct lz4_index_result ir;
+        enum lz4_index_status status = index_lz4(fd, max_bytes, core, stats, &ir);
+        if (status == LZ4_INDEX_OK) {
+            if (stats)
+                stats->ms = monotonic_ms() - started;
+            return 0;
+        }
+        if (status != LZ4_INDEX_UNSUITED) {
+            result = status == LZ4_INDEX_TRUNCATED ? OUT_TRUNCATED
+                     : status == LZ4_INDEX_CORRUPT ? OUT_CORRUPT
+                     : status == LZ4_INDEX_IO      ? OUT_IO
+                                                   : OUT_NOMEM;
+            r.detail = ir.detail;
+            src.error = ir.error;
+            expanded = ir.out_bytes;
+            goto report;
+        }
+    }
     src.buf = malloc(IN_CHUNK);
     out.buf = malloc(FIRST_CHUNK);
     out.chunk = FIRST_CHUNK;
-    struct run r = {&src, &out, NULL};
-    enum outcome result = OUT_NOMEM;
     if (src.buf && out.buf) {
         if (lseek(fd, 0, SEEK_SET) == 0)
             posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -522,10 +568,11 @@ int decompress_core(int fd, const char *name, enum compression kind, uint64_t ma
             result = OUT_IO;
         }
     }
-    uint64_t at = src.consumed + src.pos;
-    uint64_t expanded = out.written + out.len;
+    at = src.consumed + src.pos;
+    expanded = out.written + out.len;
     free(src.buf);
     free(out.buf);
+report:
     if (src.error && result != OUT_OK)
         result = OUT_IO, out.error = src.error;
     switch (result) {
@@ -574,8 +621,19 @@ int decompress_core(int fd, const char *name, enum compression kind, uint64_t ma
     return -1;
 }
 
+int decompressed_read(const struct decompressed *core, void *buf, size_t len, uint64_t off)
+{
+    if (core->lz4)
+        return lz4_index_read(core->lz4, buf, len, off);
+    if (!core->image || off > core->size || len > core->size - off)
+        return -1;
+    memcpy(buf, core->image + off, len);
+    return 0;
+}
+
 void decompressed_free(struct decompressed *core)
 {
+    lz4_index_free(core->lz4);
     if (core->fd >= 0)
         close(core->fd);
     if (core->image)

@@ -32,9 +32,14 @@ struct decompress_stats {
                                        the cache's file */
     bool cached;                    /* an earlier look's expansion, read from the cache */
     bool kept;                      /* this expansion was kept in the cache */
+    bool on_demand;                 /* nothing stored: read block by block (lz4) */
+    size_t blocks;                  /* of an on-demand frame */
 };
 
+struct lz4_index;
+
 struct decompressed {
+    struct lz4_index *lz4;          /* an lz4 frame read on demand (fd: the compressed file) */
     int fd;                         /* the temporary file (or keep's), or -1 */
     bool kept;                      /* expanded into the file keep->open gave */
     unsigned char *image;           /* or the core in anonymous memory (NULL) */
@@ -51,7 +56,9 @@ struct decompress_keep {
     void *ctx;
 };
 
-/* Expands the compressed file open on fd (name: for messages): into
+/* Expands the compressed file open on fd (name: for messages). A single lz4
+ * frame is not expanded but indexed, and read on demand (target/lz4_index.h):
+ * core->lz4, with core->fd a duplicate of fd. Other files: into
  * anonymous memory when TMPDIR is not set and the core fits in half the
  * available memory, else into an unlinked temporary file in $TMPDIR (or
  * /tmp). Returns 0, or -1 with err set to one line naming the file and what
@@ -63,5 +70,15 @@ int decompress_core(int fd, const char *name, enum compression kind, uint64_t ma
                     const struct decompress_keep *keep, struct decompressed *core,
                     struct decompress_stats *stats, struct pyscope_error *err);
 void decompressed_free(struct decompressed *core);
+/* Reads len bytes of the expanded core at off (from image or the on-demand
+ * frame; not from fd). */
+int decompressed_read(const struct decompressed *core, void *buf, size_t len, uint64_t off);
+
+/* Where an ELF core's last byte lies, from headers at the start of buf;
+ * UINT64_MAX when they are not all in it. */
+uint64_t core_image_end(const unsigned char *buf, size_t len);
+/* Bytes decoded past the core's end before the rest of a stream is left
+ * unread (its checksum unchecked). */
+#define DECOMPRESS_MAX_DROPPED (256ull << 20)
 
 #endif

@@ -1,8 +1,11 @@
 /* Compressed-core expansion and systemd-coredump store names: formats told
  * by magic bytes, a zstd and a gzip stream expanded byte for byte (memory
- * and temporary file), the ELF end as the limit, truncated and corrupt
- * streams refused, and which file names the store parser accepts. */
+ * and temporary file), lz4 frames (linked and independent blocks, raw
+ * blocks, block checksums) read on demand in any order, the ELF end as the
+ * limit, truncated and corrupt streams refused, and which file names the
+ * store parser accepts. */
 #include <elf.h>
+#include <lz4frame.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -56,7 +59,9 @@ static void check_same(const struct decompressed *d, const unsigned char *want, 
 {
     CHECK_EQ_INT(d->size, n);
     unsigned char *got = malloc(n);
-    if (d->image)
+    if (d->lz4)
+        CHECK_EQ_INT(decompressed_read(d, got, n, 0), 0);
+    else if (d->image)
         memcpy(got, d->image, n);
     else
         CHECK_EQ_INT(pread(d->fd, got, n, 0), n);
@@ -140,6 +145,89 @@ static void test_gzip(void)
     free(core);
 }
 
+static unsigned char *lz4_frame(const unsigned char *core, size_t total, LZ4F_blockMode_t mode,
+                                 bool block_checksum, size_t *zn)
+{
+    LZ4F_preferences_t prefs = {0};
+    prefs.frameInfo.blockSizeID = LZ4F_max64KB;
+    prefs.frameInfo.blockMode = mode;
+    prefs.frameInfo.contentChecksumFlag = LZ4F_contentChecksumEnabled;
+    prefs.frameInfo.blockChecksumFlag = block_checksum ? LZ4F_blockChecksumEnabled
+                                                       : LZ4F_noBlockChecksum;
+    size_t cap = LZ4F_compressFrameBound(total, &prefs);
+    unsigned char *z = malloc(cap);
+    *zn = LZ4F_compressFrame(z, cap, core, total, &prefs);
+    CHECK(!LZ4F_isError(*zn));
+    return z;
+}
+
+static void test_lz4(void)
+{
+    /* 20 MiB in 64 KiB blocks: two of the kept histories of linked frames,
+     * and a stretch of noise that is stored as raw blocks. */
+    size_t end = 20 << 20, total = end + 100000;
+    unsigned char *core = fake_core(end, total);
+    unsigned seed = 12345;
+    for (size_t i = 9 << 20; i < (9 << 20) + 300000; i++) {
+        seed = seed * 1103515245u + 12345u;
+        core[i] = (unsigned char)(seed >> 16);
+    }
+    unsigned char *buf = malloc(400000);
+    for (int variant = 0; variant < 3; variant++) {
+        size_t zn;
+        unsigned char *z = lz4_frame(core, total, variant == 1 ? LZ4F_blockIndependent
+                                                                : LZ4F_blockLinked,
+                                     variant == 2, &zn);
+        struct decompressed d;
+        struct pyscope_error err = {0};
+        CHECK_EQ_INT(expand(z, zn, &d, &err), 0);
+        CHECK(d.lz4 != NULL && d.image == NULL);
+        check_same(&d, core, end);
+        /* Reads anywhere, in any order, across blocks and kept histories. */
+        unsigned r = 777;
+        for (int i = 0; i < 300; i++) {
+            r = r * 1103515245u + 12345u;
+            size_t len = 1 + (r >> 8) % 400000;
+            r = r * 1103515245u + 12345u;
+            size_t off = (size_t)(((uint64_t)r << 8) % (end - len));
+            if (i % 3 == 0)
+                off = end - len - (size_t)(r % 1000);
+            CHECK_EQ_INT(decompressed_read(&d, buf, len, off), 0);
+            CHECK(memcmp(buf, core + off, len) == 0);
+        }
+        CHECK_EQ_INT(decompressed_read(&d, buf, 10, end - 5), -1);
+        decompressed_free(&d);
+        CHECK_EQ_INT(expand(z, zn / 2, &d, &err), -1);
+        CHECK(strstr(err.message, "unit.core is a truncated lz4 file") != NULL);
+        CHECK_EQ_INT(expand(z, zn - 3, &d, &err), -1);
+        CHECK(strstr(err.message, "truncated lz4") != NULL);
+        unsigned char *bad = malloc(zn);
+        memcpy(bad, z, zn);
+        for (size_t i = zn / 3; i < zn / 3 + 64; i++)
+            bad[i] ^= 0x5a;
+        CHECK_EQ_INT(expand(bad, zn, &d, &err), -1);
+        CHECK(strstr(err.message, "unit.core is a corrupt lz4 file") != NULL);
+        /* The content's checksum, the frame's last 4 bytes, is checked. */
+        memcpy(bad, z, zn);
+        bad[zn - 1] ^= 0x01;
+        CHECK_EQ_INT(expand(bad, zn, &d, &err), -1);
+        CHECK(strstr(err.message, "unit.core is a corrupt lz4 file: its checksum does not match "
+                                  "the data") != NULL);
+        /* Two frames one after the other: streamed, not indexed. */
+        unsigned char *two = realloc(bad, 2 * zn);
+        memcpy(two, z, zn);
+        memcpy(two + zn, z, zn);
+        CHECK_EQ_INT(expand(two, 2 * zn, &d, &err), 0);
+        CHECK(d.lz4 == NULL);
+        check_same(&d, core, end);
+        decompressed_free(&d);
+        free(two);
+        free(z);
+    }
+    free(buf);
+    free(core);
+}
+
 static void test_store_names(void)
 {
     struct coredump_entry e;
@@ -165,6 +253,7 @@ int main(void)
     test_detect();
     test_zstd();
     test_gzip();
+    test_lz4();
     test_store_names();
     return unit_report("test_decompress");
 }
