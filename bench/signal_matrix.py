@@ -8,7 +8,7 @@ saw no difference), and the failures with their details.
 
 usage: /usr/bin/python3 bench/signal_matrix.py [--trials 10] [--pyscope ./pyscope]
            [--interp PATH]... [--modes m1,m2] [--signals S1,S2] [--seed N]
-The suite (tests/integration/test_signals.py) runs 2 trials per cell."""
+The suite (tests/integration/test_signals.py) runs 1 trial per cell."""
 
 import argparse
 import collections
