@@ -85,6 +85,8 @@ static void write_loop_text(FILE *out, const struct report_loop *loop)
             fprintf(out, "  awaiting %s", t->awaits);
         if (t->orphan)
             fprintf(out, "; nothing else refers to it, so it can never complete");
+        if (t->held_by[0])
+            fprintf(out, "; %s", t->held_by);
         if (t->unretrieved[0])
             fprintf(out, "  with %s, never retrieved", t->unretrieved);
         fputc('\n', out);
@@ -223,6 +225,11 @@ void task_report_write_json(struct json_writer *w, const struct report_tasks *ta
                 json_member_string(w, "description", t->awaits);
                 json_member_uint(w, "address", t->awaits_addr);
                 json_member_bool(w, "unreachable", t->orphan);
+                json_key(w, "held_by");
+                if (t->held_by[0])
+                    json_string(w, t->held_by);
+                else
+                    json_null(w);
                 json_end_object(w);
             } else {
                 json_null(w);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "python/callable.h"
 #include "python/code.h"
 #include "python/frame_vars.h"
 #include "python/objects.h"
@@ -1034,9 +1035,10 @@ static void lock_holders(struct tctx *c, struct report_loop *loop)
  * awaits, and the variables and value-stack slots of the chain's frames
  * (cells are left out: another closure may share them). Anything unsure
  * counts as "held": only an exact match says orphan. */
-static bool future_orphaned(struct tctx *c, const struct report_task *t, uint64_t fut,
+static bool future_orphaned(struct tctx *c, struct report_task *t, uint64_t fut,
                             bool via_iter)
 {
+    t->fut_own_refs = -1;
     uint64_t type, callbacks;
     const char *name;
     if (py_type_of(&c->r, fut, &type, &name) != 0 || strcmp(name, "_asyncio.Future") != 0)
@@ -1047,6 +1049,7 @@ static bool future_orphaned(struct tctx *c, const struct report_task *t, uint64_
         return false;
     int64_t refs = (int64_t)u64_at(c, fut);
     int64_t known = 1 + (via_iter ? 1 : 0);
+    bool exact = true;
     for (size_t k = 0; k < t->n_chain; k++) {
         const struct task_link *l = &t->chain[k];
         if (link_vars(c, l) != 0)
@@ -1055,6 +1058,7 @@ static bool future_orphaned(struct tctx *c, const struct report_task *t, uint64_
          * only the variables can miss a reference (then "held"), never
          * invent one. */
         int slots = c->frame->n_named + (c->frame->stack_exact ? c->frame->n_stack : 0);
+        exact = exact && c->frame->stack_exact;
         for (int i = 0; i < slots; i++)
             if (c->frame->values[i] == fut) {
                 if (i < c->frame->n_named && c->frame->code->is_cell[i])
@@ -1062,6 +1066,7 @@ static bool future_orphaned(struct tctx *c, const struct report_task *t, uint64_
                 known++;
             }
     }
+    t->fut_own_refs = exact ? (int)known : -1;
     return refs > 0 && refs == known;
 }
 
@@ -1357,6 +1362,161 @@ static void loop_step(struct tctx *c, struct report_loop *loop, const struct rep
         loop->callback_s = stacks_at - (debug_t0 && t0 >= end_time ? t0 : end_time);
 }
 
+/* ---- who else holds the plain Future a task awaits ------------------------ */
+
+#define HOLDER_MAX_FRAMES 4096     /* frames of other tasks and threads looked at */
+#define HOLDER_MAX_HANDLES 10000   /* the loop's scheduled TimerHandles looked at */
+
+struct holders {
+    char *out;
+    size_t room;
+    int found;                     /* references found, one per variable or slot */
+    int named;                     /* ... of which described */
+    int frames;
+};
+
+static void holder_add(struct holders *h, const char *fmt, const char *a, const char *b,
+                       const char *d, const char *e, int line)
+{
+    h->found++;
+    if (h->named >= 4 || h->room < 2)
+        return;
+    int n = snprintf(h->out, h->room, "%s", h->named ? "; " : "");
+    n += snprintf(h->out + n, h->room - (size_t)n, fmt, a, b, d, e, line);
+    if (n > 0 && (size_t)n < h->room) {
+        h->out += n;
+        h->room -= (size_t)n;
+        h->named++;
+    } else {
+        *h->out = '\0';
+        h->room = 0;
+    }
+}
+
+/* The named variables of c->frame bound to fut (cells are shared with
+ * closures: their cell is the holder, not the frame). */
+static void frame_holds(struct tctx *c, struct holders *h, uint64_t fut, const char *who,
+                        const char *function, const char *file, int line)
+{
+    for (int i = 0; i < c->frame->n_named; i++)
+        if (c->frame->values[i] == fut && !c->frame->code->is_cell[i])
+            holder_add(h, "held by %s (local '%s' in %s(), %s:%d)", who,
+                       c->frame->code->names[i], function, stack_report_short_path(file), line);
+}
+
+static void tasks_hold(struct tctx *c, struct holders *h, const struct report_tasks *tasks,
+                       const struct report_task *self, uint64_t fut)
+{
+    char who[160];
+    for (size_t l = 0; l < tasks->n_loops; l++)
+        for (size_t j = 0; j < tasks->loops[l].n_tasks; j++) {
+            const struct report_task *o = &tasks->loops[l].tasks[j];
+            if (o == self)
+                continue;
+            snprintf(who, sizeof who, "task \"%.120s\"", o->name);
+            for (size_t k = 0; k < o->n_chain && h->frames < HOLDER_MAX_FRAMES; k++, h->frames++)
+                if (link_vars(c, &o->chain[k]) == 0)
+                    frame_holds(c, h, fut, who, o->chain[k].function, o->chain[k].file,
+                                o->chain[k].line);
+        }
+}
+
+static void threads_hold(struct tctx *c, struct holders *h, const struct stack_report *report,
+                         uint64_t fut)
+{
+    char who[48];
+    for (size_t i = 0; i < report->n_threads; i++) {
+        const struct report_thread *th = &report->threads[i];
+        snprintf(who, sizeof who, "thread %d", (int)th->tid);
+        for (size_t k = 0; k < th->n_frames && h->frames < HOLDER_MAX_FRAMES; k++, h->frames++) {
+            const struct report_frame *f = &th->frames[k];
+            c->frame_read = 0;
+            if (f->frame_addr && f->function && f->file &&
+                py_frame_vars_read(c->vars, &c->r, f->frame_addr, f->code_addr, c->frame) == 0)
+                frame_holds(c, h, fut, who, f->function, f->file, f->line);
+        }
+    }
+}
+
+/* The loop's scheduled TimerHandles (call_later, call_at) whose callback is
+ * a method of fut or whose arguments include it. The _ready deque of
+ * call_soon handles is not read. */
+static void handles_hold(struct tctx *c, struct holders *h, uint64_t loop, uint64_t fut)
+{
+    uint64_t list, items, cb, args;
+    int64_t n = 0, cb_offset = 0, args_offset = 0, when_offset = 0;
+    uint64_t cb_type = 0, args_type = 0, when_type = 0;
+    if (py_attr_get(&c->r, loop, "_scheduled", &list) != 0 || !type_named(c, list, "list") ||
+        target_read_u64(c->r.t, list + (uint64_t)c->L->ob_size, (uint64_t *)&n) != 0 ||
+        n < 0 || !(items = u64_at(c, list + (uint64_t)c->L->list_items)))
+        return;
+    if (n > HOLDER_MAX_HANDLES)
+        n = HOLDER_MAX_HANDLES;
+    struct timespec now;
+    bool clock = target_can(c->r.t, TARGET_CAN_CLOCK) && clock_gettime(CLOCK_MONOTONIC, &now) == 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t handle = u64_at(c, items + 8 * (uint64_t)i), value;
+        if (!type_named(c, handle, "TimerHandle") ||
+            slot_get(c, handle, "_callback", &cb_offset, &cb_type, &cb) != 0)
+            continue;
+        int refs = 0;
+        /* builtin_method (METH_METHOD, Future's own from 3.9) derives from it */
+        if (py_type_is_or_inherits(&c->r, cb, "builtin_function_or_method") &&
+            u64_at(c, cb + (uint64_t)c->L->cfunction_self) == fut)
+            refs++;
+        else if (type_named(c, cb, "method") && u64_at(c, cb + (uint64_t)c->L->method_self) == fut)
+            refs++;
+        int64_t n_args = 0;
+        if (slot_get(c, handle, "_args", &args_offset, &args_type, &args) == 0 &&
+            type_named(c, args, "tuple") &&
+            target_read_u64(c->r.t, args + (uint64_t)c->L->ob_size, (uint64_t *)&n_args) == 0 &&
+            n_args >= 0 && n_args <= 64)
+            for (int64_t a = 0; a < n_args; a++)
+                if (u64_at(c, args + (uint64_t)c->L->tuple_items + 8 * (uint64_t)a) == fut)
+                    refs++;
+        if (!refs)
+            continue;
+        char name[128] = "?", due[64] = "";
+        py_c_callable_name(&c->r, cb, name, sizeof name);
+        double when;
+        if (slot_get(c, handle, "_when", &when_offset, &when_type, &value) == 0 &&
+            py_number(&c->r, value, &when) == 0)
+            snprintf(due, sizeof due, clock ? " in %.1f s" : " at %.3f s of the loop's clock",
+                     clock ? when - ((double)now.tv_sec + (double)now.tv_nsec / 1e9) : when);
+        holder_add(h, "scheduled callback %s%s%s%s", name, due, "", "", 0);
+        h->found += refs - 1;
+    }
+}
+
+/* For each task awaiting a plain Future someone else holds: who, from the
+ * other tasks' frames, the threads' frames and the loop's timers; when the
+ * reference count says more than were found (and the task's own share is
+ * known), how many are unaccounted for. */
+static void future_holders(struct tctx *c, struct report_tasks *tasks,
+                           const struct stack_report *report)
+{
+    int described = 0;
+    for (size_t l = 0; l < tasks->n_loops; l++)
+        for (size_t i = 0; i < tasks->loops[l].n_tasks && described < 64; i++) {
+            struct report_task *t = &tasks->loops[l].tasks[i];
+            uint64_t fut = t->awaits_addr;
+            if (!fut || t->orphan || strcmp(t->awaits, "_asyncio.Future") != 0 ||
+                t->state[0] != 'p')
+                continue;
+            described++;
+            struct holders h = {.out = t->held_by, .room = sizeof t->held_by};
+            tasks_hold(c, &h, tasks, t, fut);
+            threads_hold(c, &h, report, fut);
+            handles_hold(c, &h, tasks->loops[l].addr, fut);
+            c->frame_read = 0;
+            int64_t refs = (int64_t)u64_at(c, fut);
+            int64_t left = refs - t->fut_own_refs - h.found;
+            if (t->fut_own_refs > 0 && refs > 0 && refs < (1 << 30) && left > 0 && h.room > 1)
+                snprintf(h.out, h.room, "%s%lld reference%s unaccounted for",
+                         h.named ? "; " : "", (long long)left, left == 1 ? "" : "s");
+        }
+}
+
 void asyncio_loop_steps_read(struct py_runtime *rt, struct report_tasks *tasks,
                              const struct stack_report *report, double stacks_at)
 {
@@ -1373,6 +1533,8 @@ void asyncio_loop_steps_read(struct py_runtime *rt, struct report_tasks *tasks,
             for (size_t i = 0; tasks->loops[l].tid && i < report->n_threads; i++)
                 if (report->threads[i].tid == tasks->loops[l].tid)
                     loop_step(&c, &tasks->loops[l], &report->threads[i], stacks_at);
+    if (c.vars && c.frame)
+        future_holders(&c, tasks, report);
     if (c.vars) {
         py_vars_cache_clear(c.vars);
         free(c.vars);

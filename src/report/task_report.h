@@ -33,6 +33,10 @@ struct report_task {
     uint64_t awaits_addr;        /* the future (or task) it waits on, 0 if none */
     bool orphan;                 /* a plain Future only this task's chain refers to:
                                     nothing can ever complete it */
+    int fut_own_refs;            /* references to that plain Future its own chain
+                                    accounts for, -1 when unknown */
+    char held_by[320];           /* who else holds it ("" none found), and how
+                                    many references are left unaccounted for */
     size_t *children;            /* indices (same loop) of the tasks it awaits */
     size_t n_children;
     bool in_cycle;               /* it awaits, through others, itself */
