@@ -415,3 +415,34 @@ def test_why_asyncio_lock_order_deadlock(interp, start_program, tmp_path):
         assert 'task "second" waits for Lock 0x%x, held by task "first"' % locks["lock_a"] in (
             f["summary"]), f["summary"]
         assert (doc["verdict"], doc["grade"]) == ("deadlock", "certain"), doc["summary"]
+
+
+def test_dump_future_holders(interp, start_program):
+    """Who else holds the plain Future a task awaits: another task's local,
+    a thread's local, a call_later handle; a holder pyscope cannot see (a
+    module global) is counted, when the task's own share of the reference
+    count is known, never named."""
+    target = start_program(interp, "asyncio_future_holders.py")
+    before = time.monotonic()
+    doc = dump_json(target.pid)
+    after = time.monotonic()
+    extra = target.report["extra"]
+    by_addr = {t["address"]: t for l in doc["asyncio"]["loops"] for t in l["tasks"]}
+    held = {name: by_addr[t["address"]]["awaiting"] for name, t in extra["tasks"].items()}
+    for name, awaiting in held.items():
+        assert awaiting["description"] == "_asyncio.Future", name
+        assert not awaiting["unreachable"], name
+    r = extra["resolver"]
+    assert held["by_task"]["held_by"] == 'held by task "resolver" (local \'fut\' in %s(), %s:%d)' % (
+        r["function"], r["file"], r["line"])
+    t = extra["thread"]
+    assert held["by_thread"]["held_by"] == "held by thread %d (local 'fut' in %s(), %s:%d)" % (
+        t["tid"], t["function"], t["file"], t["line"])
+    m = re.fullmatch(r"scheduled callback _asyncio\.Future\.(\w+) in (-?[0-9.]+) s",
+                     held["by_timer"]["held_by"])
+    assert m and m.group(1) == extra["timer"]["callback"], held["by_timer"]["held_by"]
+    due = extra["timer"]["due"]
+    assert due - after - 0.05 <= float(m.group(2)) <= due - before + 0.05
+    n = extra["global_refs"]
+    assert held["by_global"]["held_by"] in (
+        None, "%d reference%s unaccounted for" % (n, "" if n == 1 else "s"))
