@@ -417,16 +417,31 @@ def test_why_asyncio_lock_order_deadlock(interp, start_program, tmp_path):
         assert (doc["verdict"], doc["grade"]) == ("deadlock", "certain"), doc["summary"]
 
 
-def test_dump_future_holders(interp, start_program):
+def test_dump_future_holders(interp, start_program, tmp_path):
     """Who else holds the plain Future a task awaits: another task's local,
     a thread's local, a call_later handle; a holder pyscope cannot see (a
     module global) is counted, when the task's own share of the reference
-    count is known, never named."""
+    count is known, never named. Live, then from a core (where the timer's
+    due time is in the loop's clock)."""
     target = start_program(interp, "asyncio_future_holders.py")
     before = time.monotonic()
     doc = dump_json(target.pid)
     after = time.monotonic()
     extra = target.report["extra"]
+    held = check_future_holders(doc, extra)
+    m = re.fullmatch(r"scheduled callback _asyncio\.Future\.(\w+) in (-?[0-9.]+) s",
+                     held["by_timer"]["held_by"])
+    assert m and m.group(1) == extra["timer"]["callback"], held["by_timer"]["held_by"]
+    due = extra["timer"]["due"]
+    assert due - after - 0.05 <= float(m.group(2)) <= due - before + 0.05
+    core = dump_json("--core", core_of(interp, target, tmp_path))
+    held = check_future_holders(core, extra)
+    assert held["by_timer"]["held_by"] == (
+        "scheduled callback _asyncio.Future.%s at %.3f s of the loop's clock" % (
+            extra["timer"]["callback"], due))
+
+
+def check_future_holders(doc, extra):
     by_addr = {t["address"]: t for l in doc["asyncio"]["loops"] for t in l["tasks"]}
     held = {name: by_addr[t["address"]]["awaiting"] for name, t in extra["tasks"].items()}
     for name, awaiting in held.items():
@@ -438,11 +453,7 @@ def test_dump_future_holders(interp, start_program):
     t = extra["thread"]
     assert held["by_thread"]["held_by"] == "held by thread %d (local 'fut' in %s(), %s:%d)" % (
         t["tid"], t["function"], t["file"], t["line"])
-    m = re.fullmatch(r"scheduled callback _asyncio\.Future\.(\w+) in (-?[0-9.]+) s",
-                     held["by_timer"]["held_by"])
-    assert m and m.group(1) == extra["timer"]["callback"], held["by_timer"]["held_by"]
-    due = extra["timer"]["due"]
-    assert due - after - 0.05 <= float(m.group(2)) <= due - before + 0.05
     n = extra["global_refs"]
     assert held["by_global"]["held_by"] in (
         None, "%d reference%s unaccounted for" % (n, "" if n == 1 else "s"))
+    return held
