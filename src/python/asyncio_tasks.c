@@ -1364,8 +1364,9 @@ static void loop_step(struct tctx *c, struct report_loop *loop, const struct rep
 
 /* ---- who else holds the plain Future a task awaits ------------------------ */
 
-#define HOLDER_MAX_FRAMES 4096     /* frames of other tasks and threads looked at */
-#define HOLDER_MAX_HANDLES 10000   /* the loop's scheduled TimerHandles looked at */
+#define HOLDER_MAX_FRAMES 2048     /* frames of other tasks and threads looked at, per Future */
+#define HOLDER_MAX_FUTURES 32      /* Futures whose holders are looked for */
+#define HOLDER_MAX_HANDLES 1000    /* the loop's scheduled TimerHandles looked at */
 
 struct holders {
     char *out;
@@ -1373,13 +1374,14 @@ struct holders {
     int found;                     /* references found, one per variable or slot */
     int named;                     /* ... of which described */
     int frames;
+    bool partial;                  /* a bound cut a scan short */
 };
 
 static void holder_add(struct holders *h, const char *fmt, const char *a, const char *b,
                        const char *d, const char *e, int line)
 {
     h->found++;
-    if (h->named >= 4 || h->room < 2)
+    if (h->named >= 4 || h->room < 3)
         return;
     int n = snprintf(h->out, h->room, "%s", h->named ? "; " : "");
     n += snprintf(h->out + n, h->room - (size_t)n, fmt, a, b, d, e, line);
@@ -1411,7 +1413,8 @@ static void tasks_hold(struct tctx *c, struct holders *h, const struct report_ta
     for (size_t l = 0; l < tasks->n_loops; l++)
         for (size_t j = 0; j < tasks->loops[l].n_tasks; j++) {
             const struct report_task *o = &tasks->loops[l].tasks[j];
-            if (o == self)
+            /* A running task's frames are on its thread's stack: named there. */
+            if (o == self || o->running)
                 continue;
             snprintf(who, sizeof who, "task \"%.120s\"", o->name);
             for (size_t k = 0; k < o->n_chain && h->frames < HOLDER_MAX_FRAMES; k++, h->frames++)
@@ -1450,8 +1453,10 @@ static void handles_hold(struct tctx *c, struct holders *h, uint64_t loop, uint6
         target_read_u64(c->r.t, list + (uint64_t)c->L->ob_size, (uint64_t *)&n) != 0 ||
         n < 0 || !(items = u64_at(c, list + (uint64_t)c->L->list_items)))
         return;
-    if (n > HOLDER_MAX_HANDLES)
+    if (n > HOLDER_MAX_HANDLES) {
         n = HOLDER_MAX_HANDLES;
+        h->partial = true;
+    }
     struct timespec now;
     bool clock = target_can(c->r.t, TARGET_CAN_CLOCK) && clock_gettime(CLOCK_MONOTONIC, &now) == 0;
     for (int64_t i = 0; i < n; i++) {
@@ -1491,13 +1496,14 @@ static void handles_hold(struct tctx *c, struct holders *h, uint64_t loop, uint6
 /* For each task awaiting a plain Future someone else holds: who, from the
  * other tasks' frames, the threads' frames and the loop's timers; when the
  * reference count says more than were found (and the task's own share is
- * known), how many are unaccounted for. */
+ * known), how many are unaccounted for. Bounded: HOLDER_MAX_FUTURES
+ * Futures, HOLDER_MAX_FRAMES frames and HOLDER_MAX_HANDLES timers each. */
 static void future_holders(struct tctx *c, struct report_tasks *tasks,
                            const struct stack_report *report)
 {
     int described = 0;
     for (size_t l = 0; l < tasks->n_loops; l++)
-        for (size_t i = 0; i < tasks->loops[l].n_tasks && described < 64; i++) {
+        for (size_t i = 0; i < tasks->loops[l].n_tasks && described < HOLDER_MAX_FUTURES; i++) {
             struct report_task *t = &tasks->loops[l].tasks[i];
             uint64_t fut = t->awaits_addr;
             if (!fut || t->orphan || strcmp(t->awaits, "_asyncio.Future") != 0 ||
@@ -1511,7 +1517,9 @@ static void future_holders(struct tctx *c, struct report_tasks *tasks,
             c->frame_read = 0;
             int64_t refs = (int64_t)u64_at(c, fut);
             int64_t left = refs - t->fut_own_refs - h.found;
-            if (t->fut_own_refs > 0 && refs > 0 && refs < (1 << 30) && left > 0 && h.room > 1)
+            /* Frames left unread may hold the rest: then no count. */
+            if (t->fut_own_refs > 0 && refs > 0 && refs < (1 << 30) && left > 0 && h.room > 2 &&
+                h.frames < HOLDER_MAX_FRAMES && !h.partial)
                 snprintf(h.out, h.room, "%s%lld reference%s unaccounted for",
                          h.named ? "; " : "", (long long)left, left == 1 ? "" : "s");
         }
