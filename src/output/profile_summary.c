@@ -237,7 +237,7 @@ int profile_summary_build(struct profile_summary *s, const struct profile *p)
         s->mean_interval_ns = (double)m->duration_ns / (double)m->passes;
     s->torn_pct = pct(m->stacks_torn, m->stacks_sampled);
     s->failed_pct = pct(m->passes_failed, m->passes);
-    return 0;
+    return loop_blocks_build(&s->loop_blocks, p);
 }
 
 void profile_summary_free(struct profile_summary *s)
@@ -342,6 +342,33 @@ static void write_hog(struct json_writer *w, const struct profile *p, const stru
     json_end_object(w);
 }
 
+static void write_loop_blocks(struct json_writer *w, const struct profile *p,
+                              const struct loop_blocks *lb)
+{
+    json_key(w, "loop_blocked");
+    json_begin_object(w);
+    json_member_int(w, "threshold_ms", lb->threshold_ms);
+    json_member_uint(w, "episodes", lb->count);
+    json_member_uint(w, "longest_ns", lb->n_longest ? lb->longest[0].duration_ns : 0);
+    json_key(w, "longest");
+    json_begin_array(w);
+    for (size_t i = 0; i < lb->n_longest; i++) {
+        const struct loop_block *e = &lb->longest[i];
+        json_begin_object(w);
+        json_member_uint(w, "thread", e->thread);
+        json_member_int(w, "tid", p->threads[e->thread].tid);
+        json_member_uint(w, "start_ns", e->start_ns);
+        json_member_uint(w, "duration_ns", e->duration_ns);
+        json_member_bool(w, "at_edge", e->at_edge);
+        json_member_uint(w, "stack", e->stack);
+        json_key(w, "frames");
+        write_stack_labels(w, p, e->stack);
+        json_end_object(w);
+    }
+    json_end_array(w);
+    json_end_object(w);
+}
+
 void profile_summary_write_json(struct json_writer *w, const struct profile_summary *s)
 {
     const struct profile *p = s->profile;
@@ -388,6 +415,7 @@ void profile_summary_write_json(struct json_writer *w, const struct profile_summ
         write_hog(w, p, &s->hogs[i]);
     json_end_array(w);
     json_member_uint(w, "gil_hog_stacks", s->n_hogs_total);
+    write_loop_blocks(w, p, &s->loop_blocks);
     /* --native: which C functions those were */
     if (m->native_mode[0]) {
         json_key(w, "gil_hog_c_functions");

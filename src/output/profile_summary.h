@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "output/json_writer.h"
+#include "output/loop_blocks.h"
 #include "profile/profile.h"
 
 #define SUMMARY_MAX_HOGS 10
@@ -65,6 +66,7 @@ struct profile_summary {
     double mean_interval_ns;
     double torn_pct;                       /* of stacks sampled */
     double failed_pct;                     /* of passes */
+    struct loop_blocks loop_blocks;        /* asyncio loops blocked in one step */
 };
 
 int profile_summary_build(struct profile_summary *s, const struct profile *p);

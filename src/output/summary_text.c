@@ -258,6 +258,30 @@ static void write_hogs(FILE *out, const struct profile *p, const struct profile_
     }
 }
 
+static void write_loop_blocks(FILE *out, const struct profile *p, const struct loop_blocks *lb)
+{
+    if (lb->count == 0) {
+        fprintf(out, "\nLoop blocked: no episode (no asyncio loop thread stayed %d ms or longer "
+                     "outside its selector)\n", lb->threshold_ms);
+        return;
+    }
+    fprintf(out, "\nLoop blocked: %llu episode%s in which an asyncio loop thread stayed %d ms or "
+                 "longer in one step, outside its selector; longest %.0f ms\n",
+            (unsigned long long)lb->count, plural(lb->count), lb->threshold_ms,
+            (double)lb->longest[0].duration_ns / 1e6);
+    fputs("(each from its first sample outside the selector to the first one after it: "
+          "within one sampling interval of the truth)\n", out);
+    for (size_t i = 0; i < lb->n_longest; i++) {
+        const struct loop_block *e = &lb->longest[i];
+        char label[THREAD_LABEL_MAX];
+        thread_view_name(label, p, &p->threads[e->thread]);
+        fprintf(out, "%3zu. %.0f ms at %.3f s, %s%s\n", i + 1,
+                (double)e->duration_ns / 1e6, (double)e->start_ns / 1e9, label,
+                e->at_edge ? "  [under way at the recording's edge]" : "");
+        write_stack_frames(out, p, e->stack);
+    }
+}
+
 int profile_write_summary(FILE *out, const struct profile *p)
 {
     struct profile_summary s;
@@ -276,6 +300,7 @@ int profile_write_summary(FILE *out, const struct profile *p)
             (unsigned long long)p->meta.gc_collections, plural(p->meta.gc_collections));
     write_gc_triggers(out, p, &s);
     write_hogs(out, p, &s);
+    write_loop_blocks(out, p, &s.loop_blocks);
     profile_summary_free(&s);
     return fflush(out) == 0 && !ferror(out) ? 0 : -1;
 }

@@ -229,7 +229,10 @@ static void test_summary(void)
                  "  3. 1 sample (10.0% of passes)  [native call keeps the GIL]\n"
                  "       <GC>\n"
                  "       work (app.py:20)\n"
-                 "       main (app.py:10)\n");
+                 "       main (app.py:10)\n"
+                 "\n"
+                 "Loop blocked: no episode (no asyncio loop thread stayed 100 ms or longer "
+                 "outside its selector)\n");
 
     /* Only the top ten hogs are listed, innermost three frames each; an
      * unknown state gets its column; the rate comes from passes/duration. */
@@ -290,7 +293,10 @@ static void test_summary(void)
                  "GIL utilisation: 0.0% of passes had a thread holding the GIL\n"
                  "GC: collecting in 0.0% of passes, 0 collections seen\n"
                  "\n"
-                 "GIL hogs: none (no thread held the GIL while another waited for it)\n");
+                 "GIL hogs: none (no thread held the GIL while another waited for it)\n"
+                 "\n"
+                 "Loop blocked: no episode (no asyncio loop thread stayed 100 ms or longer "
+                 "outside its selector)\n");
     profile_free(&empty);
 }
 
@@ -758,7 +764,9 @@ static void test_json(void)
                  "\"stacks_sampled\":5,\"stacks_torn\":0},"
                  "\"gil_hogs\":[{\"stack\":0,\"samples\":1,\"native_samples\":0,"
                  "\"native_call_keeps_gil\":false,\"passes_pct\":20,\"frames\":[\"main (a.py:1)\"]}],"
-                 "\"gil_hog_stacks\":1,\"processes\":[]}}\n");
+                 "\"gil_hog_stacks\":1,"
+                 "\"loop_blocked\":{\"threshold_ms\":100,\"episodes\":0,\"longest_ns\":0,\"longest\":[]},"
+                 "\"processes\":[]}}\n");
 
     struct profile_write_options idle = {.include_idle = true};
     char *text = capture(profile_write_json, &p, &idle, NULL);

@@ -1,0 +1,141 @@
+/* The loop-blocking episodes of a recording, read from its timeline: runs of
+ * consecutive samples of an asyncio loop thread that were not in the loop's
+ * selector, as long as why's loop_blocked threshold or longer. */
+#include "output/loop_blocks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnosis/asyncio_why.h"
+
+enum sample_place { PLACE_OUTSIDE_LOOP, PLACE_SELECTOR, PLACE_STEP };
+
+static bool frame_ends(const struct profile_frame *f, const char *file, const char *fn)
+{
+    if (f->native || f->synthetic || !f->function || !f->file)
+        return false;
+    const char *dot = strrchr(f->function, '.');
+    if (strcmp(dot ? dot + 1 : f->function, fn) != 0)   /* 3.11+ names carry the class */
+        return false;
+    size_t n = strlen(f->file), m = strlen(file);
+    return n >= m && strcmp(f->file + n - m, file) == 0 && (n == m || f->file[n - m - 1] == '/');
+}
+
+/* Where a loop thread's stack is, as asyncio_tasks.c's loop_step tells it
+ * from the innermost _run_once and the Python frame inside it; record
+ * --async replaces the loop's frames of a task step by "<task NAME>". */
+static enum sample_place place_of(const struct profile *p, uint32_t stack_id)
+{
+    if (stack_id >= p->n_stacks)
+        return PLACE_OUTSIDE_LOOP;
+    const struct profile_stack *st = &p->stacks[stack_id];
+    for (uint32_t k = st->depth; k-- > 0;) {
+        uint32_t id = st->frames[k];
+        if (id >= p->n_frames)
+            return PLACE_OUTSIDE_LOOP;
+        const struct profile_frame *f = &p->frames[id];
+        if (f->synthetic && f->function && strncmp(f->function, "<task ", 6) == 0)
+            return PLACE_STEP;
+        if (!frame_ends(f, "asyncio/base_events.py", "_run_once"))
+            continue;
+        for (uint32_t j = k + 1; j < st->depth; j++) {
+            const struct profile_frame *g = st->frames[j] < p->n_frames ? &p->frames[st->frames[j]] : NULL;
+            if (g && !g->native && !g->synthetic)
+                return frame_ends(g, "selectors.py", "select") ? PLACE_SELECTOR : PLACE_STEP;
+        }
+        return PLACE_STEP;
+    }
+    return PLACE_OUTSIDE_LOOP;
+}
+
+struct open_run {
+    bool open;
+    bool from_first;           /* began with the thread's first sample */
+    bool seen;
+    uint64_t start_ns, end_ns;
+    uint32_t stack;            /* its longest segment's */
+    uint64_t stack_ns;
+};
+
+struct builder {
+    const struct profile *p;
+    struct loop_blocks *out;
+    struct open_run *runs;
+    uint8_t *place;            /* per stack, +1; 0 not yet known */
+};
+
+static int episode_order(const void *a, const void *b)
+{
+    const struct loop_block *x = a, *y = b;
+    if (x->duration_ns != y->duration_ns)
+        return x->duration_ns < y->duration_ns ? 1 : -1;
+    return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+}
+
+static void close_run(struct builder *b, uint32_t thread, bool at_end)
+{
+    struct open_run *r = &b->runs[thread];
+    if (!r->open)
+        return;
+    r->open = false;
+    uint64_t d = r->end_ns - r->start_ns;
+    if (d < (uint64_t)ASYNCIO_BLOCKED_MS * 1000000ull)
+        return;
+    struct loop_blocks *o = b->out;
+    o->count++;
+    struct loop_block cand = {.thread = thread, .start_ns = r->start_ns, .duration_ns = d,
+                              .stack = r->stack, .at_edge = r->from_first || at_end};
+    if (o->n_longest == LOOP_BLOCKS_SHOWN) {
+        if (episode_order(&cand, &o->longest[LOOP_BLOCKS_SHOWN - 1]) >= 0)
+            return;
+        o->n_longest--;
+    }
+    o->longest[o->n_longest++] = cand;
+    qsort(o->longest, o->n_longest, sizeof o->longest[0], episode_order);
+}
+
+static int add_segment(void *ctx, const struct profile_segment *seg)
+{
+    struct builder *b = ctx;
+    if (seg->thread >= b->p->n_threads || seg->stack >= b->p->n_stacks)
+        return 0;
+    if (!b->place[seg->stack])
+        b->place[seg->stack] = (uint8_t)(place_of(b->p, seg->stack) + 1);
+    enum sample_place place = (enum sample_place)(b->place[seg->stack] - 1);
+    struct open_run *r = &b->runs[seg->thread];
+    bool first = !r->seen;
+    r->seen = true;
+    if (place != PLACE_STEP) {
+        close_run(b, seg->thread, false);
+        return 0;
+    }
+    if (!r->open) {
+        *r = (struct open_run){.open = true, .seen = true, .from_first = first,
+                               .start_ns = seg->start_ns, .stack = seg->stack};
+    }
+    r->end_ns = seg->end_ns;
+    if (seg->end_ns - seg->start_ns > r->stack_ns || r->stack_ns == 0) {
+        r->stack = seg->stack;
+        r->stack_ns = seg->end_ns - seg->start_ns;
+    }
+    return 0;
+}
+
+int loop_blocks_build(struct loop_blocks *out, const struct profile *p)
+{
+    memset(out, 0, sizeof *out);
+    out->threshold_ms = ASYNCIO_BLOCKED_MS;
+    struct builder b = {.p = p, .out = out};
+    b.runs = calloc(p->n_threads ? p->n_threads : 1, sizeof *b.runs);
+    b.place = calloc(p->n_stacks ? p->n_stacks : 1, 1);
+    int rc = -1;
+    if (b.runs && b.place && profile_foreach_segment(p, add_segment, &b) == 0) {
+        /* A run still open ends with the recording (or its thread's last sample). */
+        for (uint32_t t = 0; t < p->n_threads; t++)
+            close_run(&b, t, true);
+        rc = 0;
+    }
+    free(b.runs);
+    free(b.place);
+    return rc;
+}
