@@ -1,0 +1,94 @@
+"""record's summary: the loop-blocking episodes. programs/loop_blocks.py
+blocks its event loop from a coroutine with time.sleep(0.3) three times and
+with time.sleep(0.02) (under why's 100 ms threshold) eight times, and writes
+down when each long block began and how long it measured; record's JSON
+summary must count exactly the long ones, measure the longest within the
+recording's own sampling interval, and name the coroutine at the sleep's
+line. A loop that only idles has no episode."""
+
+import json
+import time
+
+import pytest
+
+from conftest import PROGRAMS, PYSCOPE
+from test_record import launch  # noqa: F401 (a fixture)
+from test_record import RECORD_SLACK, finish, load_record, record, stderr_of, thread_named
+from test_record import wait_for_file
+
+DURATION = 5
+
+
+def start_recording(launch, tmp_path, target, *options):
+    """record in the background, once it says it is sampling."""
+    out = tmp_path / "blocks.json"
+    proc = launch([PYSCOPE, "record", "-p", target.pid, "-d", DURATION, "-f", "json", "-o", out,
+                   *options])
+    deadline = time.monotonic() + RECORD_SLACK
+    while "sampling process" not in stderr_of(proc):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail("record did not start sampling:\n%s" % stderr_of(proc))
+        time.sleep(0.02)
+    return proc, out
+
+
+@pytest.mark.serial
+@pytest.mark.parametrize("mode", ["plain", "async"])
+def test_record_loop_blocks(interp, mode, start_program, launch, tmp_path):
+    """Under load the sampler may fall behind: the tolerance is the
+    recording's own mean interval between passes, twice (a block is seen
+    from at most one interval after it began to at most one after it
+    ended), and a 20 ms block only counts if a pass came 80 ms late."""
+    target = start_program(interp, "loop_blocks.py")
+    options = ["--async"] if mode == "async" else []
+    proc, out = start_recording(launch, tmp_path, target, *options)
+    truth_path = str(target.report_path) + ".blocks"
+    open(str(target.report_path) + ".go", "w").close()
+    wait_for_file(truth_path, target.proc, DURATION + RECORD_SLACK)
+    finish(proc, DURATION + RECORD_SLACK, "record")
+    doc = load_record(out)
+    with open(truth_path) as f:
+        truth = json.load(f)
+    start = doc["meta"]["start_unix_ns"] / 1e9
+    end = start + doc["meta"]["duration_ns"] / 1e9
+    inside = [b for b in truth["long"] if b["start_unix"] >= start
+              and b["start_unix"] + b["seconds"] <= end]
+    assert len(inside) == 3, "the recording (%.3f-%.3f) missed some of %r" % (start, end, truth)
+    blocked = doc["summary"]["loop_blocked"]
+    assert blocked["threshold_ms"] == 100
+    interval_s = doc["summary"]["sampling"]["mean_interval_ns"] / 1e9
+    tolerance = 2 * interval_s
+    assert blocked["episodes"] == 3, "%r, interval %.1f ms" % (blocked, interval_s * 1e3)
+    longest_truth = max(b["seconds"] for b in inside)
+    assert blocked["longest_ns"] == blocked["longest"][0]["duration_ns"]
+    assert abs(blocked["longest_ns"] / 1e9 - longest_truth) <= tolerance, (
+        blocked["longest_ns"], longest_truth, tolerance)
+    loop = thread_named(doc, target.report["extra"]["thread"])
+    sleep_frame = "%s (%s:%d)" % (truth["function"], PROGRAMS / "loop_blocks.py", truth["line"])
+    assert len(blocked["longest"]) == 3
+    for episode in blocked["longest"]:
+        assert episode["thread"] == loop and not episode["at_edge"], episode
+        assert abs(episode["duration_ns"] / 1e9 - truth["long"][0]["seconds"]) <= tolerance
+        frames = episode["frames"]
+        assert sleep_frame in frames, (sleep_frame, frames)
+        if mode == "async":
+            assert frames[frames.index(sleep_frame) + 1] == "<task blocker>", frames
+        else:
+            assert not any(f.startswith("<task ") for f in frames), frames
+    # The text summary says the same.
+    text = stderr_of(proc)
+    assert "Loop blocked: 3 episodes" in text, text
+    assert sleep_frame in text, text
+
+
+def test_record_loop_idle(interp, start_program, pyscope, tmp_path):
+    """A loop waking every 10 ms for a timer spends microseconds in each
+    step: no episode; its thread was sampled in the selector."""
+    target = start_program(interp, "loop_blocks.py")
+    out = tmp_path / "idle.json"
+    record(pyscope, out, "-p", target.pid, duration=1)
+    doc = load_record(out)
+    blocked = doc["summary"]["loop_blocked"]
+    assert blocked == {"threshold_ms": 100, "episodes": 0, "longest_ns": 0, "longest": []}, blocked
+    loop = thread_named(doc, target.report["extra"]["thread"])
+    assert doc["threads"][loop]["samples"] > 10
