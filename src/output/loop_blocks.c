@@ -105,7 +105,11 @@ static int add_segment(void *ctx, const struct profile_segment *seg)
     struct open_run *r = &b->runs[seg->thread];
     bool first = !r->seen;
     r->seen = true;
-    if (place != PLACE_STEP) {
+    /* A sample outside the loop (a torn walk that lost the loop's frames)
+     * neither ends a run nor lengthens it: the next known sample decides. */
+    if (place == PLACE_OUTSIDE_LOOP)
+        return 0;
+    if (place == PLACE_SELECTOR) {
         close_run(b, seg->thread, false);
         return 0;
     }
