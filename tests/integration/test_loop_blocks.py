@@ -35,10 +35,12 @@ def start_recording(launch, tmp_path, target, *options):
 @pytest.mark.serial
 @pytest.mark.parametrize("mode", ["plain", "async"])
 def test_record_loop_blocks(interp, mode, start_program, launch, tmp_path):
-    """Under load the sampler may fall behind: the tolerance is the
-    recording's own mean interval between passes, twice (a block is seen
-    from at most one interval after it began to at most one after it
-    ended), and a 20 ms block only counts if a pass came 80 ms late."""
+    """Under load the sampler may fall behind: the tolerance comes from the
+    recording's own mean interval between passes. An episode is off the
+    truth by less than the interval around its ends, and one interval of a
+    starved sampler (ASan, a busy machine) was seen at 3.6 times the mean:
+    four mean intervals. A 20 ms block only counts if a pass came 80 ms
+    late."""
     target = start_program(interp, "loop_blocks.py")
     options = ["--async"] if mode == "async" else []
     proc, out = start_recording(launch, tmp_path, target, *options)
@@ -57,7 +59,7 @@ def test_record_loop_blocks(interp, mode, start_program, launch, tmp_path):
     blocked = doc["summary"]["loop_blocked"]
     assert blocked["threshold_ms"] == 100
     interval_s = doc["summary"]["sampling"]["mean_interval_ns"] / 1e9
-    tolerance = 2 * interval_s
+    tolerance = 4 * interval_s
     assert blocked["episodes"] == 3, "%r, interval %.1f ms" % (blocked, interval_s * 1e3)
     longest_truth = max(b["seconds"] for b in inside)
     assert blocked["longest_ns"] == blocked["longest"][0]["duration_ns"]
@@ -68,7 +70,8 @@ def test_record_loop_blocks(interp, mode, start_program, launch, tmp_path):
     assert len(blocked["longest"]) == 3
     for episode in blocked["longest"]:
         assert episode["thread"] == loop and not episode["at_edge"], episode
-        assert abs(episode["duration_ns"] / 1e9 - truth["long"][0]["seconds"]) <= tolerance
+        seconds = episode["duration_ns"] / 1e9
+        assert any(abs(seconds - b["seconds"]) <= tolerance for b in inside), (episode, inside)
         frames = episode["frames"]
         assert sleep_frame in frames, (sleep_frame, frames)
         if mode == "async":
