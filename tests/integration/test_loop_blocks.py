@@ -7,6 +7,7 @@ recording's own sampling interval, and name the coroutine at the sleep's
 line. A loop that only idles has no episode."""
 
 import json
+import signal
 import time
 
 import pytest
@@ -16,7 +17,9 @@ from test_record import launch  # noqa: F401 (a fixture)
 from test_record import RECORD_SLACK, finish, load_record, record, stderr_of, thread_named
 from test_record import wait_for_file
 
-DURATION = 5
+# An upper bound: the recording is stopped with SIGINT once the program has
+# written its truth, so that a test takes as long as its blocks.
+DURATION = 30
 
 
 def start_recording(launch, tmp_path, target, *options):
@@ -46,8 +49,9 @@ def test_record_loop_blocks(interp, mode, start_program, launch, tmp_path):
     proc, out = start_recording(launch, tmp_path, target, *options)
     truth_path = str(target.report_path) + ".blocks"
     open(str(target.report_path) + ".go", "w").close()
-    wait_for_file(truth_path, target.proc, DURATION + RECORD_SLACK)
-    finish(proc, DURATION + RECORD_SLACK, "record")
+    wait_for_file(truth_path, target.proc, DURATION)
+    proc.send_signal(signal.SIGINT)
+    finish(proc, RECORD_SLACK, "record")
     doc = load_record(out)
     with open(truth_path) as f:
         truth = json.load(f)

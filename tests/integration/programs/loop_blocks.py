@@ -28,13 +28,13 @@ N_LONG, N_SHORT = 3, 8
 async def blocker(path):
     while not os.path.exists(path + ".go"):
         await asyncio.sleep(0.01)
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.1)
     long_blocks = []
     for _ in range(N_LONG):
         start, t0 = time.time(), time.perf_counter()
         time.sleep(LONG)  # long-block
         long_blocks.append({"start_unix": start, "seconds": time.perf_counter() - t0})
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.15)
     for _ in range(N_SHORT):
         time.sleep(SHORT)
         await asyncio.sleep(0.08)
