@@ -248,6 +248,8 @@ def test_dump_on_signal(interp, tmp_path, fmt):
                 assert time.monotonic() < deadline and proc.poll() is None
                 time.sleep(0.02)
             os.rename(out, "%s.%d" % (out, len(sent)))
+        # Both recordings are in: the program may end (HOLD is only its bound).
+        open(str(report) + ".done", "w").close()
         _, stderr = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:

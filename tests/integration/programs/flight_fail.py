@@ -7,7 +7,8 @@ counts down, a "cruncher" thread keeps the CPU (and the GIL) busy and a
   crash      thread "crasher" passes NULL to a C function that reads through
              it (SIGSEGV), from fail_crash()
   signal     nothing fails: the program keeps counting down for HOLD more
-             seconds (the test sends it SIGUSR2 meanwhile), then exits 0
+             seconds (the test sends it SIGUSR2 meanwhile), or until the
+             file REPORT.json.done exists, then exits 0
 
 usage: python flight_fail.py REPORT.json MODE DELAY_SECONDS [LIBCALLTHROUGH.so] [HOLD]
 
@@ -46,9 +47,11 @@ def sleep_forever(stop):
     stop.wait()
 
 
-def countdown(seconds):
+def countdown(seconds, until=None):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        if until and os.path.exists(until):
+            return
         time.sleep(0.01)
 
 
@@ -81,7 +84,7 @@ def main():
     write_report(report_path, report)
     countdown(delay)
     if mode == "signal":
-        countdown(hold)
+        countdown(hold, report_path + ".done")
         report["usr2_seen"] = usr2_seen
         write_report(report_path, report)
         return
