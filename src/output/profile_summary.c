@@ -60,6 +60,7 @@ static bool gil_switch_frame(const struct profile_frame *f)
         "PyEval_AcquireThread", "PyEval_ReleaseThread", "PyEval_AcquireLock",
         "PyEval_ReleaseLock", "_PyEval_AcquireLock", "_PyEval_ReleaseLock",
         "_PyThreadState_Attach", "_PyThreadState_Detach", "detach_thread", "tstate_try_attach",
+        "_PyThreadState_Swap", "_PyThreadState_SwapNoGIL", "PyThreadState_Swap",
         "PyGILState_Ensure", "PyGILState_Release", "_Py_HandlePending",
         "eval_frame_handle_pending"};
     if (!interpreter_module(f->module))
@@ -76,7 +77,8 @@ static bool gil_switch_frame(const struct profile_frame *f)
 
 /* Innermost first: the first C frame outside the C runtime (memcpy called
  * by the regex matcher is not what holds the GIL), else the first C frame.
- * None when that frame takes or drops the GIL. In a stack not merged (the C
+ * None when that frame takes or drops the GIL, or in a merged stack any C
+ * frame between it and the Python caller does. In a stack not merged (the C
  * frames after "[C stack not merged]", the interpreter's plumbing left out)
  * an interpreter frame or a C-runtime one may be of any activation, not the
  * innermost: only a frame of another file is named there. */
@@ -85,7 +87,7 @@ static void c_holder(const struct profile *p, const struct profile_stack *st, ui
 {
     *c_frame = *py_frame = UINT32_MAX;
     uint32_t first_c = UINT32_MAX;
-    bool switching = false, unmerged = false;
+    bool switching = false, switching_below = false, unmerged = false;
     for (uint32_t k = st->depth; k-- > 0;) {
         uint32_t id = st->frames[k];
         if (id >= p->n_frames)
@@ -98,6 +100,11 @@ static void c_holder(const struct profile *p, const struct profile_stack *st, ui
                 *c_frame = id;
                 switching = gil_switch_frame(f);
             }
+            /* Any frame, not only the innermost: a thread just past
+             * take_gil, in PyEval_RestoreThread's swap of its thread
+             * state, is still switching. */
+            if (gil_switch_frame(f))
+                switching_below = true;
         } else if (f->synthetic && strcmp(f->function, PROFILE_NATIVE_NOT_MERGED) == 0) {
             unmerged = true;
         } else if (!f->synthetic) {
@@ -111,7 +118,7 @@ static void c_holder(const struct profile *p, const struct profile_stack *st, ui
     } else if (*c_frame == UINT32_MAX) {
         *c_frame = first_c;
     }
-    if (switching)
+    if (switching || (switching_below && !unmerged))
         *c_frame = UINT32_MAX;
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "output/profile_summary.h"
 #include "output/profile_writers.h"
 #include "output/protobuf.h"
 #include "profile/profile.h"
@@ -849,11 +850,53 @@ static void test_svg(void)
     profile_free(&empty);
 }
 
+/* The C function named as holding the GIL: the innermost C frame outside
+ * the C runtime, unless the thread is between holding the GIL and not:
+ * that frame, or in a merged stack any C frame below it (a thread just back
+ * from take_gil, in PyEval_RestoreThread's swap of its thread state). */
+static void test_c_hogs(void)
+{
+    struct profile p;
+    CHECK_EQ_INT(profile_init(&p), 0);
+    const char *libpy = "libpython3.12.so.1.0";
+    uint32_t py = profile_frame_id(&p, "hog", "app.py", 7, false);
+    uint32_t call = profile_native_frame_id(&p, "_ctypes_callproc", "_ctypes.cpython-312-x86_64-linux-gnu.so", "", 0,
+                                            0x1000, NULL);
+    uint32_t work = profile_native_frame_id(&p, "checksum_blocks", "libhog.so", "hog.c", 14,
+                                            0x2000, NULL);
+    uint32_t memcpy_f = profile_native_frame_id(&p, "memcpy", "libc.so.6", "", 0, 0x3000,
+                                                NULL);
+    uint32_t restore = profile_native_frame_id(&p, "PyEval_RestoreThread", libpy, "", 0, 0x4000,
+                                               NULL);
+    uint32_t swap = profile_native_frame_id(&p, "_PyThreadState_SwapNoGIL", libpy, "", 0, 0x5000,
+                                            NULL);
+    uint32_t hashing[] = {py, call, work, memcpy_f};
+    uint32_t back[] = {py, call, restore, swap};
+    uint32_t s_hash = profile_stack_id(&p, hashing, 4);
+    uint32_t s_back = profile_stack_id(&p, back, 4);
+    for (int i = 0; i < 3; i++)
+        profile_add_hog(&p, s_back, true);
+    for (int i = 0; i < 2; i++)
+        profile_add_hog(&p, s_hash, true);
+    p.meta.passes = 10;
+    struct profile_summary s;
+    CHECK_EQ_INT(profile_summary_build(&s, &p), 0);
+    CHECK_EQ_INT((int)s.n_c_hogs, 1);
+    if (s.n_c_hogs == 1) {
+        CHECK_EQ_INT((int)s.c_hogs[0].c_frame, (int)work);
+        CHECK_EQ_INT((int)s.c_hogs[0].py_frame, (int)py);
+        CHECK_EQ_INT((int)s.c_hogs[0].samples, 2);
+    }
+    profile_summary_free(&s);
+    profile_free(&p);
+}
+
 int main(void)
 {
     test_collapsed();
     test_svg();
     test_summary();
+    test_c_hogs();
     test_speedscope();
     test_chrome();
     test_protobuf();
