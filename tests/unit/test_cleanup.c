@@ -33,17 +33,26 @@ static void on_usr1(int sig)
     go = 1;
 }
 
-/* Waits for SIGUSR1, then calls marked() and exits 0. */
+/* Waits for SIGUSR1, then calls marked() and exits 0. SIGUSR1 is blocked
+ * from before the fork until sigsuspend: a signal sent between the test of
+ * go and a pause() would be lost, and the test would wait for ever. */
 static pid_t start_child(void)
 {
     signal(SIGUSR1, on_usr1);
+    sigset_t usr1, before;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &usr1, &before);
     pid_t pid = fork();
     if (pid == 0) {
+        sigset_t waiting = before;
+        sigdelset(&waiting, SIGUSR1);
         while (!go)
-            pause();
+            sigsuspend(&waiting);
         sink = marked(sink);
         _exit(0);
     }
+    sigprocmask(SIG_SETMASK, &before, NULL);
     return pid;
 }
 
