@@ -29,7 +29,7 @@ RECV_SYSCALLS = {"recvfrom", "recvmsg", "read", "poll", "ppoll"}
 
 STATES = {"holding_gil", "waiting_gil", "running", "idle", "unknown"}
 
-RACE_ROUNDS = int(os.environ.get("PYSCOPE_RACE_ROUNDS", "15"))
+RACE_ROUNDS = int(os.environ.get("PYSCOPE_RACE_ROUNDS", "8"))
 # cpu_two: dumps (of 10) that must show one worker holding, the other waiting.
 # A waiter that the kernel has woken but not yet scheduled (a busy machine)
 # is on no futex, but its innermost frame is in no call: "waiting_gil" still.

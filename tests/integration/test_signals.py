@@ -4,8 +4,9 @@ dump --pause, dump --native, run, run --record-last) and record, sent each of
 SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGALRM and SIGKILL at a
 random moment. The target must survive with its code bytes unchanged
 (compared with the files through /proc/PID/mem), never be left stopped and
-see no difference (sigmatrix.py has the checks). One trial per cell on two
-interpreters, at a new random moment each run, keeps it fast;
+see no difference (sigmatrix.py has the checks). One trial per cell, watch's
+cells on two interpreters and the others' on one of the two in turn, at a
+new random moment each run, keeps it fast;
 bench/signal_matrix.py runs the full matrix, many trials a cell.
 
 watch killed with SIGKILL: the process killed is watch's guard; its tracer,
@@ -15,6 +16,7 @@ waits until no thread of the target is traced (watch/guard.c).
 
 Also: a broken pipe on watch's report stream (`watch --all ... | head`)."""
 
+import hashlib
 import os
 import random
 import signal
@@ -33,6 +35,11 @@ SUITE_INTERPS = ("3.10.13", "debian-3.14")
 # cells on its own interpreters, to check pyscope's own cleanup.
 TRIALS = 1
 SEED = int.from_bytes(os.urandom(4), "little")
+# Which interpreter takes which cell must be the same in every xdist worker
+# (each collects the tests itself): from the run's id that xdist gives them
+# all, else from this process's seed.
+_RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+ROTATION = (int(hashlib.sha256(_RUN_ID.encode()).hexdigest(), 16) if _RUN_ID else SEED) % 2
 
 
 def suite_interps():
@@ -56,11 +63,31 @@ def library(tmp_path_factory):
     return sigmatrix.build_library(tmp_path_factory.mktemp("sigmatrix"))
 
 
-CELLS = [(mode, sig) for mode in sigmatrix.MODES for sig in sigmatrix.SIGNALS]
+def matrix_cells():
+    """watch's two modes on both interpreters (debug registers alone on one,
+    the int3 on the eval loop on the other); every other mode, which
+    does the same on both, on one of them per cell, alternating, and which
+    one turns with the seed: each run covers half the pairs, a new half
+    each time, in two fifths of the time."""
+    interps = suite_interps()
+    cells = []
+    for m, mode in enumerate(sigmatrix.MODES):
+        for k, sig in enumerate(sigmatrix.SIGNALS):
+            if mode.startswith("watch-") or len(interps) < 2:
+                cells += [(i, mode, sig) for i in interps]
+            else:
+                cells.append((interps[(m + k + ROTATION) % 2], mode, sig))
+    return cells
 
 
-@pytest.mark.parametrize("mode,signame", CELLS, ids=["%s-%s" % c for c in CELLS])
-def test_signal_leaves_target_unchanged(sig_interp, mode, signame, tmp_path, library):
+CELLS = matrix_cells()
+
+
+@pytest.mark.parametrize("interp_,mode,signame", CELLS,
+                         ids=["%s-%s-%s" % (i.id, mode, sig) for i, mode, sig in CELLS])
+def test_signal_leaves_target_unchanged(interp_, mode, signame, tmp_path, library):
+    discovery().used.add(interp_.id)
+    sig_interp = interp_
     failures = []
     for index in range(TRIALS):
         seed = hash((SEED, sig_interp.id, mode, signame, index)) & 0xffffffff
