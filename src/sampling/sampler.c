@@ -298,11 +298,19 @@ static void refresh_names(struct sampler *s)
     free(names);
 }
 
+/* A pass looks its threads up in list order, mostly the order they were
+ * added in: the search starts after the one found last, which makes it one
+ * look (the entries are large, each look a cache miss). */
 static struct sampled_thread *find_thread(struct sampler *s, uint64_t tstate, uint64_t thread_id)
 {
-    for (size_t i = 0; i < s->n_threads; i++)
-        if (s->threads[i].tstate == tstate && s->threads[i].thread_id == thread_id)
+    size_t n = s->n_threads, start = s->find_hint < n ? s->find_hint : 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = start + k < n ? start + k : start + k - n;
+        if (s->threads[i].tstate == tstate && s->threads[i].thread_id == thread_id) {
+            s->find_hint = i + 1;
             return &s->threads[i];
+        }
+    }
     return NULL;
 }
 

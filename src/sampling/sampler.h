@@ -50,6 +50,7 @@ struct sampler {
     uint32_t *walk_ids;               /* scratch: ids of the frames one walk read */
     struct sampled_thread *threads;
     size_t n_threads, cap_threads;
+    size_t find_hint;                 /* where find_thread looks first */
     struct profile *profile;
     uint32_t profile_process;         /* its entry in profile->processes */
     /* Where each pass's samples go: by default profile_sink, into the
