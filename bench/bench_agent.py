@@ -22,7 +22,7 @@ processes at the same time for M minutes, their RSS every --rss-every
 seconds, and the growth per minute over the second half of the run
 extrapolated to one hour.
 
-usage: /usr/bin/python3 bench/bench_agent.py [--processes 50] [--threads 10]
+usage: /usr/bin/python3 bench/bench_agent.py [--processes 50] [--threads 10] [--wake 0.05]
            [--rates 19,100] [--seconds 30] [--rounds 3] [--interp PATH]
            [--slowdown-rounds 5] [--slowdown-seconds 10] [--binary-b PATH]
            [--rss-minutes M [--rss-every 30]]
@@ -190,6 +190,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--processes", type=int, default=50)
     ap.add_argument("--threads", type=int, default=10)
+    ap.add_argument("--wake", type=float, default=0.05,
+                    help="seconds between a worker's wake-ups (larger: a quieter service)")
     ap.add_argument("--rates", default="19,100")
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--rounds", type=int, default=3)
@@ -213,7 +215,8 @@ def main():
     targets = []
     try:
         for _ in range(args.processes):
-            targets.append(subprocess.Popen([interp, str(TARGET), str(args.threads), marker],
+            targets.append(subprocess.Popen([interp, str(TARGET), str(args.threads), marker,
+                                             str(args.wake)],
                                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
         for t in targets:
             t.stdout.readline()
@@ -224,8 +227,8 @@ def main():
             return
         rates = [float(r) for r in args.rates.split(",")]
         results = {(b, r): [] for b in binaries for r in rates}
-        print("%d processes x %d threads (%s), %g s per run, load %s"
-              % (args.processes, args.threads, interp, args.seconds, os.getloadavg()))
+        print("%d processes x %d threads (%s), waking every %g s, %g s per run, load %s"
+              % (args.processes, args.threads, interp, args.wake, args.seconds, os.getloadavg()))
         for rnd in range(args.rounds):
             for r in rates:
                 for b in (list(binaries) if rnd % 2 == 0 else list(binaries)[::-1]):

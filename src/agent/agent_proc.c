@@ -118,13 +118,15 @@ static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
          * their frames. What a low rate over many processes can spare: the
          * interpreters looked up every second, known threads' names every
          * ten, idle threads' syscall files read four times a second while
-         * they stay in the same call. */
+         * they stay in the same call, and parked threads' thread states only
+         * when the GIL shows they may have run. */
         s->recheck_running = true;
         s->verify_codes = true;
         s->memo_verified = true;
         s->interp_refresh_ns = 1000000000ull;
         s->idle_recheck_ns = 250000000ull;
         s->names_refresh_ns = 10000000000ull;
+        s->skip_quiet_tstates = true;
         if (a->page_cache)
             target_cache_use(s->target, a->page_cache);
         else

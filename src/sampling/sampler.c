@@ -69,6 +69,10 @@ struct sampled_thread {
     uint16_t idle_syscall;
     uint8_t idle_streak;             /* reads in a row that found it idle there */
     uint32_t covered_run;            /* passes in a row the read ahead was enough */
+    /* The GIL's switch count when its thread state was last read, and when
+     * (ts_known false: not yet): see quiet_since_read. */
+    uint64_t ts_switch, ts_read_ns;
+    bool ts_known;
     /* The switch count when this thread was last seen blocked in the GIL's
      * futex, or last seen holding the GIL; UINT64_MAX when neither. */
     uint64_t waiting_since_switch;
@@ -294,11 +298,19 @@ static void refresh_names(struct sampler *s)
     free(names);
 }
 
+/* A pass looks its threads up in list order, mostly the order they were
+ * added in: the search starts after the one found last, which makes it one
+ * look (the entries are large, each look a cache miss). */
 static struct sampled_thread *find_thread(struct sampler *s, uint64_t tstate, uint64_t thread_id)
 {
-    for (size_t i = 0; i < s->n_threads; i++)
-        if (s->threads[i].tstate == tstate && s->threads[i].thread_id == thread_id)
+    size_t n = s->n_threads, start = s->find_hint < n ? s->find_hint : 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = start + k < n ? start + k : start + k - n;
+        if (s->threads[i].tstate == tstate && s->threads[i].thread_id == thread_id) {
+            s->find_hint = i + 1;
             return &s->threads[i];
+        }
+    }
     return NULL;
 }
 
@@ -789,6 +801,7 @@ struct pass_thread {
     int interp;                 /* index into the pass's interpreters */
     uint64_t cframe;            /* 3.11/3.12 */
     bool top_assumed;           /* pt.top_frame is the last pass's (cframe_assumed) */
+    bool ts_stale;              /* pt is from an earlier pass's read (ts_skipped) */
 };
 
 /* The interpreters change rarely; they are looked up again every so often,
@@ -882,6 +895,87 @@ static void adapt_read_ahead(struct sampled_thread *th, bool covered)
     }
 }
 
+
+/* The thread states of parked threads are left unread while the GIL shows
+ * they cannot have changed. A thread's Python state (its frames, its data
+ * stack, the top frame its thread state points to) changes only while it
+ * holds the GIL, and CPython counts a switch every time the GIL is taken
+ * by a thread other than its last holder: while the count stands where it
+ * was when the thread state was read, and the thread is not the last
+ * holder, it has not taken the GIL since. Only the last holder can have run
+ * meanwhile, and the one change it can make to another's thread state that
+ * a pass uses is unlinking itself from the list, which rewrites its
+ * predecessor's next: that one is read too. A thread state is still read at
+ * least every TSTATE_SKIP_MAX_NS. */
+#define TSTATE_SKIP_MAX_NS 1000000000ull
+
+static bool quiet_since_read(const struct sampler *s, const struct sampled_thread *th, int k,
+                             uint64_t switches, uint64_t last_holder, uint64_t now_ns)
+{
+    return th->ts_known && s->interps[k].gil && s->rt.layout.gil_switch_number != PY_OFF_NONE &&
+           switches == th->ts_switch && last_holder != th->tstate &&
+           now_ns - th->ts_read_ns < TSTATE_SKIP_MAX_NS;
+}
+
+/* Whether chain entry i's thread state can be left unread, on the GIL's
+ * switch count given: to plan, the last pass's, and only when no switch
+ * came between the last two passes either (else a switch is likely again,
+ * and confirming would cost a second read); to confirm, this pass's. */
+static bool skip_tstate(const struct sampler *s, size_t i, const struct sampled_thread *th,
+                        uint64_t switches, bool planning, uint64_t now_ns)
+{
+    int k = s->chain[i].interp;
+    if (!s->skip_quiet_tstates || !s->chain_blocks || k < 0 || k >= s->n_interps ||
+        (!th->parked && !th->idle_parked) || (planning && !s->gil_quiet[k]))
+        return false;
+    uint64_t holder = s->last_holders[k];
+    bool holder_next = i + 1 < s->n_chain && s->chain[i + 1].interp == k &&
+                       s->chain[i + 1].tstate == holder;
+    return !holder_next && quiet_since_read(s, th, k, switches, holder, now_ns);
+}
+
+/* This pass's GIL read along with the rest: a thread state left unread
+ * whose thread may have taken the GIL after all is read now. */
+static int confirm_skipped(struct sampler *s, size_t ts_size)
+{
+    const struct py_layout *L = &s->rt.layout;
+    for (int k = 0; k < s->n_interps; k++) {
+        uint64_t before = s->interps[k].gil_switches;
+        py_gil_decode(L, (const unsigned char *)s->gil_bufs[k], &s->interps[k]);
+        s->gil_quiet[k] = s->interps[k].gil_switches == before;
+        memcpy(&s->last_holders[k], (const unsigned char *)s->gil_bufs[k] + L->gil_last_holder, 8);
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_chain; i++) {
+        if (!s->chain[i].ts_skipped)
+            continue;
+        struct sampled_thread *th = find_thread(s, s->chain[i].tstate, s->chain[i].thread_id);
+        /* quiet_since_read's clock was checked when planning. */
+        if (th && skip_tstate(s, i, th, s->interps[s->chain[i].interp].gil_switches, false,
+                              th->ts_read_ns))
+            continue;
+        s->chain[i].ts_skipped = false;
+        s->spans[n++] = (struct target_span){s->chain[i].tstate, s->blocks + i * TSTATE_READ_MAX,
+                                             ts_size, false};
+    }
+    if (n && target_read_spans(s->target, s->spans, n) != n)
+        return -1;
+    return 0;
+}
+
+/* The threads whose thread state this pass read: the GIL's count then. */
+static void note_read_states(struct sampler *s, int n_pass, uint64_t now_ns)
+{
+    for (int i = 0; i < n_pass; i++) {
+        struct sampled_thread *th = s->pass[i].th;
+        if (!th || s->pass[i].ts_stale)
+            continue;
+        th->ts_switch = s->interps[s->pass[i].interp].gil_switches;
+        th->ts_read_ns = now_ns;
+        th->ts_known = true;
+    }
+}
+
 static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns)
 {
     const struct py_layout *L = &s->rt.layout;
@@ -899,21 +993,25 @@ static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns
         if (pi->gc_flag)
             s->spans[n_spans++] = (struct target_span){pi->gc_flag, &s->gc_flags[k], 4, false};
     }
-    size_t first_cframe = n_spans + s->n_chain;
-    for (size_t i = 0; i < s->n_chain; i++)
-        s->spans[n_spans++] = (struct target_span){s->chain[i].tstate,
-                                                   s->blocks + i * TSTATE_READ_MAX, ts_size, false};
     for (size_t i = 0; i < s->n_chain; i++) {
         struct sampled_thread *th = find_thread(s, s->chain[i].tstate, s->chain[i].thread_id);
         s->chain[i].cframe_assumed = false;
-        if (!th)
-            continue;
-        th->read_ahead = false;
-        th->parked = th->waiting_since_switch != UINT64_MAX && th->last_stack != UINT32_MAX;
-        th->idle_parked = !th->parked && th->last_stack != UINT32_MAX &&
-                          still_idle(s, th, false, now_ns);
-        s->chain[i].cframe_assumed = th->idle_parked;
+        s->chain[i].ts_skipped = false;
+        if (th) {
+            th->read_ahead = false;
+            th->parked = th->waiting_since_switch != UINT64_MAX && th->last_stack != UINT32_MAX;
+            th->idle_parked = !th->parked && th->last_stack != UINT32_MAX &&
+                              still_idle(s, th, false, now_ns);
+            /* Judged on the last pass's GIL; this pass's confirms it below. */
+            s->chain[i].ts_skipped = skip_tstate(s, i, th, s->interps[s->chain[i].interp].gil_switches,
+                                                 true, now_ns);
+            s->chain[i].cframe_assumed = th->idle_parked || s->chain[i].ts_skipped;
+        }
+        if (!s->chain[i].ts_skipped)
+            s->spans[n_spans++] = (struct target_span){s->chain[i].tstate,
+                                                       s->blocks + i * TSTATE_READ_MAX, ts_size, false};
     }
+    size_t first_cframe = n_spans;
     /* 3.11/3.12 keep the top frame in a _PyCFrame on the thread's C stack;
      * it rarely moves, so the one seen last time is read along (a page of
      * its own per thread: not for a thread parked idle, whose last top frame
@@ -965,6 +1063,8 @@ static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns
         else
             s->chain[i].cframe_ok = s->spans[k++].ok;
     }
+    if (confirm_skipped(s, ts_size) != 0)
+        return -1;
     size_t i = 0;
     for (int k = 0; k < s->n_interps; k++) {
         struct py_interp *pi = &s->interps[k];
@@ -996,6 +1096,7 @@ static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns
             ptr->cframe = cframe;
             ptr->interp = k;
             ptr->th = NULL;
+            ptr->ts_stale = s->chain[i].ts_skipped;
             i++;
             expected = next;
         }
@@ -1008,6 +1109,7 @@ static int walk_threads(struct sampler *s, size_t ts_size)
 {
     const struct py_layout *L = &s->rt.layout;
     size_t n = 0;
+    s->chain_blocks = false; /* the blocks are rewritten in the list's new order */
     if (!s->walked.slots && addrset_init(&s->walked, PY_MAX_THREADS) != 0)
         return -1;
     addrset_clear(&s->walked);
@@ -1038,6 +1140,7 @@ static int walk_threads(struct sampler *s, size_t ts_size)
             s->pass[n].interp = k;
             s->pass[n].th = NULL;
             s->pass[n].top_assumed = false;
+            s->pass[n].ts_stale = false;
             n++;
             memcpy(&tstate, block + L->tstate_next, 8);
         }
@@ -1109,9 +1212,12 @@ static void remember_chain(struct sampler *s, int n_pass)
     if ((size_t)n_pass <= s->cap_chain) {
         for (int i = 0; i < n_pass; i++)
             s->chain[i] = (struct chain_entry){s->pass[i].pt.tstate, s->pass[i].pt.thread_id,
-                                               s->pass[i].interp, s->pass[i].cframe, 0, false, false};
+                                               s->pass[i].interp, s->pass[i].cframe, 0, false,
+                                               false, false};
         s->n_chain = (size_t)n_pass;
     }
+    /* Block i is pass i's thread state, i.e. chain entry i's. */
+    s->chain_blocks = s->n_chain == (size_t)n_pass;
 }
 
 /* Pairs each thread state of the pass with its sampled thread, adding the
@@ -1223,6 +1329,7 @@ static bool reread_thread(struct sampler *s, struct pass_thread *pass)
         return false;
     pass->pt = pt;
     pass->top_assumed = false;
+    pass->ts_stale = false;
     py_stack_copy_read(&s->reader, pt.datastack_chunk, pt.datastack_top, &pass->th->copy);
     return true;
 }
@@ -1380,6 +1487,7 @@ static int pass_body(struct sampler *s, uint64_t now_ns)
     }
     remember_chain(s, n_pass);
     match_threads(s, n_pass);
+    note_read_states(s, n_pass, now_ns);
     read_uncovered_stacks(s, n_pass);
 
     struct pass_summary sum = {.holder_stack = UINT32_MAX};

@@ -33,6 +33,7 @@ struct chain_entry {
     uint64_t cframe_top;      /* read with the thread state: its current_frame */
     bool cframe_ok;
     bool cframe_assumed;      /* not read: the thread is parked idle, the last one stands */
+    bool ts_skipped;          /* its thread state not read: the last pass's block stands */
 };
 
 struct sampler {
@@ -49,6 +50,7 @@ struct sampler {
     uint32_t *walk_ids;               /* scratch: ids of the frames one walk read */
     struct sampled_thread *threads;
     size_t n_threads, cap_threads;
+    size_t find_hint;                 /* where find_thread looks first */
     struct profile *profile;
     uint32_t profile_process;         /* its entry in profile->processes */
     /* Where each pass's samples go: by default profile_sink, into the
@@ -62,6 +64,8 @@ struct sampler {
     /* interpreters, re-read every 100 ms */
     struct py_interp interps[PY_MAX_INTERPRETERS];
     uint64_t gil_bufs[PY_MAX_INTERPRETERS][64];   /* copies of each GIL struct */
+    uint64_t last_holders[PY_MAX_INTERPRETERS];   /* gil->last_holder, locked or not */
+    bool gil_quiet[PY_MAX_INTERPRETERS];          /* no switch between the last two reads */
     uint64_t heads[PY_MAX_INTERPRETERS];
     int32_t gc_flags[PY_MAX_INTERPRETERS];
     int n_interps;
@@ -99,6 +103,12 @@ struct sampler {
     /* How often the names of known threads are read again (0: every second;
      * a thread new since the last reading is named within a second). */
     uint64_t names_refresh_ns;
+    /* A parked thread (waiting for the GIL, or idle where it was) that has
+     * not taken the GIL since its thread state was last read has not run
+     * Python code since: its thread state is not read again (the agent's
+     * setting; see quiet_since_read in sampler.c). */
+    bool skip_quiet_tstates;
+    bool chain_blocks;                /* s->blocks hold the chain's thread states */
     bool thread_unnamed;
     uint64_t start_ns;                /* monotonic time of the first pass */
     uint64_t last_names_ns;           /* when thread names were last refreshed */

@@ -750,3 +750,44 @@ def test_max_processes(agent, start_program):
         time.sleep(0.1)
     assert refused[0][0] != sampled[0]
     assert refused[0][1] == "already sampling --max-processes 1 processes"
+
+
+def thread_seconds(fams, pid, thread):
+    return {labels["state"]: value for labels, value in
+            series(fams, "pyscope_thread_seconds_total", pid=pid, thread=thread)}
+
+
+def test_quiet_threads_followed_when_they_move(interp, start_program, agent, tmp_path):
+    """While a process's GIL does not change hands, the agent leaves the
+    thread states of its waiting threads unread (nothing in them can change
+    without the GIL). The moment one of them goes on, by way of a switch of
+    the GIL, it is followed: from the pass after agent_quiet.py's mover
+    leaves its wait, it is counted holding or waiting for the GIL, not idle
+    where it was; the sleeper stays idle, the hog holds the GIL."""
+    moved = tmp_path / "moved"
+    target = start_program(interp, "agent_quiet.py", moved)
+    a = agent("--cpu-budget", "0")
+    a.wait_sampling(target.pid)
+    time.sleep(1.5)  # long enough for the waiting threads to be parked
+    before = thread_seconds(a.metrics(), target.pid, "mover")
+    assert before["idle"] > 0.5 and before["holding_gil"] == 0, before
+    target.proc.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while not moved.exists():
+        assert time.monotonic() < deadline, "mover never moved"
+        time.sleep(0.01)
+    fams = a.metrics()
+    m0, s0, h0 = (thread_seconds(fams, target.pid, t) for t in ("mover", "sleeper", "hog"))
+    time.sleep(1.5)
+    fams = a.metrics()
+    m1, s1, h1 = (thread_seconds(fams, target.pid, t) for t in ("mover", "sleeper", "hog"))
+    moved_d = {k: m1[k] - m0[k] for k in m1}
+    total = sum(moved_d.values())
+    assert total > 0.5, moved_d
+    # The first pass after the move may still find it on its way out.
+    assert moved_d["idle"] <= 0.15 * total, moved_d
+    assert moved_d["holding_gil"] + moved_d["waiting_gil"] >= 0.7 * total, moved_d
+    sleeper_d = {k: s1[k] - s0[k] for k in s1}
+    assert sleeper_d["idle"] >= 0.9 * sum(sleeper_d.values()), sleeper_d
+    hog_d = {k: h1[k] - h0[k] for k in h1}
+    assert hog_d["holding_gil"] + hog_d["waiting_gil"] >= 0.9 * sum(hog_d.values()), hog_d
