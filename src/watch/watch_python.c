@@ -27,14 +27,16 @@
  * object entered is searched once, with its constants, and FUNC's code is
  * watched before FUNC can even be called.
  *
- * Where the version has one (the layout's code_entry_read: 3.8-3.10 and
- * 3.12+), the watchpoint is on a field of the code object that the
+ * Where the version has one (the layout's code_entry_read: every version
+ * from 3.8), the watchpoint is on a field of the code object that the
  * interpreter reads each time a frame of it starts or resumes instead of
  * on the count: a trap comes once per call, with the new frame already on
  * top (no stepping), and also when a generator or coroutine of FUNC is
  * resumed, which takes no reference: from C (send(), next()) and, on 3.12+,
  * inside the interpreter loop (a for loop over a generator, an await or
- * yield from of one already started), where no C frame is in between. */
+ * yield from of one already started), where no C frame is in between.
+ * 3.11's field is the first code unit, which a resumption does not fetch:
+ * its generators keep the reference count and the int3. */
 
 /* Between a code object's reference being taken and its frame being
  * pushed the interpreter runs a few hundred instructions; more when a
@@ -370,6 +372,15 @@ static int fast_check(struct watch_session *s, struct watch_thread *wt, const st
     return 0;
 }
 
+/* Whether the entry field is the code's first code unit, which the
+ * interpreter fetches at a frame's start (3.11): then also code that reads
+ * the whole bytecode (quickening it, co_code) traps, with the frame past its
+ * first instruction. */
+static bool entry_is_first_unit(const struct py_layout *L)
+{
+    return L->code_code_adaptive != PY_OFF_NONE && L->code_entry_read == L->code_code_adaptive;
+}
+
 /* A trap on watch i's entry field: the thread has just started or resumed
  * a frame, which is then its top frame. FUNC's code there and further down
  * too is a re-entry, reported at once. */
@@ -401,6 +412,8 @@ static void on_entry_read(struct watch_session *s, pid_t tid, int i)
     size_t count = walk(s, py_tstate_top_frame(&s->reader, tstate), &status);
     if (count == 0 || s->frames[0].code_addr != w->code)
         return;                    /* another reader of the field */
+    if (entry_is_first_unit(s->reader.L) && s->frames[0].instr_offset >= 0)
+        return;                    /* FUNC's running frame reading its bytecode */
     bool again = false;
     for (size_t k = 1; k < count && !again; k++)
         again = s->frames[k].code_addr == w->code;
@@ -669,7 +682,7 @@ static bool generator_entry(struct watch_session *s, pid_t tid, const struct use
 }
 
 /* A generator or coroutine function whose resumption only the int3 at the
- * interpreter's entry shows (3.11: no entry field). */
+ * interpreter's entry shows (3.11: its entry field is not read then). */
 static bool any_generator(const struct watch_session *s)
 {
     for (int i = 0; i < s->n_py; i++)
@@ -799,8 +812,12 @@ static int add_watches(struct watch_session *s, int f, const struct py_func_matc
                         (PY_CO_GENERATOR | PY_CO_COROUTINE | PY_CO_ASYNC_GENERATOR)) != 0;
         const struct py_layout *L = s->reader.L;
         int len = L->code_entry_read_size;
-        w->entry = L->code_entry_read != PY_OFF_NONE && (len == 4 || len == 8) &&
-                   ((w->code + (uint64_t)L->code_entry_read) & (uint64_t)(len - 1)) == 0;
+        /* A generator resumes after its last yield, not at its first code
+         * unit: where that unit is the entry field (3.11), the int3 at the
+         * interpreter's entry sees its resumptions (all from C there). */
+        w->entry = L->code_entry_read != PY_OFF_NONE && (len == 2 || len == 4 || len == 8) &&
+                   ((w->code + (uint64_t)L->code_entry_read) & (uint64_t)(len - 1)) == 0 &&
+                   !(w->generator && entry_is_first_unit(L));
         w->watch_addr = w->entry ? w->code + (uint64_t)L->code_entry_read : w->code;
         w->watch_len = w->entry ? len : 4;
         snprintf(w->label, sizeof w->label, "%s", label);
