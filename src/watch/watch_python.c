@@ -284,7 +284,11 @@ static int fast_check(struct watch_session *s, struct watch_thread *wt, const st
     fr->n = 0;
     fr->watched = 0;
     add_span(fr, w->watch_addr, &fr->watched, (size_t)w->watch_len);
-    bool have_current = L->runtime_tstate_current != PY_OFF_NONE;
+    /* The GIL holder tells which thread state runs (3.8-3.11). A lone
+     * thread's is the one seen last time, unless it switched interpreters:
+     * then its top frame is not FUNC's new one, which is checked below. */
+    bool lone = below_top && wt->tstate && s->tr.n == 1;
+    bool have_current = L->runtime_tstate_current != PY_OFF_NONE && !lone;
     if (have_current)
         add_span(fr, s->rt.runtime_addr + (uint64_t)L->runtime_tstate_current,
                  &fr->tstate_current, 8);
@@ -365,6 +369,8 @@ static int fast_check(struct watch_session *s, struct watch_thread *wt, const st
         chain[n] = f;
         if (frame_code == code && (n > 0 || !below_top))
             return 1;
+        if (n == 0 && lone && frame_code != code)
+            return 1;              /* not the frame that trapped: look properly */
         f = back;
     }
     memcpy(wt->chain, chain, sizeof chain[0] * (size_t)n);
