@@ -1,6 +1,7 @@
-/* Re-entry of Python functions: a hardware watchpoint on the code object's
- * reference count, which every new frame of the function takes, then single
- * steps to the new frame's push. */
+/* Re-entry of Python functions: a hardware watchpoint on a field of the code
+ * object that every start of a frame of it reads (where a layout has none,
+ * on its reference count, which every new frame takes, then single steps to
+ * the new frame's push; 3.11's generator functions: the int3 alone). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
