@@ -512,8 +512,8 @@ static unsigned long dr7_value(const struct wp_thread *w, unsigned enabled_mask)
         v |= 1ul << (slot * 2);                 /* local enable */
         /* R/W: 01 data writes, 11 data reads or writes */
         v |= (w->access_slots & (1u << slot) ? 3ul : 1ul) << (16 + slot * 4);
-        /* LEN: 11 4 bytes, 10 8 bytes */
-        v |= (w->len[slot] == 8 ? 2ul : 3ul) << (18 + slot * 4);
+        /* LEN: 01 2 bytes, 11 4 bytes, 10 8 bytes */
+        v |= (w->len[slot] == 8 ? 2ul : w->len[slot] == 2 ? 1ul : 3ul) << (18 + slot * 4);
     }
     return v;
 }
@@ -635,7 +635,8 @@ int dr_enable(pid_t tid, unsigned enabled_mask)
 static int arm_slot(pid_t tid, int slot, uint64_t addr, int len, bool access,
                     unsigned enabled_mask)
 {
-    if (slot < 0 || slot >= DR_SLOTS || (len != 4 && len != 8) || (addr & (uint64_t)(len - 1)))
+    if (slot < 0 || slot >= DR_SLOTS || (len != 2 && len != 4 && len != 8) ||
+        (addr & (uint64_t)(len - 1)))
         return -1;
     struct wp_thread *w = wp_get(tid, true);
     if (!w)

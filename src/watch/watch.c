@@ -989,16 +989,24 @@ int watch_run(const struct watch_options *o)
     bool stop_from_kill = false;
     struct timespec last_poll;
     clock_gettime(CLOCK_MONOTONIC, &last_poll);
+    long turn_start = turn_clock_ms();
     while (!s->done) {
         int st, handled = 0;
         pid_t tid = 0;
         /* A target that traps all the time always has another stop ready:
          * every so many, or every TURN_MS, the signals and the periodic
          * work get their turn. */
-        long turn_end = turn_clock_ms() + TURN_MS;
+        long turn_end = turn_start + TURN_MS;
         bool more = false;
         while (!s->done && (tid = tracer_poll(&s->tr, &st)) > 0) {
             handle_event(s, tid, st);
+            /* A lone thread, just resumed, has no other stop waiting: its
+             * next one comes with a SIGCHLD of its own, so the wait4 that
+             * would find nothing is skipped (a stop of a second thread
+             * could have shared the SIGCHLD taken before this one). */
+            if (s->tr.n == 1 && s->tr.n_foreign == 0 && !s->tr.threads[0].stopped &&
+                !s->tr.threads[0].has_event)
+                break;
             if (++handled >= EVENTS_PER_TURN || turn_clock_ms() >= turn_end) {
                 more = true;
                 break;
@@ -1032,6 +1040,7 @@ int watch_run(const struct watch_options *o)
         /* Looked for again every POLL_MS, also when traps keep coming. */
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
+        turn_start = now.tv_sec * 1000L + now.tv_nsec / 1000000L;
         long since = (now.tv_sec - last_poll.tv_sec) * 1000 +
                      (now.tv_nsec - last_poll.tv_nsec) / 1000000;
         if (since >= POLL_MS && (!all_found(s) || watch_python_wants_more(s))) {

@@ -1,6 +1,7 @@
-/* Re-entry of Python functions: a hardware watchpoint on the code object's
- * reference count, which every new frame of the function takes, then single
- * steps to the new frame's push. */
+/* Re-entry of Python functions: a hardware watchpoint on a field of the code
+ * object that every start of a frame of it reads (where a layout has none,
+ * on its reference count, which every new frame takes, then single steps to
+ * the new frame's push; 3.11's generator functions: the int3 alone). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,14 +28,16 @@
  * object entered is searched once, with its constants, and FUNC's code is
  * watched before FUNC can even be called.
  *
- * Where the version has one (the layout's code_entry_read: 3.8-3.10 and
- * 3.12+), the watchpoint is on a field of the code object that the
+ * Where the version has one (the layout's code_entry_read: every version
+ * from 3.8), the watchpoint is on a field of the code object that the
  * interpreter reads each time a frame of it starts or resumes instead of
  * on the count: a trap comes once per call, with the new frame already on
  * top (no stepping), and also when a generator or coroutine of FUNC is
  * resumed, which takes no reference: from C (send(), next()) and, on 3.12+,
  * inside the interpreter loop (a for loop over a generator, an await or
- * yield from of one already started), where no C frame is in between. */
+ * yield from of one already started), where no C frame is in between.
+ * 3.11's field is the first code unit, which a resumption does not fetch:
+ * its generators keep the reference count and the int3. */
 
 /* Between a code object's reference being taken and its frame being
  * pushed the interpreter runs a few hundred instructions; more when a
@@ -282,7 +285,11 @@ static int fast_check(struct watch_session *s, struct watch_thread *wt, const st
     fr->n = 0;
     fr->watched = 0;
     add_span(fr, w->watch_addr, &fr->watched, (size_t)w->watch_len);
-    bool have_current = L->runtime_tstate_current != PY_OFF_NONE;
+    /* The GIL holder tells which thread state runs (3.8-3.11). A lone
+     * thread's is the one seen last time, unless it switched interpreters:
+     * then its top frame is not FUNC's new one, which is checked below. */
+    bool lone = below_top && wt->tstate && s->tr.n == 1;
+    bool have_current = L->runtime_tstate_current != PY_OFF_NONE && !lone;
     if (have_current)
         add_span(fr, s->rt.runtime_addr + (uint64_t)L->runtime_tstate_current,
                  &fr->tstate_current, 8);
@@ -363,11 +370,22 @@ static int fast_check(struct watch_session *s, struct watch_thread *wt, const st
         chain[n] = f;
         if (frame_code == code && (n > 0 || !below_top))
             return 1;
+        if (n == 0 && lone && frame_code != code)
+            return 1;              /* not the frame that trapped: look properly */
         f = back;
     }
     memcpy(wt->chain, chain, sizeof chain[0] * (size_t)n);
     wt->chain_n = n;
     return 0;
+}
+
+/* Whether the entry field is the code's first code unit, which the
+ * interpreter fetches at a frame's start (3.11): then also code that reads
+ * the whole bytecode (quickening it, co_code) traps, with the frame past its
+ * first instruction. */
+static bool entry_is_first_unit(const struct py_layout *L)
+{
+    return L->code_code_adaptive != PY_OFF_NONE && L->code_entry_read == L->code_code_adaptive;
 }
 
 /* A trap on watch i's entry field: the thread has just started or resumed
@@ -401,6 +419,8 @@ static void on_entry_read(struct watch_session *s, pid_t tid, int i)
     size_t count = walk(s, py_tstate_top_frame(&s->reader, tstate), &status);
     if (count == 0 || s->frames[0].code_addr != w->code)
         return;                    /* another reader of the field */
+    if (entry_is_first_unit(s->reader.L) && s->frames[0].instr_offset >= 0)
+        return;                    /* FUNC's running frame reading its bytecode */
     bool again = false;
     for (size_t k = 1; k < count && !again; k++)
         again = s->frames[k].code_addr == w->code;
@@ -669,7 +689,7 @@ static bool generator_entry(struct watch_session *s, pid_t tid, const struct use
 }
 
 /* A generator or coroutine function whose resumption only the int3 at the
- * interpreter's entry shows (3.11: no entry field). */
+ * interpreter's entry shows (3.11: its entry field is not read then). */
 static bool any_generator(const struct watch_session *s)
 {
     for (int i = 0; i < s->n_py; i++)
@@ -799,8 +819,12 @@ static int add_watches(struct watch_session *s, int f, const struct py_func_matc
                         (PY_CO_GENERATOR | PY_CO_COROUTINE | PY_CO_ASYNC_GENERATOR)) != 0;
         const struct py_layout *L = s->reader.L;
         int len = L->code_entry_read_size;
-        w->entry = L->code_entry_read != PY_OFF_NONE && (len == 4 || len == 8) &&
-                   ((w->code + (uint64_t)L->code_entry_read) & (uint64_t)(len - 1)) == 0;
+        /* A generator resumes after its last yield, not at its first code
+         * unit: where that unit is the entry field (3.11), the int3 at the
+         * interpreter's entry sees its resumptions (all from C there). */
+        w->entry = L->code_entry_read != PY_OFF_NONE && (len == 2 || len == 4 || len == 8) &&
+                   ((w->code + (uint64_t)L->code_entry_read) & (uint64_t)(len - 1)) == 0 &&
+                   !(w->generator && entry_is_first_unit(L));
         w->watch_addr = w->entry ? w->code + (uint64_t)L->code_entry_read : w->code;
         w->watch_len = w->entry ? len : 4;
         snprintf(w->label, sizeof w->label, "%s", label);

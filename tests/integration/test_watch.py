@@ -450,6 +450,41 @@ def test_python_recursion(interp, tmp_path):
         assert functions[:2] == ["walk", "walk"], functions
 
 
+EVERY_CALL = """
+import json, sys
+made = 0
+def recount(n):
+    global made
+    if n:
+        made += 1
+        recount(n - 1)
+for i in range(20):
+    recount(1)
+with open(sys.argv[1], "w") as f:
+    json.dump({"reentries": made}, f)
+"""
+
+
+def test_every_reentry_counted_once(interp, tmp_path):
+    """A function that re-enters itself at each of its first 20 calls, from
+    its very first: each re-entry is one report, however the interpreter
+    rewrites the code meanwhile (3.8-3.10 count the first entries in the
+    watched field, 3.11 quickens the bytecode whose first unit is watched at
+    the 8th call, 3.12+ instrument it)."""
+    truth = tmp_path / "truth.json"
+    out = tmp_path / "r.jsonl"
+    result = watch(["--exact", "--all", "--json", "-o", out, "--reentry", "recount", "--",
+                    interp.path, "-c", EVERY_CALL, truth])
+    assert result.returncode == 0, result
+    made = json.loads(truth.read_text())["reentries"]
+    assert made == 20
+    docs = read_reports(out)
+    assert [d["reentry"]["hit"] for d in docs] == list(range(1, made + 1)), result.stderr
+    for doc in docs:
+        functions = [f["function"] for f in reentering_thread(doc)["frames"]]
+        assert functions[:2] == ["recount", "recount"], functions
+
+
 def test_usage_errors(tmp_path, pyscope):
     assert pyscope("watch", "-p", "1").returncode == 2
     assert pyscope("watch", "--reentry", "f").returncode == 2

@@ -333,14 +333,16 @@ static void emit_code(void)
     /* Read at every start or resumption of the code's frames: the opcache
      * warm-up counter at _PyEval_EvalFrameDefault's entry up to 3.10; the
      * instrumentation version that RESUME compares from 3.12. 3.11's
-     * quickened RESUME reads nothing of the code. Checked in the running
-     * interpreters with gdb's awatch (docs/watch.md). */
+     * quickened RESUME reads nothing of the code, but the interpreter loop
+     * fetches the first code unit at every start of a frame (not at a
+     * generator's resumption, which goes on after its YIELD_VALUE).
+     * Checked in the running interpreters with gdb's awatch (docs/watch.md). */
 #if MINOR <= 10
     emit("code_entry_read", OFF(PyCodeObject, co_opcache_flag));
     emit_int("code_entry_read_size", (int)sizeof(((PyCodeObject *)0)->co_opcache_flag));
 #elif MINOR == 11
-    emit_none("code_entry_read");
-    emit_int("code_entry_read_size", 0);
+    emit("code_entry_read", OFF(PyCodeObject, co_code_adaptive));
+    emit_int("code_entry_read_size", (int)sizeof(_Py_CODEUNIT));
 #else
     emit("code_entry_read", OFF(PyCodeObject, _co_instrumentation_version));
     emit_int("code_entry_read_size",
