@@ -289,6 +289,7 @@ void profile_meta_write_json(struct json_writer *w, const struct profile *p)
             json_member_null(w, "note");
         json_member_uint(w, "merged", m->native_merged);
         json_member_uint(w, "unmerged", m->native_unmerged);
+        json_member_uint(w, "truncated", m->native_truncated);
         json_member_uint(w, "missing", m->native_missing);
         json_end_object(w);
     }

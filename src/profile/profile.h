@@ -131,6 +131,7 @@ struct profile_meta {
     char native_note[160];    /* why that mode, when it is the fallback */
     uint64_t native_merged;   /* samples whose C and Python stacks were merged */
     uint64_t native_unmerged; /* ... could not be matched: both shown, one after the other */
+    uint64_t native_truncated; /* of those, the stack copy ended before the Python frames */
     uint64_t native_missing;  /* ... had no C stack taken at the pass: Python only */
 };
 
