@@ -274,8 +274,19 @@ static void drain(struct native_sampler *ns, struct ns_thread *th)
             last = tail;
             last_size = h.size;
             lost = false;
+            uint64_t id = 0;
+            if (h.size >= sizeof h + 24)
+                ring_copy(data, size, tail + sizeof h + 16, &id, 8);
+            if (th->fd_switch >= 0 && id == th->id_switch)
+                ns->profile->meta.native_switch_samples++;
+            else
+                ns->profile->meta.native_clock_samples++;
         } else if (h.type == PERF_RECORD_LOST) {
             lost = true; /* newer samples than the last one kept were dropped */
+            uint64_t n = 0;
+            if (h.size >= sizeof h + 16)
+                ring_copy(data, size, tail + sizeof h + 8, &n, 8);
+            ns->profile->meta.native_lost_samples += n;
         }
         tail += h.size;
     }

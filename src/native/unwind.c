@@ -144,7 +144,9 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
         *result = v;
         return true;
     }
-    if (c && u->walk_n && u->from_copy < 0)
+    /* (Below sp, where an epilogue's stale CFI may point, is not a copy
+     * too short.) */
+    if (c && u->walk_n && u->from_copy < 0 && addr >= c->sp && addr - c->sp + 8 > c->stack_len)
         u->from_copy = *u->walk_n;
     uint64_t v;
     if (target_read_u64(u->t, addr, &v) != 0)
