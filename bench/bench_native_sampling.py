@@ -38,6 +38,12 @@ def work(n):
             lib.hog_checksum(BUF, len(BUF), 1)
     return total
 
+def in_c(n):
+    # the same number of iterations, nearly all of the time inside C calls
+    for i in range(n // 64):
+        lib.hog_checksum(BUF, len(BUF), 16)
+
+
 def deep(k, body):
     if k:
         return deep(k - 1, body)
@@ -47,7 +53,7 @@ def hog_forever():
     while True:
         lib.hog_checksum(BUF, len(BUF), 20000)
 
-if mode == "chunks":
+if mode in ("chunks", "chunks-c"):
     # fixed work in chunks, each timed: CLOCK_MONOTONIC at its end (pyscope's
     # clock, so that the bench knows which chunks a recording covered), its
     # wall time and its CPU time (the kernel's work at a perf sample, in an
@@ -55,7 +61,7 @@ if mode == "chunks":
     print("ready", flush=True)
     while True:
         start, cpu = time.perf_counter(), time.thread_time()
-        deep(depth, lambda: work(int(sys.argv[5])))
+        deep(depth, lambda: (work if mode == "chunks" else in_c)(int(sys.argv[5])))
         print("%d %.9f %.9f" % (time.monotonic_ns(), time.perf_counter() - start,
                                 time.thread_time() - cpu), flush=True)
 elif mode == "hog":
@@ -160,9 +166,9 @@ def cost(args, tmp, lib):
     in which neither is recorded is the noise floor: what this machine makes
     of two equal targets."""
     work = args.chunk_work
-    print("== target slowdown at %.0f Hz: CPU and wall time of fixed work, recorded target against "
-          "an unrecorded twin running beside it, 1 thread x 50 frames, chunks of %d iterations, "
-          "%d rounds x %.0f s windows (%s)" % (args.cost_rate, work, args.rounds, args.window, load()))
+    print("== target slowdown at %.0f Hz: CPU and wall time of fixed work (%s), recorded target "
+          "against an unrecorded twin running beside it, 1 thread x 50 frames, chunks of %d "
+          "iterations, %d rounds x %.0f s windows (%s)" % (args.cost_rate, args.cost_workload, work, args.rounds, args.window, load()))
     modes = [("not recorded (noise floor)", None, None),
              ("Python only", args.pyscope, []), ("--native (perf_event)", args.pyscope, ["--native"]),
              ("--native-mode=ptrace", args.pyscope, ["--native", "--native-mode", "ptrace"])]
@@ -178,7 +184,9 @@ def cost(args, tmp, lib):
         f.write(TARGET)
     procs, chunks = [], []
     for _ in range(2):
-        proc = subprocess.Popen([args.python, script, lib, "chunks", "50", "1", str(work)],
+        proc = subprocess.Popen([args.python, script, lib,
+                                 "chunks" if args.cost_workload == "mixed" else "chunks-c", "50", "1",
+                                 str(work)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         if proc.stdout.readline().strip() != b"ready":
             sys.exit("target did not start")
@@ -219,8 +227,20 @@ def cost(args, tmp, lib):
                     rec.wait()
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 pcpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+                # the kernel's samples of the target (this version's metadata
+                # only), per second of the recording
+                taken = None
+                if rec and "--native-mode" not in extra:
+                    try:
+                        with open(os.path.join(tmp, "c.json")) as f:
+                            meta = json.load(f)["meta"]
+                        secs = meta["duration_ns"] / 1e9
+                        taken = (meta["native"]["clock_samples"] / secs,
+                                 meta["native"]["switch_samples"] / secs)
+                    except (OSError, ValueError, KeyError):
+                        pass
                 windows[name].append((x, t0, t1, (sw1[1] - sw0[1]) / args.window,
-                                      pcpu / (args.window + (args.warmup if binary else 0))))
+                                      pcpu / (args.window + (args.warmup if binary else 0)), taken))
                 time.sleep(0.3)
         time.sleep(0.5)
     finally:
@@ -237,7 +257,7 @@ def cost(args, tmp, lib):
 
     for name, _, _, _ in modes:
         cpu, wall = [], []
-        for x, t0, t1, _, _ in windows[name]:
+        for x, t0, t1, *_ in windows[name]:
             got, other = means(chunks[x], t0, t1), means(chunks[1 - x], t0, t1)
             if got and other:
                 wall.append(100 * (got[0] / other[0] - 1))
@@ -246,11 +266,15 @@ def cost(args, tmp, lib):
             print("  %-34s no chunk inside its windows (raise --window)" % name)
             continue
         w = windows[name]
+        taken = [v[5] for v in w if v[5]]
         print("  %-34s cpu %+6.2f%%  wall %+6.2f%%  (per round, cpu: %s; wall: %s; recorded target"
-              " preempted %.0f/s; pyscope %.1f%% of a CPU)" % (
+              " preempted %.0f/s; pyscope %.1f%% of a CPU%s)" % (
                   name, statistics.median(cpu), statistics.median(wall),
                   " ".join("%+.1f" % v for v in cpu), " ".join("%+.1f" % v for v in wall),
-                  statistics.median(v[3] for v in w), 100 * statistics.median(v[4] for v in w)))
+                  statistics.median(v[3] for v in w), 100 * statistics.median(v[4] for v in w),
+                  "; perf samples/s of it: clock %.0f, at switches %.0f" % (
+                      statistics.median(t[0] for t in taken), statistics.median(t[1] for t in taken))
+                  if taken else ""))
     print("  (load during the rounds: %s)" % " ".join("%.1f" % v for v in loads))
 
 
@@ -309,6 +333,8 @@ def main():
     parser.add_argument("--seconds", type=float, default=3)
     parser.add_argument("--cost-env", action="append", default=[],
                         help="cost: one more --native mode, pyscope run with VAR=VALUE")
+    parser.add_argument("--cost-workload", choices=["mixed", "c"], default="mixed",
+                        help="cost: Python arithmetic with short C calls, or nearly all in C calls")
     parser.add_argument("--cost-rate", type=float, default=100, help="cost: the sampling rate")
     parser.add_argument("--chunk-work", type=int, default=100000,
                         help="cost: iterations of work per timed chunk")
