@@ -168,7 +168,9 @@ def cost(args, tmp, lib):
     work = args.chunk_work
     print("== target slowdown at %.0f Hz: CPU and wall time of fixed work (%s), recorded target "
           "against an unrecorded twin running beside it, 1 thread x 50 frames, chunks of %d "
-          "iterations, %d rounds x %.0f s windows (%s)" % (args.cost_rate, args.cost_workload, work, args.rounds, args.window, load()))
+          "iterations, %d rounds x %.0f s windows, %s (%s)" % (
+              args.cost_rate, args.cost_workload, work, args.rounds, args.window,
+              "both on CPU %d" % args.pin if args.pin >= 0 else "not pinned", load()))
     modes = [("not recorded (noise floor)", None, None),
              ("Python only", args.pyscope, []), ("--native (perf_event)", args.pyscope, ["--native"]),
              ("--native-mode=ptrace", args.pyscope, ["--native", "--native-mode", "ptrace"])]
@@ -190,6 +192,10 @@ def cost(args, tmp, lib):
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         if proc.stdout.readline().strip() != b"ready":
             sys.exit("target did not start")
+        if args.pin >= 0:
+            # both on one CPU: the speed of the CPU under them (what else
+            # runs on its core, here and on the host) is then the same for both
+            os.sched_setaffinity(proc.pid, {args.pin})
         procs.append(proc)
         chunks.append([])
 
@@ -335,6 +341,8 @@ def main():
                         help="cost: one more --native mode, pyscope run with VAR=VALUE")
     parser.add_argument("--cost-workload", choices=["mixed", "c"], default="mixed",
                         help="cost: Python arithmetic with short C calls, or nearly all in C calls")
+    parser.add_argument("--pin", type=int, default=0,
+                        help="cost: the CPU both targets run on (-1: wherever the kernel puts them)")
     parser.add_argument("--cost-rate", type=float, default=100, help="cost: the sampling rate")
     parser.add_argument("--chunk-work", type=int, default=100000,
                         help="cost: iterations of work per timed chunk")
