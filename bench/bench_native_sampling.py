@@ -7,6 +7,7 @@ never fails on one.
 
 usage: /usr/bin/python3 bench/bench_native_sampling.py [--only throughput,cost,memory]
        [--python PATH] [--rounds N] [--memory-seconds S] [--baseline PYSCOPE]
+       [--cost-rate HZ] [--cost-workload mixed|c] [--window S] [--pin CPU]
 """
 import argparse
 import json
@@ -338,7 +339,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3)
     parser.add_argument("--cost-env", action="append", default=[],
-                        help="cost: one more --native mode, pyscope run with VAR=VALUE")
+                        help="cost: one more --native mode, pyscope run with VAR=VALUE[,VAR=VALUE] in its "
+                             "environment (PYSCOPE_CHECK_UNWIND=1, or a build's own settings)")
     parser.add_argument("--cost-workload", choices=["mixed", "c"], default="mixed",
                         help="cost: Python arithmetic with short C calls, or nearly all in C calls")
     parser.add_argument("--pin", type=int, default=0,
