@@ -4,8 +4,10 @@
  * registers and stack top, unwound with libdwfl from the copy. A C stack is
  * used with the Python stack of a pass only when both describe one instant:
  * a switch-out sample of a thread still off CPU, or a sample taken since the
- * last pass while the innermost Python frame did not move. ptrace fallback:
- * the process is stopped for the pass and unwound live. */
+ * last pass while the innermost Python frame did not move. The clock, whose
+ * interrupts are most of what sampling costs the target, runs only for
+ * threads whose samples can be used so. ptrace fallback: the process is
+ * stopped for the pass and unwound live. */
 #include "native/native_sampler.h"
 
 #include <asm/perf_regs.h>
@@ -28,8 +30,11 @@
 #include "target/tracer.h"
 
 /* Bytes of user stack each perf sample copies: the frames of a C call
- * chain and a few interpreter activations; outer frames are read live. */
-#define STACK_COPY 16384u
+ * chain down to the innermost interpreter activation (a sample whose copy
+ * ends before it is counted and not merged); outer frames are read live.
+ * (Measured at 1 kHz on a loaded VM: a 16 KiB copy was some 40% of what
+ * a sample cost the target, the interrupt and the record most of the rest.) */
+#define STACK_COPY 8192u
 #define RING_PAGES 32u          /* data pages per thread (a power of two) */
 #define MAX_NATIVE 512
 #define PC_SLOTS 65536u
@@ -45,6 +50,7 @@
 struct ns_thread {
     pid_t tid;
     int fd_clock, fd_switch;
+    bool clock_on;
     void *ring;
     uint64_t id_switch;          /* PERF_SAMPLE_ID of the switch event */
     /* the newest sample */
@@ -65,13 +71,13 @@ struct ns_thread {
      * the same sample again (a thread still blocked, or one whose Python
      * stack stands still between two clock ticks) do not unwind it again. */
     uint64_t *pcs;
-    int n_pcs;
+    int n_pcs, pcs_from_copy;    /* how many, and how many from the copy alone */
     uint64_t pcs_time;           /* the sample's time; 0 when not unwound */
     /* The profile stack made from those addresses and the Python stack
      * below: a pass with the same C sample and the same Python frames (a
      * thread inside one long C call) takes it as it is. */
     struct {
-        bool valid, merged;
+        bool valid, merged, truncated;
         uint64_t pcs_time;
         uint32_t leaf;
         size_t n_py, n, cap_py, cap;
@@ -129,7 +135,7 @@ enum native_mode native_sampler_mode(const struct native_sampler *ns)
     return ns->mode;
 }
 
-static int perf_open(pid_t tid, uint64_t config, uint64_t period)
+static int perf_open(pid_t tid, uint64_t config, uint64_t period, size_t ring_bytes)
 {
     struct perf_event_attr a;
     memset(&a, 0, sizeof a);
@@ -146,6 +152,12 @@ static int perf_open(pid_t tid, uint64_t config, uint64_t period)
      * (perf_event_paranoid <= 1 or CAP_PERFMON); the clock samples only
      * user code, which paranoid 2 allows for one's own processes. */
     a.exclude_kernel = config == PERF_COUNT_SW_TASK_CLOCK;
+    /* The clock starts when a pass finds a use for it. */
+    a.disabled = config == PERF_COUNT_SW_TASK_CLOCK;
+    /* Nobody waits on the ring (the passes read it): a wake-up only once
+     * it is full, instead of every half ring (an interrupt each). */
+    a.watermark = 1;
+    a.wakeup_watermark = (uint32_t)ring_bytes;
     a.use_clockid = 1;
     a.clockid = CLOCK_MONOTONIC;
     return (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
@@ -169,7 +181,8 @@ static void close_thread(struct native_sampler *ns, struct ns_thread *th)
 /* Opens the thread's events; -1 with errno when the kernel refuses. */
 static int open_events(struct native_sampler *ns, struct ns_thread *th)
 {
-    th->fd_clock = perf_open(th->tid, PERF_COUNT_SW_TASK_CLOCK, ns->period_ns);
+    th->fd_clock = perf_open(th->tid, PERF_COUNT_SW_TASK_CLOCK, ns->period_ns,
+                             RING_PAGES * ns->page);
     if (th->fd_clock < 0)
         return -1;
     th->ring = mmap(NULL, (RING_PAGES + 1) * ns->page, PROT_READ | PROT_WRITE, MAP_SHARED,
@@ -179,7 +192,8 @@ static int open_events(struct native_sampler *ns, struct ns_thread *th)
         return -1;
     }
     if (ns->switch_events) {
-        th->fd_switch = perf_open(th->tid, PERF_COUNT_SW_CONTEXT_SWITCHES, 1);
+        th->fd_switch = perf_open(th->tid, PERF_COUNT_SW_CONTEXT_SWITCHES, 1,
+                                  RING_PAGES * ns->page);
         if (th->fd_switch >= 0 &&
             (ioctl(th->fd_switch, PERF_EVENT_IOC_SET_OUTPUT, th->fd_clock) != 0 ||
              ioctl(th->fd_switch, PERF_EVENT_IOC_ID, &th->id_switch) != 0)) {
@@ -263,8 +277,19 @@ static void drain(struct native_sampler *ns, struct ns_thread *th)
             last = tail;
             last_size = h.size;
             lost = false;
+            uint64_t id = 0;
+            if (h.size >= sizeof h + 24)
+                ring_copy(data, size, tail + sizeof h + 16, &id, 8);
+            if (th->fd_switch >= 0 && id == th->id_switch)
+                ns->profile->meta.native_switch_samples++;
+            else
+                ns->profile->meta.native_clock_samples++;
         } else if (h.type == PERF_RECORD_LOST) {
             lost = true; /* newer samples than the last one kept were dropped */
+            uint64_t n = 0;
+            if (h.size >= sizeof h + 16)
+                ring_copy(data, size, tail + sizeof h + 8, &n, 8);
+            ns->profile->meta.native_lost_samples += n;
         }
         tail += h.size;
     }
@@ -355,9 +380,11 @@ struct native_sampler *native_sampler_open(struct target *t, pid_t pid, const ch
     ns->profile = profile;
     ns->all = all;
     ns->page = (size_t)sysconf(_SC_PAGESIZE);
-    /* Four clock samples per pass interval of CPU time, so that a thread
-     * sharing its CPU still has one since the last pass; 10 kHz at most. */
-    ns->period_ns = rate_hz > 0 ? (uint64_t)(1e9 / rate_hz / 4) : 100000;
+    /* Two clock samples per pass interval of CPU time, so that a thread
+     * with half a CPU still has one since the last pass; 10 kHz at most.
+     * (Four cost the target twice as many interrupts, for samples that are
+     * only fresher.) */
+    ns->period_ns = rate_hz > 0 ? (uint64_t)(1e9 / rate_hz / 2) : 100000;
     if (ns->period_ns < 100000)
         ns->period_ns = 100000;
     ns->marker = profile_frame_id(profile, PROFILE_NATIVE_NOT_MERGED, "<native>", -1, true);
@@ -372,11 +399,11 @@ struct native_sampler *native_sampler_open(struct target *t, pid_t pid, const ch
     if (ns->mode == NATIVE_PERF) {
         /* Try the main thread's events now, to know whether the kernel
          * allows them at all. */
-        int fd = perf_open(pid, PERF_COUNT_SW_TASK_CLOCK, ns->period_ns);
+        int fd = perf_open(pid, PERF_COUNT_SW_TASK_CLOCK, ns->period_ns, RING_PAGES * ns->page);
         int saved = errno;
         if (fd >= 0) {
             close(fd);
-            fd = perf_open(pid, PERF_COUNT_SW_CONTEXT_SWITCHES, 1);
+            fd = perf_open(pid, PERF_COUNT_SW_CONTEXT_SWITCHES, 1, RING_PAGES * ns->page);
             saved = errno;
             ns->switch_events = fd >= 0;
             if (fd >= 0)
@@ -511,7 +538,8 @@ static bool same_as_last(const struct ns_thread *th, const struct native_py_stac
 }
 
 static void remember_last(struct ns_thread *th, const struct native_py_stack *py,
-                          uint64_t sample_time, const uint32_t *out, size_t n, bool merged)
+                          uint64_t sample_time, const uint32_t *out, size_t n, bool merged,
+                          bool truncated)
 {
     th->last.valid = false;
     if (!sample_time)
@@ -543,7 +571,16 @@ static void remember_last(struct ns_thread *th, const struct native_py_stack *py
     th->last.leaf = py->leaf;
     th->last.pcs_time = sample_time;
     th->last.merged = merged;
+    th->last.truncated = truncated;
     th->last.valid = true;
+}
+
+static void set_clock(struct ns_thread *th, bool on)
+{
+    if (th->fd_clock < 0 || th->clock_on == on)
+        return;
+    if (ioctl(th->fd_clock, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0) == 0)
+        th->clock_on = on;
 }
 
 size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
@@ -556,7 +593,7 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
         return python_only(py, out, max);
     }
     uint64_t pcs[MAX_NATIVE];
-    int n_pcs = 0;
+    int n_pcs = 0, from_copy = 0;
     uint64_t sample_time = 0;    /* pcs are th->pcs, of the sample taken then */
     if (ns->mode == NATIVE_PTRACE) {
         if (ns->paused)
@@ -573,6 +610,11 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
         th->prev_top = py->top_frame;
         th->prev_instr = py->top_instr;
         th->prev_hash = hash;
+        /* Until the next pass, a clock sample can be used only if the
+         * Python stack stays as it is; likely for a thread in a C call or
+         * one whose stack stood still since the last pass, not for one
+         * running Python code. */
+        set_clock(th, py->leaf != UINT32_MAX || th->stable_since_ns < ns->pass_ns);
         /* A switch-out sample is the stack of a thread still off CPU. For
          * one on CPU, a sample (a clock tick, or being preempted) counts
          * when taken while the Python stack stood as it is now (seen the
@@ -587,6 +629,7 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
             same_instant = false;
         if (same_instant && th->pcs && th->pcs_time == th->time) {
             n_pcs = th->n_pcs;
+            from_copy = th->pcs_from_copy;
             sample_time = th->time;
             if (same_as_last(th, py, sample_time)) {
                 size_t n = th->last.n < max ? th->last.n : max;
@@ -595,6 +638,8 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
                     meta->native_merged++;
                 else
                     meta->native_unmerged++;
+                if (th->last.truncated)
+                    meta->native_truncated++;
                 return n;
             }
             memcpy(pcs, th->pcs, (size_t)n_pcs * sizeof *pcs);
@@ -602,12 +647,13 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
             struct native_regs_copy copy = {.sp = th->regs[7], .stack = th->stack,
                                             .stack_len = th->stack_len};
             memcpy(copy.dwarf_regs, th->regs, sizeof copy.dwarf_regs);
-            n_pcs = native_unwind_copy(ns->u, tid, &copy, pcs, MAX_NATIVE, NULL);
+            n_pcs = native_unwind_copy(ns->u, tid, &copy, pcs, MAX_NATIVE, &from_copy);
             if (!th->pcs)
                 th->pcs = malloc(MAX_NATIVE * sizeof *th->pcs);
             if (th->pcs && n_pcs > 0) {
                 memcpy(th->pcs, pcs, (size_t)n_pcs * sizeof *pcs);
                 th->n_pcs = n_pcs;
+                th->pcs_from_copy = from_copy;
                 th->pcs_time = th->time;
                 sample_time = th->time;
             }
@@ -628,9 +674,22 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
             n_pcs = ns->mode == NATIVE_PTRACE ? native_unwind_pcs(ns->u, tid, pcs, MAX_NATIVE)
                                               : n_pcs;
     }
+    if (ns->mode == NATIVE_PTRACE)
+        from_copy = n_pcs;      /* unwound from the stopped thread itself */
+    /* Frames past the copied stack were read from the thread as it is now:
+     * of the sampled instant too only where the Python stack stood still,
+     * i.e. from the innermost interpreter frame out. When the copy ends
+     * before that frame, what was read past it may belong to later calls:
+     * the sample is shown unmerged with the frames of the copy alone. */
+    bool truncated = false, seen_eval = false;
     uint32_t ids[MAX_NATIVE];
     bool is_eval[MAX_NATIVE], shown[MAX_NATIVE];
     for (int i = 0; i < n_pcs; i++) {
+        if (i == from_copy && !seen_eval) {
+            truncated = true;
+            n_pcs = from_copy;
+            break;
+        }
         const struct pc_slot *s = describe(ns, pcs[i]);
         /* A frame named only for now makes a stack not to be used again. */
         if (!s || s == &ns->transient)
@@ -638,10 +697,11 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
         ids[i] = s ? s->frame : UINT32_MAX;
         is_eval[i] = s && s->is_eval;
         shown[i] = s && (ns->all || !s->internal);
+        seen_eval = seen_eval || is_eval[i];
     }
     struct report_stack_entry entries[MAX_NATIVE + 4096];
     size_t n_entries = 0;
-    bool merged = py->n + (size_t)n_pcs <= sizeof entries / sizeof entries[0] &&
+    bool merged = !truncated && py->n + (size_t)n_pcs <= sizeof entries / sizeof entries[0] &&
                   native_merge_order(is_eval, (size_t)n_pcs, py->is_entry, py->n, entries,
                                      &n_entries, NULL, 0) == 0;
     size_t n = 0;
@@ -656,17 +716,20 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
                 out[n++] = ids[e->index];
             }
         }
-        remember_last(th, py, n < max ? sample_time : 0, out, n, true);
+        remember_last(th, py, n < max ? sample_time : 0, out, n, true, false);
         return n;
     }
-    /* Not matched: the Python stack, then the C stack, never interleaved. */
+    /* Not matched: the Python stack, then the C stack, never interleaved
+     * (truncated: only the frames of the copy). */
     meta->native_unmerged++;
+    if (truncated)
+        meta->native_truncated++;
     n = python_only(py, out, max);
     if (n < max)
         out[n++] = ns->marker;
     for (int i = n_pcs; i-- > 0 && n < max;)
         if (shown[i])
             out[n++] = ids[i];
-    remember_last(th, py, n < max ? sample_time : 0, out, n, false);
+    remember_last(th, py, n < max ? sample_time : 0, out, n, false, truncated);
     return n;
 }

@@ -79,6 +79,11 @@ struct native_unwinder {
     /* When set, the registers and stack top come from this copy (a perf
      * sample) instead of ptrace or the core. */
     const struct native_regs_copy *copy;
+    /* While walking a copy: the frames found so far (the walk's count),
+     * and how many there were when the walk first needed memory past the
+     * copy (-1: not yet). */
+    const int *walk_n;
+    int from_copy;
 };
 
 struct frame_walk {
@@ -139,6 +144,10 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
         *result = v;
         return true;
     }
+    /* (Below sp, where an epilogue's stale CFI may point, is not a copy
+     * too short.) */
+    if (c && u->walk_n && u->from_copy < 0 && addr >= c->sp && addr - c->sp + 8 > c->stack_len)
+        u->from_copy = *u->walk_n;
     uint64_t v;
     if (target_read_u64(u->t, addr, &v) != 0)
         return false;
@@ -745,8 +754,10 @@ static int unwind_copy_dwfl(struct native_unwinder *u, pid_t tid,
     struct pc_walk w = {.pcs = pcs, .max = max};
     u->current_tid = tid;
     u->copy = copy;
+    u->walk_n = &w.n;
     dwfl_getthread_frames(u->dwfl, tid, pc_frame_cb, &w);
     u->copy = NULL;
+    u->walk_n = NULL;
     return w.n;
 }
 
@@ -762,6 +773,7 @@ static int unwind_copy_kept(struct native_unwinder *u, pid_t tid,
     uint32_t set = (1u << N_DWARF_REGS) - 1, next_set;
     uint64_t pc = regs[RA_REG];
     struct pc_walk w = {.pcs = pcs, .max = max};
+    u->walk_n = &w.n;
     for (int k = 0;; k++) {
         uint64_t addr = k == 0 ? pc : pc - 1;
         const struct cfi_rules *r = rules_at(u, addr);
@@ -770,6 +782,7 @@ static int unwind_copy_kept(struct native_unwinder *u, pid_t tid,
              * its own walk knows to do. */
             if (k == 0 || (r && r->signal)) {
                 u->full_walks++;
+                u->from_copy = -1;
                 return unwind_copy_dwfl(u, tid, copy, pcs, max);
             }
             u->handovers++;
@@ -781,12 +794,11 @@ static int unwind_copy_kept(struct native_unwinder *u, pid_t tid,
             dwfl_getthread_frames(u->dwfl, tid, pc_frame_cb, &w);
             u->resume_set = 0;
             u->copy = NULL;
+            u->walk_n = NULL;
             return w.n;
         }
-        if (w.n >= w.max)
-            return w.n;
-        if (pc == w.last_pc && ++w.repeats > 16)
-            return w.n;
+        if (w.n >= w.max || (pc == w.last_pc && ++w.repeats > 16))
+            break;
         if (pc != w.last_pc)
             w.repeats = 0;
         w.last_pc = pc;
@@ -796,20 +808,24 @@ static int unwind_copy_kept(struct native_unwinder *u, pid_t tid,
         bool more = step(u, r, regs, set, next, &next_set);
         u->copy = NULL;
         if (!more)
-            return w.n;
+            break;
         memcpy(regs, next, sizeof regs);
         set = next_set;
         pc = regs[RA_REG];
     }
+    u->walk_n = NULL;
+    return w.n;
 }
 
 int native_unwind_copy(struct native_unwinder *u, pid_t tid, const struct native_regs_copy *copy,
-                       uint64_t *pcs, int max, bool *complete)
+                       uint64_t *pcs, int max, int *from_copy)
 {
     static int check = -1;
     if (check < 0)
         check = getenv("PYSCOPE_CHECK_UNWIND") != NULL;
+    u->from_copy = -1;
     int n = unwind_copy_kept(u, tid, copy, pcs, max);
+    int found_in_copy = u->from_copy < 0 || u->from_copy > n ? n : u->from_copy;
     if (check) {
         uint64_t again[NATIVE_MAX_FRAMES];
         int m = unwind_copy_dwfl(u, tid, copy, again, max < NATIVE_MAX_FRAMES ? max : NATIVE_MAX_FRAMES);
@@ -821,8 +837,8 @@ int native_unwind_copy(struct native_unwinder *u, pid_t tid, const struct native
             fputc('\n', stderr);
         }
     }
-    if (complete)
-        *complete = n > 0;
+    if (from_copy)
+        *from_copy = found_in_copy;
     return n;
 }
 

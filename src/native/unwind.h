@@ -52,9 +52,11 @@ struct native_regs_copy {
 
 /* Unwinds tid from such a copy, to addresses as native_unwind_pcs gives
  * them; memory past the copied stack is read from the live process.
- * *complete (when asked) is false when not even the first frame came out. */
+ * *from_copy (when asked): how many of the frames were found from the copy
+ * alone, before the walk first read the live stack (which may have changed
+ * since the sample). */
 int native_unwind_copy(struct native_unwinder *u, pid_t tid, const struct native_regs_copy *copy,
-                       uint64_t *pcs, int max, bool *complete);
+                       uint64_t *pcs, int max, int *from_copy);
 
 /* Describes one address as native_unwind_pcs returns them (already the call
  * instruction for return addresses): symbol, module, file:line, internal,

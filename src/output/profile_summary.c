@@ -296,7 +296,11 @@ void profile_meta_write_json(struct json_writer *w, const struct profile *p)
             json_member_null(w, "note");
         json_member_uint(w, "merged", m->native_merged);
         json_member_uint(w, "unmerged", m->native_unmerged);
+        json_member_uint(w, "truncated", m->native_truncated);
         json_member_uint(w, "missing", m->native_missing);
+        json_member_uint(w, "clock_samples", m->native_clock_samples);
+        json_member_uint(w, "switch_samples", m->native_switch_samples);
+        json_member_uint(w, "lost_samples", m->native_lost_samples);
         json_end_object(w);
     }
     json_end_object(w);

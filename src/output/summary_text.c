@@ -130,10 +130,15 @@ static void write_header(FILE *out, const struct profile *p, const struct profil
     if (m->native_mode[0]) {
         uint64_t all = m->native_merged + m->native_unmerged + m->native_missing;
         fprintf(out, "C stacks (%s): %llu of %llu sample%s merged with their Python stack, "
-                "%llu not matched (shown separately), %llu without a C stack of the same instant\n",
+                "%llu not matched (shown separately",
                 strcmp(m->native_mode, "ptrace") == 0 ? "ptrace interrupts" : "perf_event samples",
                 (unsigned long long)m->native_merged, (unsigned long long)all, plural(all),
-                (unsigned long long)m->native_unmerged, (unsigned long long)m->native_missing);
+                (unsigned long long)m->native_unmerged);
+        if (m->native_truncated)
+            fprintf(out, "; %llu of them with a stack copy that ends before the Python frames",
+                    (unsigned long long)m->native_truncated);
+        fprintf(out, "), %llu without a C stack of the same instant\n",
+                (unsigned long long)m->native_missing);
     }
 }
 

@@ -131,7 +131,12 @@ struct profile_meta {
     char native_note[160];    /* why that mode, when it is the fallback */
     uint64_t native_merged;   /* samples whose C and Python stacks were merged */
     uint64_t native_unmerged; /* ... could not be matched: both shown, one after the other */
+    uint64_t native_truncated; /* of those, the stack copy ended before the Python frames */
     uint64_t native_missing;  /* ... had no C stack taken at the pass: Python only */
+    /* perf_event: the samples the kernel took of the target (each one an
+     * interrupt or a context switch of the target that copied its stack),
+     * by the clock and at switches, and those it dropped (ring full). */
+    uint64_t native_clock_samples, native_switch_samples, native_lost_samples;
 };
 
 struct profile {

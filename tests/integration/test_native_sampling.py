@@ -300,6 +300,39 @@ def test_stripped_interpreter_names(start_program, pyscope, gilhog_lib, tmp_path
     assert "[C] unnamed (%s)" % exe in collapsed.read_text(), collapsed.read_text()[:2000]
 
 
+BIG_LINES = set(range(marked("big-begin"), marked("big-end") + 1))
+
+
+def test_stack_copy_too_short_is_not_merged(interp, start_program, pyscope, gilhog_lib,
+                                            tmp_path):
+    """hog_big_frame's own frame (64 KiB) is larger than the stack a perf
+    sample copies: its return address and its callers are past the copy,
+    where only the live stack (since changed, maybe) could be read. Every
+    sample taken in its loop is counted truncated and shown unmerged: the
+    Python stack down to big_loop at its call, the marker, then the one C
+    frame the copy holds, nothing guessed after it."""
+    target = start_program(interp, "native_big_frame.py", gilhog_lib)
+    caller = target.report["extra"]["caller"]
+    out = tmp_path / "rec.json"
+    record(pyscope, out, "-p", target.pid, "--native", "--native-mode", "perf", duration=1.5)
+    doc = load_record(out)
+    native = doc["meta"]["native"]
+    assert native["mode"] == "perf_event", native
+    in_loop = [(frames, n) for frames, _, n in thread_samples(doc, "big")
+               if any(is_c(f, "hog_big_frame") and f["line"] in BIG_LINES for f in frames)]
+    assert in_loop, thread_samples(doc, "big")[:3]
+    for frames, _ in in_loop:
+        marker = [i for i, f in enumerate(frames) if f["function"] == NOT_MERGED]
+        assert marker, [f["function"] for f in frames]
+        after = frames[marker[0] + 1:]
+        assert [(f["function"], f["module"]) for f in after] == [("hog_big_frame", "libgilhog.so")], \
+            [f["function"] for f in frames]
+        py = python_caller(frames, marker[0])
+        assert py and (py["function"], py["line"]) == (caller["function"], caller["line"]), py
+    assert native["truncated"] >= sum(n for _, n in in_loop), native
+    assert native["unmerged"] >= native["truncated"], native
+
+
 @pytest.mark.parametrize("path", DEBUG_BUILDS, ids=["3.14-dbg", "3.15-dbg"])
 def test_record_native_debug_builds(path, start_program, pyscope, gilhog_lib, tmp_path):
     """Debian's 3.14/3.15 debug builds have full symbols: their merge rules
