@@ -83,6 +83,7 @@ struct report_tasks {
     size_t n_loops;
     size_t n_found;              /* tasks read, on all loops */
     bool truncated;              /* a registry held more than the walk's bound */
+    uint64_t main_dict;          /* __main__'s globals, where Future holders are looked for */
     char error[160];             /* why the tasks could not be read, "" otherwise */
 };
 
