@@ -7,6 +7,7 @@ recording's own sampling interval, and name the coroutine at the sleep's
 line. A loop that only idles has no episode."""
 
 import json
+import subprocess
 import time
 
 import pytest
@@ -41,7 +42,25 @@ def test_record_loop_blocks(interp, mode, start_program, launch, tmp_path):
     starved sampler (ASan, a busy machine) was seen at 3.6 times the mean:
     four mean intervals. A 20 ms block only counts if a pass came 80 ms
     late."""
-    target = start_program(interp, "loop_blocks.py")
+    check_loop_blocks(interp, mode, start_program, launch, tmp_path)
+
+
+@pytest.mark.serial
+@pytest.mark.parametrize("mode", ["plain", "async"])
+def test_record_loop_blocks_uvloop(interp, mode, start_program, launch, tmp_path):
+    """The same under Debian's python3-uvloop, whose loop has no _run_once:
+    its thread waits with the frame that called run_until_complete
+    innermost, and runs its callbacks above that frame."""
+    if interp.id != "debian-3.11":
+        pytest.skip("python3-uvloop is built for Debian's /usr/bin/python3.11")
+    probe = subprocess.run([interp.path, "-c", "import uvloop"], stderr=subprocess.DEVNULL)
+    if probe.returncode != 0:
+        pytest.skip("python3-uvloop is not installed")
+    check_loop_blocks(interp, mode, start_program, launch, tmp_path, "uvloop")
+
+
+def check_loop_blocks(interp, mode, start_program, launch, tmp_path, *args):
+    target = start_program(interp, "loop_blocks.py", *args)
     options = ["--async"] if mode == "async" else []
     proc, out = start_recording(launch, tmp_path, target, *options)
     truth_path = str(target.report_path) + ".blocks"
@@ -84,10 +103,17 @@ def test_record_loop_blocks(interp, mode, start_program, launch, tmp_path):
     assert sleep_frame in text, text
 
 
-def test_record_loop_idle(interp, start_program, pyscope, tmp_path):
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_record_loop_idle(interp, loop, start_program, pyscope, tmp_path):
     """A loop waking every 10 ms for a timer spends microseconds in each
     step: no episode; its thread was sampled in the selector."""
-    target = start_program(interp, "loop_blocks.py")
+    if loop == "uvloop":
+        if interp.id != "debian-3.11":
+            pytest.skip("python3-uvloop is built for Debian's /usr/bin/python3.11")
+        probe = subprocess.run([interp.path, "-c", "import uvloop"], stderr=subprocess.DEVNULL)
+        if probe.returncode != 0:
+            pytest.skip("python3-uvloop is not installed")
+    target = start_program(interp, "loop_blocks.py", *(["uvloop"] if loop == "uvloop" else []))
     out = tmp_path / "idle.json"
     record(pyscope, out, "-p", target.pid, duration=1)
     doc = load_record(out)
