@@ -257,6 +257,28 @@ def test_why_loop_blocked(interp, start_program, eager):
     check_running(f["summary"], extra["run_once"], before, after)
 
 
+def test_why_loop_blocked_uvloop(interp, start_program):
+    """The same blocking task under Debian's python3-uvloop: the task
+    running on the loop's thread in both snapshots is its step, whatever
+    loop runs it (uvloop has no _run_once to time it by)."""
+    if interp.id != "debian-3.11":
+        pytest.skip("python3-uvloop is built for Debian's /usr/bin/python3.11")
+    probe = subprocess.run([interp.path, "-c", "import uvloop"], stderr=subprocess.DEVNULL)
+    if probe.returncode != 0:
+        pytest.skip("python3-uvloop is not installed")
+    target = start_program(interp, "asyncio_blocked.py", "uvloop")
+    extra = target.report["extra"]
+    assert extra["run_once"] == {}
+    doc = why_json(target.pid)
+    assert doc["verdict"] == "loop_blocked", doc["summary"]
+    [f] = [f for f in doc["findings"] if f["kind"] == "loop_blocked"]
+    assert f["object"] == extra["blocker_address"]
+    assert [t["tid"] for t in f["threads"]] == [extra["loop_tid"]]
+    assert ('has been inside one step of task "%s" for at least' % extra["blocker"]
+            in f["summary"]), f["summary"]
+    assert "its %d other tasks cannot run" % extra["other_tasks"] in f["summary"]
+
+
 def check_running(summary, run_once, before, after):
     """The time the callback has run, as asyncio's _run_once frame (which
     the program read too) dates it, at the second snapshot: between the
