@@ -757,6 +757,7 @@ static struct report_loop *loop_for(struct report_tasks *out, uint64_t loop)
     l->addr = loop;
     l->left_selector = NAN;
     l->callback_s = -1;
+    l->callback_frame = -1;
     return l;
 }
 
@@ -1313,6 +1314,45 @@ static int local_number(struct tctx *c, const char *name, double *out)
     return py_frame_var_get(c->frame, name, &v) == 0 ? py_number(&c->r, v, out) : -1;
 }
 
+#define UVLOOP_MAX_FRAMES 64        /* frames looked at for the one running uvloop */
+
+static bool uvloop_run_name(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return !strncmp(name, "uvloop.", 7) && dot &&
+           (!strcmp(dot, ".run_forever") || !strcmp(dot, ".run_until_complete"));
+}
+
+/* uvloop runs its loop in C, with no _run_once and no clock of a callback's
+ * start: the frame whose call site calls its run_until_complete or
+ * run_forever runs the loop. Innermost, the loop waits in libuv (or runs
+ * its own C); with frames above it, the first of them is a callback's or a
+ * task step's. */
+static void uvloop_step(struct tctx *c, struct report_loop *loop, const struct report_thread *th)
+{
+    for (size_t k = 0; k < th->n_frames && k < UVLOOP_MAX_FRAMES; k++) {
+        const struct report_frame *f = &th->frames[k];
+        char name[PY_C_CALLABLE_MAX] = "";
+        struct py_frame pf = {.frame_addr = f->frame_addr, .code_addr = f->code_addr,
+                              .instr_offset = f->instr_offset, .line = f->line};
+        if (k == 0)
+            snprintf(name, sizeof name, "%s", th->c_callable);
+        else if (!f->frame_addr || py_frame_c_callable(&c->r, c->vars, &pf, name, sizeof name) != 0)
+            continue;
+        if (!uvloop_run_name(name))
+            continue;
+        if (k == 0) {
+            loop->step = LOOP_STEP_SELECTOR;
+            return;
+        }
+        loop->step = LOOP_STEP_CALLBACK;
+        loop->callback_frame = (int)k - 1;
+        if (th->frames[k - 1].function)
+            snprintf(loop->callback, sizeof loop->callback, "%s", th->frames[k - 1].function);
+        return;
+    }
+}
+
 /* One loop thread: where its innermost _run_once is, and from that frame's
  * variables when the iteration left select (end_time, which asyncio takes
  * right after select returns and its events are queued), which callback of
@@ -1326,8 +1366,10 @@ static void loop_step(struct tctx *c, struct report_loop *loop, const struct rep
     size_t r = 0;
     while (r < th->n_frames && !frame_is(&th->frames[r], "asyncio/base_events.py", "_run_once"))
         r++;
-    if (r == th->n_frames)
-        return;                              /* uvloop, or no loop iteration under way */
+    if (r == th->n_frames) {
+        uvloop_step(c, loop, th);            /* or no loop iteration under way */
+        return;
+    }
     const struct report_frame *inner = r ? &th->frames[r - 1] : NULL;
     if (inner && frame_is(inner, "selectors.py", "select")) {
         loop->step = LOOP_STEP_SELECTOR;

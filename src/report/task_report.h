@@ -51,7 +51,8 @@ struct report_task {
 };
 
 /* Where the loop's thread was in asyncio's _run_once at the instant of the
- * stacks (asyncio's own loops: uvloop has no such frame). */
+ * stacks (asyncio's own loops), or for uvloop's, whether Python frames ran
+ * above the one that called its run_until_complete or run_forever. */
 enum loop_step {
     LOOP_STEP_UNKNOWN = 0,
     LOOP_STEP_SELECTOR,          /* waiting in its selector */
@@ -72,6 +73,8 @@ struct report_loop {
     long callback_index, callback_count;   /* callback index (1-based) of the count the
                                               iteration runs; 0 unknown */
     char callback[160];          /* the function the callback runs, "" unknown */
+    int callback_frame;          /* uvloop: the callback's frame in its thread's frames,
+                                    -1 unknown (asyncio's: the one Handle._run calls) */
     struct report_task *tasks;
     size_t n_tasks, cap_tasks;
     size_t n_hidden;             /* tasks past the cap, counted, not shown */

@@ -131,7 +131,7 @@ def test_dump_tasks_uvloop(interp, start_program):
         pytest.skip("python3-uvloop is not installed")
     target = start_program(interp, "asyncio_tasks.py", "uvloop")
     doc = dump_json(target.pid)
-    check_tasks(doc, target, in_selector=None)
+    check_tasks(doc, target)      # in uvloop's run_until_complete, no frame above it
     k = kinds(doc)
     assert k["getter"] == {"Queue.get (_asyncio.Future), 0 items queued"}
     assert k["sleeper"] == {"asyncio.sleep (_asyncio.Future)"}
@@ -257,26 +257,40 @@ def test_why_loop_blocked(interp, start_program, eager):
     check_running(f["summary"], extra["run_once"], before, after)
 
 
-def test_why_loop_blocked_uvloop(interp, start_program):
-    """The same blocking task under Debian's python3-uvloop: the task
-    running on the loop's thread in both snapshots is its step, whatever
-    loop runs it (uvloop has no _run_once to time it by)."""
+@pytest.mark.parametrize("mode", ["task", "callback"])
+def test_why_loop_blocked_uvloop(interp, start_program, mode):
+    """The same blocking task, and the same blocking call_soon callback,
+    under Debian's python3-uvloop, which has no _run_once to time them by:
+    a task step is the task the loop's thread runs in both snapshots; a
+    callback is the frame above the one calling uvloop's
+    run_until_complete. dump says the loop is in that callback."""
     if interp.id != "debian-3.11":
         pytest.skip("python3-uvloop is built for Debian's /usr/bin/python3.11")
     probe = subprocess.run([interp.path, "-c", "import uvloop"], stderr=subprocess.DEVNULL)
     if probe.returncode != 0:
         pytest.skip("python3-uvloop is not installed")
-    target = start_program(interp, "asyncio_blocked.py", "uvloop")
+    target = start_program(interp, "asyncio_blocked.py",
+                           *(["callback"] if mode == "callback" else []), "uvloop")
     extra = target.report["extra"]
     assert extra["run_once"] == {}
     doc = why_json(target.pid)
     assert doc["verdict"] == "loop_blocked", doc["summary"]
     [f] = [f for f in doc["findings"] if f["kind"] == "loop_blocked"]
-    assert f["object"] == extra["blocker_address"]
     assert [t["tid"] for t in f["threads"]] == [extra["loop_tid"]]
-    assert ('has been inside one step of task "%s" for at least' % extra["blocker"]
-            in f["summary"]), f["summary"]
-    assert "its %d other tasks cannot run" % extra["other_tasks"] in f["summary"]
+    if mode == "task":
+        assert f["object"] == extra["blocker_address"]
+        assert ('has been inside one step of task "%s" for at least' % extra["blocker"]
+                in f["summary"]), f["summary"]
+        assert "its %d other tasks cannot run" % extra["other_tasks"] in f["summary"]
+    else:
+        assert "inside one callback, %s, for at least" % extra["callback"] in f["summary"]
+        assert "its %d tasks cannot run" % extra["tasks"] in f["summary"]
+    [loop] = [l for l in dump_json(target.pid)["asyncio"]["loops"]
+              if l["tid"] == extra["loop_tid"]]
+    assert loop["in"] == "callback"
+    assert loop["callback"]["function"] == (extra["callback"] if mode == "callback"
+                                            else extra["blocker"])
+    assert loop["callback"]["running_s"] is None and loop["callback"]["index"] is None
 
 
 def check_running(summary, run_once, before, after):
