@@ -3,15 +3,16 @@ each: "by_task" awaits a Future the task "resolver" keeps in its local `fut`
 while it sleeps; "by_timer" one a call_later handle will complete
 (fut.set_result); "by_thread" one a thread keeps in its local `fut`;
 "by_global" one only the module global HELD refers to; "by_partial" one
-only a functools.partial in the global LATER refers to (a C object pyscope
-does not look into: it can only count that reference).
+the global list KEPT holds and a functools.partial in the global LATER
+refers to (a C object pyscope does not look into: it can only count that
+reference).
 
 extra: {"loop_tid", "tasks": {name: {"address"}},
         "resolver": {"function", "file", "line"},
         "thread": {"tid", "function", "file", "line"},
         "timer": {"callback", "due"} (loop.time() it is due),
         "partial_refs": referrers of by_partial's Future that are no part of
-                        its own task (gc's view)}
+                        its own task (gc's view), KEPT's list among them}
 """
 
 import asyncio
@@ -24,6 +25,7 @@ import _target
 
 HELD = None
 LATER = None
+KEPT = []
 BOX = []
 THREAD = {}
 
@@ -83,6 +85,7 @@ def setup(loop):
             HELD = fut
         else:
             LATER = functools.partial(print, fut)
+            KEPT.append(fut)
     del fut
     THREAD.update(ready=threading.Event(), stop=threading.Event())
     threading.Thread(target=keep, daemon=True).start()
