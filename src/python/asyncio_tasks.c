@@ -1416,6 +1416,7 @@ static void loop_step(struct tctx *c, struct report_loop *loop, const struct rep
 #define HOLDER_MAX_OBJECTS 4096    /* containers and instances walked, per dump */
 #define HOLDER_MAX_ITEMS 131072    /* references read in them, per dump */
 #define HOLDER_MAX_NAMED 4         /* holders described per Future */
+#define HOLDER_TEXT_MAX 768        /* ... in at most this much text */
 /* collections.deque after its PyObject_VAR_HEAD, in every version's
  * Modules/_collectionsmodule.c: leftblock, rightblock, leftindex; a block
  * is a left link, 64 items and a right link. */
@@ -1431,6 +1432,7 @@ struct holders {
 struct hold_cand {                 /* a task awaiting a plain Future held elsewhere */
     struct report_task *t;
     uint64_t fut;
+    char *text;                    /* HOLDER_TEXT_MAX bytes, the task's held_by once done */
     struct holders h;
 };
 
@@ -1875,9 +1877,11 @@ static void future_holders(struct tctx *c, struct report_tasks *tasks,
     if (!s.n)
         goto done;
     qsort(s.cand, s.n, sizeof *s.cand, cand_cmp);
-    for (size_t i = 0; i < s.n; i++)
-        s.cand[i].h = (struct holders){.out = s.cand[i].t->held_by,
-                                       .room = sizeof s.cand[i].t->held_by};
+    for (size_t i = 0; i < s.n; i++) {
+        if (!(s.cand[i].text = calloc(1, HOLDER_TEXT_MAX)))
+            goto done;
+        s.cand[i].h = (struct holders){.out = s.cand[i].text, .room = HOLDER_TEXT_MAX};
+    }
     for (size_t l = 0; l < tasks->n_loops; l++) {
         hold_handles(&s, tasks->loops[l].addr, false);
         hold_handles(&s, tasks->loops[l].addr, true);
@@ -1899,8 +1903,15 @@ static void future_holders(struct tctx *c, struct report_tasks *tasks,
             k->h.room > 2 && !s.partial)
             snprintf(k->h.out, k->h.room, "%s%lld reference%s unaccounted for",
                      k->h.named ? "; " : "", (long long)left, left == 1 ? "" : "s");
+        if (k->text[0]) {
+            char *fit = realloc(k->text, strlen(k->text) + 1);
+            k->t->held_by = fit ? fit : k->text;
+            k->text = NULL;
+        }
     }
 done:
+    for (size_t i = 0; s.cand && i < s.n; i++)
+        free(s.cand[i].text);
     free(s.cand);
     addrset_free(&s.futs);
     addrset_free(&s.visited);

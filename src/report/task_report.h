@@ -35,7 +35,7 @@ struct report_task {
                                     nothing can ever complete it */
     int fut_own_refs;            /* references to that plain Future its own chain
                                     accounts for, -1 when unknown */
-    char held_by[320];           /* who else holds it ("" none found), and how
+    char *held_by;               /* who else holds it (NULL: none found), and how
                                     many references are left unaccounted for */
     size_t *children;            /* indices (same loop) of the tasks it awaits */
     size_t n_children;
