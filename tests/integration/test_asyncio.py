@@ -121,14 +121,19 @@ def test_dump_tasks_live(interp, start_program):
     assert sorted(t["chain"][-1]["function"] for t in cycle) == ["await_peer"] * 2
 
 
-def test_dump_tasks_uvloop(interp, start_program):
-    """Debian's python3-uvloop: tasks are the same _asyncio.Task objects,
-    run by a loop written in C."""
+def skip_unless_uvloop(interp):
+    """Debian's python3-uvloop, on the one interpreter it is built for."""
     if interp.id != "debian-3.11":
         pytest.skip("python3-uvloop is built for Debian's /usr/bin/python3.11")
     probe = subprocess.run([interp.path, "-c", "import uvloop"], stderr=subprocess.DEVNULL)
     if probe.returncode != 0:
         pytest.skip("python3-uvloop is not installed")
+
+
+def test_dump_tasks_uvloop(interp, start_program):
+    """Debian's python3-uvloop: tasks are the same _asyncio.Task objects,
+    run by a loop written in C."""
+    skip_unless_uvloop(interp)
     target = start_program(interp, "asyncio_tasks.py", "uvloop")
     doc = dump_json(target.pid)
     check_tasks(doc, target)      # in uvloop's run_until_complete, no frame above it
@@ -264,11 +269,7 @@ def test_why_loop_blocked_uvloop(interp, start_program, mode):
     a task step is the task the loop's thread runs in both snapshots; a
     callback is the frame above the one calling uvloop's
     run_until_complete. dump says the loop is in that callback."""
-    if interp.id != "debian-3.11":
-        pytest.skip("python3-uvloop is built for Debian's /usr/bin/python3.11")
-    probe = subprocess.run([interp.path, "-c", "import uvloop"], stderr=subprocess.DEVNULL)
-    if probe.returncode != 0:
-        pytest.skip("python3-uvloop is not installed")
+    skip_unless_uvloop(interp)
     target = start_program(interp, "asyncio_blocked.py",
                            *(["callback"] if mode == "callback" else []), "uvloop")
     extra = target.report["extra"]
