@@ -10,7 +10,12 @@ With --baseline PATH (another build, e.g. of main), both binaries dump the
 same target in turn, run after run, and each gets its own row: a side by
 side comparison under the same load.
 
+With --await future, each task awaits a Future of its own that main keeps
+in a dict (an RPC client's pending requests): the dump then also looks for
+who holds each Future.
+
 usage: bench/bench_tasks.py [--pyscope PATH] [--baseline PATH] [--runs N] [--sizes 1000,100000]
+                            [--await sleep|future]
 """
 import argparse
 import json
@@ -34,6 +39,7 @@ def main():
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--sizes", default="1000,100000")
     ap.add_argument("--only", default="", help="comma-separated interpreter ids")
+    ap.add_argument("--await", dest="kind", default="sleep", choices=("sleep", "future"))
     args = ap.parse_args()
     target = os.path.join(HERE, "targets", "many_tasks.py")
     print("load average before: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
@@ -48,7 +54,7 @@ def main():
         if only and interp.id not in only:
             continue
         for n in [int(s) for s in args.sizes.split(",")]:
-            proc = subprocess.Popen([interp.path, target, str(n)], stdout=subprocess.PIPE,
+            proc = subprocess.Popen([interp.path, target, str(n), args.kind], stdout=subprocess.PIPE,
                                     text=True)
             try:
                 if proc.stdout.readline().strip() != "ready":

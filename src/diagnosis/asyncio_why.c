@@ -139,6 +139,9 @@ static int callback_blocked(const struct stack_report *first, const struct repor
         return 0;
     const struct report_thread *t = &first->threads[th];
     int cb = callback_frame(t);
+    if (cb < 0 && loop->step == LOOP_STEP_CALLBACK && later->step == LOOP_STEP_CALLBACK &&
+        loop->callback_frame >= 0 && (size_t)loop->callback_frame < t->n_frames)
+        cb = loop->callback_frame;          /* uvloop's, above the frame running it */
     if (cb < 0)
         return 0;
     struct why_finding *f = blocked_finding(why, first, th, 0);

@@ -85,7 +85,7 @@ static void write_loop_text(FILE *out, const struct report_loop *loop)
             fprintf(out, "  awaiting %s", t->awaits);
         if (t->orphan)
             fprintf(out, "; nothing else refers to it, so it can never complete");
-        if (t->held_by[0])
+        if (t->held_by)
             fprintf(out, "; %s", t->held_by);
         if (t->unretrieved[0])
             fprintf(out, "  with %s, never retrieved", t->unretrieved);
@@ -226,7 +226,7 @@ void task_report_write_json(struct json_writer *w, const struct report_tasks *ta
                 json_member_uint(w, "address", t->awaits_addr);
                 json_member_bool(w, "unreachable", t->orphan);
                 json_key(w, "held_by");
-                if (t->held_by[0])
+                if (t->held_by)
                     json_string(w, t->held_by);
                 else
                     json_null(w);

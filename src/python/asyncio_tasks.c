@@ -757,6 +757,7 @@ static struct report_loop *loop_for(struct report_tasks *out, uint64_t loop)
     l->addr = loop;
     l->left_selector = NAN;
     l->callback_s = -1;
+    l->callback_frame = -1;
     return l;
 }
 
@@ -1175,6 +1176,7 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
         goto fail;
     uint64_t interp = snap.interps[0].addr;
     uint64_t tasks_dict = module_dict(&c, interp, "asyncio.tasks");
+    out->main_dict = module_dict(&c, interp, "__main__");
     if (!tasks_dict) {
         task_report_free(out);     /* asyncio never imported: nothing to say */
         out = NULL;
@@ -1312,6 +1314,45 @@ static int local_number(struct tctx *c, const char *name, double *out)
     return py_frame_var_get(c->frame, name, &v) == 0 ? py_number(&c->r, v, out) : -1;
 }
 
+#define UVLOOP_MAX_FRAMES 64        /* frames looked at for the one running uvloop */
+
+static bool uvloop_run_name(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return !strncmp(name, "uvloop.", 7) && dot &&
+           (!strcmp(dot, ".run_forever") || !strcmp(dot, ".run_until_complete"));
+}
+
+/* uvloop runs its loop in C, with no _run_once and no clock of a callback's
+ * start: the frame whose call site calls its run_until_complete or
+ * run_forever runs the loop. Innermost, the loop waits in libuv (or runs
+ * its own C); with frames above it, the first of them is a callback's or a
+ * task step's. */
+static void uvloop_step(struct tctx *c, struct report_loop *loop, const struct report_thread *th)
+{
+    for (size_t k = 0; k < th->n_frames && k < UVLOOP_MAX_FRAMES; k++) {
+        const struct report_frame *f = &th->frames[k];
+        char name[PY_C_CALLABLE_MAX] = "";
+        struct py_frame pf = {.frame_addr = f->frame_addr, .code_addr = f->code_addr,
+                              .instr_offset = f->instr_offset, .line = f->line};
+        if (k == 0)
+            snprintf(name, sizeof name, "%s", th->c_callable);
+        else if (!f->frame_addr || py_frame_c_callable(&c->r, c->vars, &pf, name, sizeof name) != 0)
+            continue;
+        if (!uvloop_run_name(name))
+            continue;
+        if (k == 0) {
+            loop->step = LOOP_STEP_SELECTOR;
+            return;
+        }
+        loop->step = LOOP_STEP_CALLBACK;
+        loop->callback_frame = (int)k - 1;
+        if (th->frames[k - 1].function)
+            snprintf(loop->callback, sizeof loop->callback, "%s", th->frames[k - 1].function);
+        return;
+    }
+}
+
 /* One loop thread: where its innermost _run_once is, and from that frame's
  * variables when the iteration left select (end_time, which asyncio takes
  * right after select returns and its events are queued), which callback of
@@ -1325,8 +1366,10 @@ static void loop_step(struct tctx *c, struct report_loop *loop, const struct rep
     size_t r = 0;
     while (r < th->n_frames && !frame_is(&th->frames[r], "asyncio/base_events.py", "_run_once"))
         r++;
-    if (r == th->n_frames)
-        return;                              /* uvloop, or no loop iteration under way */
+    if (r == th->n_frames) {
+        uvloop_step(c, loop, th);            /* or no loop iteration under way */
+        return;
+    }
     const struct report_frame *inner = r ? &th->frames[r - 1] : NULL;
     if (inner && frame_is(inner, "selectors.py", "select")) {
         loop->step = LOOP_STEP_SELECTOR;
@@ -1364,27 +1407,61 @@ static void loop_step(struct tctx *c, struct report_loop *loop, const struct rep
 
 /* ---- who else holds the plain Future a task awaits ------------------------ */
 
-#define HOLDER_MAX_FRAMES 2048     /* frames of other tasks and threads looked at, per Future */
-#define HOLDER_MAX_FUTURES 32      /* Futures whose holders are looked for */
-#define HOLDER_MAX_HANDLES 1000    /* the loop's scheduled TimerHandles looked at */
+/* One pass over the roots (the loops' handles, __main__'s globals, the
+ * tasks' and threads' frames) and the objects they lead to, a few levels
+ * deep, checking every reference against the set of awaited Futures. */
+#define HOLDER_MAX_FRAMES 8192     /* frames of tasks and threads read, per dump */
+#define HOLDER_MAX_HANDLES 1000    /* the loop's scheduled and ready handles looked at */
+#define HOLDER_MAX_DEPTH 3         /* containers from a root to the reference */
+#define HOLDER_MAX_OBJECTS 4096    /* containers and instances walked, per dump */
+#define HOLDER_MAX_ITEMS 131072    /* references read in them, per dump */
+#define HOLDER_MAX_NAMED 4         /* holders described per Future */
+#define HOLDER_TEXT_MAX 768        /* ... in at most this much text */
+/* collections.deque after its PyObject_VAR_HEAD, in every version's
+ * Modules/_collectionsmodule.c: leftblock, rightblock, leftindex; a block
+ * is a left link, 64 items and a right link. */
+#define DEQUE_BLOCKLEN 64
 
 struct holders {
     char *out;
     size_t room;
     int found;                     /* references found, one per variable or slot */
     int named;                     /* ... of which described */
-    int frames;
-    bool partial;                  /* a bound cut a scan short */
 };
 
-static void holder_add(struct holders *h, const char *fmt, const char *a, const char *b,
-                       const char *d, const char *e, int line)
+struct hold_cand {                 /* a task awaiting a plain Future held elsewhere */
+    struct report_task *t;
+    uint64_t fut;
+    char *text;                    /* HOLDER_TEXT_MAX bytes, the task's held_by once done */
+    struct holders h;
+};
+
+struct hold_root {                 /* where a walk started */
+    const char *who;               /* "task \"x\"", "thread 12"; NULL: a global of __main__ */
+    const char *var;
+    const char *function, *file;
+    int line;
+};
+
+struct hold_scan {
+    struct tctx *c;
+    struct hold_cand *cand;        /* sorted by fut */
+    size_t n;
+    struct addrset futs, visited;
+    int frames, objects, items;
+    bool partial;                  /* a bound cut the scan short: no counts */
+    const struct hold_root *root;
+    char path[256];                /* from the root's object to the one walked */
+    char what[16];                 /* the root's object: "the object", "the dict" */
+    int depth;
+};
+
+static void holder_add(struct holders *h, const char *text)
 {
     h->found++;
-    if (h->named >= 4 || h->room < 3)
+    if (h->named >= HOLDER_MAX_NAMED || h->room < 3)
         return;
-    int n = snprintf(h->out, h->room, "%s", h->named ? "; " : "");
-    n += snprintf(h->out + n, h->room - (size_t)n, fmt, a, b, d, e, line);
+    int n = snprintf(h->out, h->room, "%s%s", h->named ? "; " : "", text);
     if (n > 0 && (size_t)n < h->room) {
         h->out += n;
         h->room -= (size_t)n;
@@ -1395,134 +1472,449 @@ static void holder_add(struct holders *h, const char *fmt, const char *a, const 
     }
 }
 
-/* The named variables of c->frame bound to fut (cells are shared with
- * closures: their cell is the holder, not the frame). */
-static void frame_holds(struct tctx *c, struct holders *h, uint64_t fut, const char *who,
-                        const char *function, const char *file, int line)
+static int cand_cmp(const void *a, const void *b)
 {
-    for (int i = 0; i < c->frame->n_named; i++)
-        if (c->frame->values[i] == fut && !c->frame->code->is_cell[i])
-            holder_add(h, "held by %s (local '%s' in %s(), %s:%d)", who,
-                       c->frame->code->names[i], function, stack_report_short_path(file), line);
+    uint64_t x = ((const struct hold_cand *)a)->fut, y = ((const struct hold_cand *)b)->fut;
+    return x < y ? -1 : x > y;
 }
 
-static void tasks_hold(struct tctx *c, struct holders *h, const struct report_tasks *tasks,
-                       const struct report_task *self, uint64_t fut)
+/* A reference to fut, described by text, for every task awaiting it but
+ * not_for (whose own frames' variables are its own share). */
+static void credit(struct hold_scan *s, uint64_t fut, const struct report_task *not_for,
+                   const char *text)
 {
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->cand[mid].fut < fut)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < s->n && s->cand[i].fut == fut; i++)
+        if (s->cand[i].t != not_for)
+            holder_add(&s->cand[i].h, text);
+}
+
+static void root_text(const struct hold_root *root, char *out, size_t size)
+{
+    if (root->who)
+        snprintf(out, size, "local '%s' of %s in %s(), %s:%d", root->var, root->who,
+                 root->function, stack_report_short_path(root->file), root->line);
+    else
+        snprintf(out, size, "global '%s' of __main__", root->var);
+}
+
+/* A reference found in a container: "held by RpcClient._pending[7] (the
+ * object in local 'client' of task "main" in main(), rpc.py:40)". */
+static void credit_in(struct hold_scan *s, uint64_t fut, const char *how, const char *suffix)
+{
+    char where[256], text[640];
+    root_text(s->root, where, sizeof where);
+    snprintf(text, sizeof text, "held by %s%s%s (%s in %s)", how, s->path, suffix, s->what, where);
+    credit(s, fut, NULL, text);
+}
+
+enum hold_kind { HOLD_NONE, HOLD_INSTANCE, HOLD_DICT, HOLD_LIST, HOLD_TUPLE, HOLD_SET,
+                 HOLD_DEQUE };
+
+/* What the walk looks into: the builtin containers, and instances of
+ * classes defined in Python (heap types; not classes themselves). */
+static enum hold_kind hold_kind_of(struct tctx *c, uint64_t obj, char *name, size_t size)
+{
+    uint64_t type, flags = 0;
+    const char *cached;
+    if (py_type_of(&c->r, obj, &type, &cached) != 0)
+        return HOLD_NONE;
+    /* copied: the type cache's slot may be reused by the base classes' names */
+    snprintf(name, size, "%s", cached);
+    static const struct { const char *name; enum hold_kind kind; } builtin[] = {
+        {"dict", HOLD_DICT}, {"list", HOLD_LIST}, {"tuple", HOLD_TUPLE}, {"set", HOLD_SET},
+        {"collections.deque", HOLD_DEQUE},
+    };
+    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
+        if (strcmp(name, builtin[i].name) == 0)
+            return builtin[i].kind;
+    if (target_read_u64(c->r.t, type + (uint64_t)c->L->type_flags, &flags) != 0 ||
+        !(flags & (uint64_t)c->L->tpflags_heaptype) || py_type_is_or_inherits(&c->r, obj, "type"))
+        return HOLD_NONE;
+    return HOLD_INSTANCE;
+}
+
+static void hold_walk(struct hold_scan *s, uint64_t obj);
+
+/* One reference out of the object walked: fut itself, or an object to
+ * walk into with the path grown by suffix. */
+static void hold_ref(struct hold_scan *s, uint64_t value, const char *how, const char *suffix,
+                     bool walk)
+{
+    if (++s->items > HOLDER_MAX_ITEMS) {
+        s->partial = true;
+        return;
+    }
+    if (addrset_has(&s->futs, value)) {
+        credit_in(s, value, how, suffix);
+        return;
+    }
+    size_t at = strlen(s->path);
+    if (!walk || s->depth >= HOLDER_MAX_DEPTH || at + strlen(suffix) >= sizeof s->path)
+        return;
+    memcpy(s->path + at, suffix, strlen(suffix) + 1);
+    s->depth++;
+    hold_walk(s, value);
+    s->depth--;
+    s->path[at] = '\0';
+}
+
+static void key_text(struct tctx *c, uint64_t key, char *out, size_t size)
+{
+    int64_t i;
+    char str[48];
+    const char *name;
+    if (py_int(&c->r, key, &i) == 0)
+        snprintf(out, size, "[%lld]", (long long)i);
+    else if (py_str(&c->r, key, str, sizeof str) == 0)
+        snprintf(out, size, "['%s']", str);
+    else if (py_type_of(&c->r, key, NULL, &name) == 0)
+        snprintf(out, size, "[<%s>]", name);
+    else
+        snprintf(out, size, "[?]");
+}
+
+static int hold_dict_item(void *ctx, uint64_t key, uint64_t value)
+{
+    struct hold_scan *s = ctx;
+    char suffix[64];
+    if (addrset_has(&s->futs, key))
+        hold_ref(s, key, "a key of ", "", false);
+    key_text(s->c, key, suffix, sizeof suffix);
+    hold_ref(s, value, "", suffix, true);
+    return s->partial;
+}
+
+static int hold_attr(void *ctx, uint64_t key, uint64_t value)
+{
+    struct hold_scan *s = ctx;
+    char name[64], suffix[66];
+    if (py_str(&s->c->r, key, name, sizeof name) != 0)
+        snprintf(name, sizeof name, "?");
+    snprintf(suffix, sizeof suffix, ".%s", name);
+    hold_ref(s, value, "", suffix, true);
+    return s->partial;
+}
+
+/* The items of a list, tuple or deque, at most max of them, in *out (to
+ * free); their count, or -1 when unreadable or longer. */
+static long sequence_items(struct tctx *c, uint64_t obj, enum hold_kind kind, uint64_t **out,
+                           long max)
+{
+    int64_t n = 0;
+    *out = NULL;
+    if (target_read_u64(c->r.t, obj + (uint64_t)c->L->ob_size, (uint64_t *)&n) != 0 || n < 0 ||
+        n > max || !(*out = malloc(sizeof **out * (size_t)(n ? n : 1))))
+        return -1;
+    if (kind == HOLD_TUPLE)
+        return n == 0 || target_read(c->r.t, obj + (uint64_t)c->L->tuple_items, *out,
+                                     (size_t)n * 8) == 0 ? n : -1;
+    if (kind == HOLD_LIST) {
+        uint64_t items = u64_at(c, obj + (uint64_t)c->L->list_items);
+        return n == 0 || (items && target_read(c->r.t, items, *out, (size_t)n * 8) == 0) ? n : -1;
+    }
+    uint64_t head = obj + (uint64_t)c->L->ob_size + 8, block = u64_at(c, head);
+    int64_t index = (int64_t)u64_at(c, head + 16);
+    if (index < 0 || index >= DEQUE_BLOCKLEN)
+        return -1;
+    uint64_t words[DEQUE_BLOCKLEN + 2];
+    for (int64_t i = 0; i < n;) {
+        if (!block || target_read(c->r.t, block, words, sizeof words) != 0)
+            return -1;
+        for (; index < DEQUE_BLOCKLEN && i < n; index++)
+            (*out)[i++] = words[1 + index];
+        block = words[DEQUE_BLOCKLEN + 1];
+        index = 0;
+    }
+    return n;
+}
+
+static void hold_walk(struct hold_scan *s, uint64_t obj)
+{
+    struct tctx *c = s->c;
+    char name[64];
+    enum hold_kind kind = hold_kind_of(c, obj, name, sizeof name);
+    if (kind == HOLD_NONE || s->partial)
+        return;
+    if (!addrset_add(&s->visited, obj)) {
+        s->partial = s->partial || s->visited.n * 2 >= s->visited.cap;
+        return;
+    }
+    if (++s->objects > HOLDER_MAX_OBJECTS) {
+        s->partial = true;
+        return;
+    }
+    if (s->depth == 1) {
+        static const char *const kinds[] = {"object", "object", "dict", "list", "tuple", "set",
+                                            "deque"};
+        snprintf(s->what, sizeof s->what, "the %s", kinds[kind]);
+        if (kind == HOLD_INSTANCE)
+            snprintf(s->path, sizeof s->path, "%s", name);
+    }
+    int limit = HOLDER_MAX_ITEMS - s->items + 1;
+    /* An instance without a __dict__ has no attributes; a container that
+     * cannot be read may hold anything. */
+    if (kind == HOLD_INSTANCE) {
+        py_attr_items(&c->r, obj, limit, hold_attr, s);
+    } else if (kind == HOLD_DICT) {
+        if (py_dict_items(&c->r, obj, limit, hold_dict_item, s) < 0)
+            s->partial = true;
+    } else if (kind == HOLD_SET) {
+        uint64_t *keys;
+        long n = set_keys(c, obj, (size_t)limit, &keys);
+        if (n < 0)
+            s->partial = true;
+        for (long i = 0; i < n && !s->partial; i++)
+            if (addrset_has(&s->futs, keys[i]))
+                hold_ref(s, keys[i], "a member of ", "", false);
+        s->items += n > 0 ? (int)n : 0;
+        free(keys);
+    } else {
+        uint64_t *items;
+        long n = sequence_items(c, obj, kind, &items, limit);
+        if (n < 0)
+            s->partial = true;
+        for (long i = 0; i < n && !s->partial; i++) {
+            char suffix[32];
+            snprintf(suffix, sizeof suffix, "[%ld]", i);
+            hold_ref(s, items[i], "", suffix, true);
+        }
+        free(items);
+    }
+}
+
+/* A root variable: fut itself (named after the variable), or an object
+ * to walk into. */
+static void hold_root_value(struct hold_scan *s, const struct hold_root *root, uint64_t value,
+                            bool direct, const struct report_task *own)
+{
+    if (!value)
+        return;
+    if (addrset_has(&s->futs, value)) {
+        char text[400];
+        if (!direct)
+            return;
+        if (root->who)
+            snprintf(text, sizeof text, "held by %s (local '%s' in %s(), %s:%d)", root->who,
+                     root->var, root->function, stack_report_short_path(root->file), root->line);
+        else
+            snprintf(text, sizeof text, "held by global '%s' of __main__", root->var);
+        credit(s, value, own, text);
+        return;
+    }
+    s->root = root;
+    s->path[0] = '\0';
+    snprintf(s->path, sizeof s->path, "%s", root->var);
+    s->depth = 1;
+    hold_walk(s, value);
+    s->depth = 0;
+}
+
+/* The named variables of c->frame (cells are shared with closures: their
+ * cell is the holder, not the frame; what they lead to is walked). */
+static void hold_frame(struct hold_scan *s, const char *who, const char *function,
+                       const char *file, int line, const struct report_task *own)
+{
+    struct tctx *c = s->c;
+    for (int i = 0; i < c->frame->n_named && !s->partial; i++) {
+        struct hold_root root = {who, c->frame->code->names[i], function, file, line};
+        hold_root_value(s, &root, c->frame->values[i], !c->frame->code->is_cell[i], own);
+    }
+}
+
+static void hold_tasks(struct hold_scan *s, const struct report_tasks *tasks, bool waiting)
+{
+    struct tctx *c = s->c;
     char who[160];
     for (size_t l = 0; l < tasks->n_loops; l++)
-        for (size_t j = 0; j < tasks->loops[l].n_tasks; j++) {
+        for (size_t j = 0; j < tasks->loops[l].n_tasks && !s->partial; j++) {
             const struct report_task *o = &tasks->loops[l].tasks[j];
             /* A running task's frames are on its thread's stack: named there. */
-            if (o == self || o->running)
+            if (o->running || addrset_has(&s->futs, o->awaits_addr) != waiting)
                 continue;
             snprintf(who, sizeof who, "task \"%.120s\"", o->name);
-            for (size_t k = 0; k < o->n_chain && h->frames < HOLDER_MAX_FRAMES; k++, h->frames++)
+            for (size_t k = 0; k < o->n_chain; k++) {
+                if (++s->frames > HOLDER_MAX_FRAMES) {
+                    s->partial = true;
+                    return;
+                }
                 if (link_vars(c, &o->chain[k]) == 0)
-                    frame_holds(c, h, fut, who, o->chain[k].function, o->chain[k].file,
-                                o->chain[k].line);
+                    hold_frame(s, who, o->chain[k].function, o->chain[k].file, o->chain[k].line,
+                               o);
+            }
         }
 }
 
-static void threads_hold(struct tctx *c, struct holders *h, const struct stack_report *report,
-                         uint64_t fut)
+static void hold_threads(struct hold_scan *s, const struct stack_report *report)
 {
+    struct tctx *c = s->c;
     char who[48];
-    for (size_t i = 0; i < report->n_threads; i++) {
+    for (size_t i = 0; i < report->n_threads && !s->partial; i++) {
         const struct report_thread *th = &report->threads[i];
         snprintf(who, sizeof who, "thread %d", (int)th->tid);
-        for (size_t k = 0; k < th->n_frames && h->frames < HOLDER_MAX_FRAMES; k++, h->frames++) {
+        for (size_t k = 0; k < th->n_frames; k++) {
             const struct report_frame *f = &th->frames[k];
+            if (++s->frames > HOLDER_MAX_FRAMES) {
+                s->partial = true;
+                return;
+            }
             c->frame_read = 0;
             if (f->frame_addr && f->function && f->file &&
                 py_frame_vars_read(c->vars, &c->r, f->frame_addr, f->code_addr, c->frame) == 0)
-                frame_holds(c, h, fut, who, f->function, f->file, f->line);
+                hold_frame(s, who, f->function, f->file, f->line, NULL);
         }
     }
 }
 
-/* The loop's scheduled TimerHandles (call_later, call_at) whose callback is
- * a method of fut or whose arguments include it. The _ready deque of
- * call_soon handles is not read. */
-static void handles_hold(struct tctx *c, struct holders *h, uint64_t loop, uint64_t fut)
+static int hold_global(void *ctx, uint64_t key, uint64_t value)
 {
-    uint64_t list, items, cb, args;
-    int64_t n = 0, cb_offset = 0, args_offset = 0, when_offset = 0;
+    struct hold_scan *s = ctx;
+    char name[64];
+    if (py_str(&s->c->r, key, name, sizeof name) != 0)
+        return 0;
+    struct hold_root root = {.var = name};
+    hold_root_value(s, &root, value, true, NULL);
+    return s->partial;
+}
+
+/* A loop's handles, due later (_scheduled: call_later, call_at) or ready to
+ * run (_ready: call_soon), whose callback is a method of an awaited Future
+ * or whose arguments include one. Their argument tuples are marked seen:
+ * no walk counts them twice. */
+static void hold_handles(struct hold_scan *s, uint64_t loop, bool ready)
+{
+    struct tctx *c = s->c;
+    uint64_t seq, cb, args;
+    int64_t cb_offset = 0, args_offset = 0, when_offset = 0;
     uint64_t cb_type = 0, args_type = 0, when_type = 0;
-    if (py_attr_get(&c->r, loop, "_scheduled", &list) != 0 || !type_named(c, list, "list") ||
-        target_read_u64(c->r.t, list + (uint64_t)c->L->ob_size, (uint64_t *)&n) != 0 ||
-        n < 0 || !(items = u64_at(c, list + (uint64_t)c->L->list_items)))
+    if (py_attr_get(&c->r, loop, ready ? "_ready" : "_scheduled", &seq) != 0 ||
+        !type_named(c, seq, ready ? "collections.deque" : "list"))
         return;
-    if (n > HOLDER_MAX_HANDLES) {
-        n = HOLDER_MAX_HANDLES;
-        h->partial = true;
-    }
+    uint64_t *items;
+    long n = sequence_items(c, seq, ready ? HOLD_DEQUE : HOLD_LIST, &items, HOLDER_MAX_HANDLES);
+    if (n < 0)
+        s->partial = true;      /* more than the bound, or unreadable */
     struct timespec now;
     bool clock = target_can(c->r.t, TARGET_CAN_CLOCK) && clock_gettime(CLOCK_MONOTONIC, &now) == 0;
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t handle = u64_at(c, items + 8 * (uint64_t)i), value;
-        if (!type_named(c, handle, "TimerHandle") ||
+    for (long i = 0; i < n; i++) {
+        uint64_t handle = items[i], value, fut = 0;
+        if (!type_named(c, handle, ready ? "Handle" : "TimerHandle") ||
             slot_get(c, handle, "_callback", &cb_offset, &cb_type, &cb) != 0)
             continue;
         int refs = 0;
+        uint64_t self = 0;
         /* builtin_method (METH_METHOD, Future's own from 3.9) derives from it */
-        if (py_type_is_or_inherits(&c->r, cb, "builtin_function_or_method") &&
-            u64_at(c, cb + (uint64_t)c->L->cfunction_self) == fut)
+        if (py_type_is_or_inherits(&c->r, cb, "builtin_function_or_method"))
+            self = u64_at(c, cb + (uint64_t)c->L->cfunction_self);
+        else if (type_named(c, cb, "method"))
+            self = u64_at(c, cb + (uint64_t)c->L->method_self);
+        if (addrset_has(&s->futs, self)) {
+            fut = self;
             refs++;
-        else if (type_named(c, cb, "method") && u64_at(c, cb + (uint64_t)c->L->method_self) == fut)
-            refs++;
+        }
         int64_t n_args = 0;
         if (slot_get(c, handle, "_args", &args_offset, &args_type, &args) == 0 &&
-            type_named(c, args, "tuple") &&
+            type_named(c, args, "tuple") && addrset_add(&s->visited, args) &&
             target_read_u64(c->r.t, args + (uint64_t)c->L->ob_size, (uint64_t *)&n_args) == 0 &&
             n_args >= 0 && n_args <= 64)
-            for (int64_t a = 0; a < n_args; a++)
-                if (u64_at(c, args + (uint64_t)c->L->tuple_items + 8 * (uint64_t)a) == fut)
+            for (int64_t a = 0; a < n_args; a++) {
+                uint64_t arg = u64_at(c, args + (uint64_t)c->L->tuple_items + 8 * (uint64_t)a);
+                if (addrset_has(&s->futs, arg) && (!fut || arg == fut)) {
+                    fut = arg;
                     refs++;
+                }
+            }
         if (!refs)
             continue;
-        char name[128] = "?", due[64] = "";
+        char name[128] = "?", due[64] = ", ready to run", text[256];
         py_c_callable_name(&c->r, cb, name, sizeof name);
         double when;
-        if (slot_get(c, handle, "_when", &when_offset, &when_type, &value) == 0 &&
+        if (!ready && slot_get(c, handle, "_when", &when_offset, &when_type, &value) == 0 &&
             py_number(&c->r, value, &when) == 0)
             snprintf(due, sizeof due, clock ? " in %.1f s" : " at %.3f s of the loop's clock",
                      clock ? when - ((double)now.tv_sec + (double)now.tv_nsec / 1e9) : when);
-        holder_add(h, "scheduled callback %s%s%s%s", name, due, "", "", 0);
-        h->found += refs - 1;
+        else if (!ready)
+            due[0] = '\0';
+        snprintf(text, sizeof text, "scheduled callback %s%s", name, due);
+        for (int k = 0; k < refs; k++)
+            credit(s, fut, NULL, k == 0 ? text : "");
     }
+    free(items);
 }
 
-/* For each task awaiting a plain Future someone else holds: who, from the
- * other tasks' frames, the threads' frames and the loop's timers; when the
- * reference count says more than were found (and the task's own share is
- * known), how many are unaccounted for. Bounded: HOLDER_MAX_FUTURES
- * Futures, HOLDER_MAX_FRAMES frames and HOLDER_MAX_HANDLES timers each. */
+/* For each task awaiting a plain Future someone else holds: who, and when
+ * the reference count says more than were found (and the task's own share
+ * is known), how many are unaccounted for. */
 static void future_holders(struct tctx *c, struct report_tasks *tasks,
                            const struct stack_report *report)
 {
-    int described = 0;
+    struct hold_scan s = {.c = c};
+    size_t shown = 0;
+    for (size_t l = 0; l < tasks->n_loops; l++) {
+        shown += tasks->loops[l].n_tasks;
+        s.partial = s.partial || tasks->loops[l].n_hidden;   /* unread frames */
+    }
+    s.cand = calloc(shown ? shown : 1, sizeof *s.cand);
+    if (!s.cand || addrset_init(&s.futs, shown) != 0 ||
+        addrset_init(&s.visited, HOLDER_MAX_OBJECTS + HOLDER_MAX_HANDLES) != 0)
+        goto done;
     for (size_t l = 0; l < tasks->n_loops; l++)
-        for (size_t i = 0; i < tasks->loops[l].n_tasks && described < HOLDER_MAX_FUTURES; i++) {
+        for (size_t i = 0; i < tasks->loops[l].n_tasks; i++) {
             struct report_task *t = &tasks->loops[l].tasks[i];
-            uint64_t fut = t->awaits_addr;
-            if (!fut || t->orphan || strcmp(t->awaits, "_asyncio.Future") != 0 ||
+            if (!t->awaits_addr || t->orphan || strcmp(t->awaits, "_asyncio.Future") != 0 ||
                 t->state[0] != 'p')
                 continue;
-            described++;
-            struct holders h = {.out = t->held_by, .room = sizeof t->held_by};
-            tasks_hold(c, &h, tasks, t, fut);
-            threads_hold(c, &h, report, fut);
-            handles_hold(c, &h, tasks->loops[l].addr, fut);
-            c->frame_read = 0;
-            int64_t refs = (int64_t)u64_at(c, fut);
-            int64_t left = refs - t->fut_own_refs - h.found;
-            /* Frames left unread may hold the rest: then no count. */
-            if (t->fut_own_refs > 0 && refs > 0 && refs < (1 << 30) && left > 0 && h.room > 2 &&
-                h.frames < HOLDER_MAX_FRAMES && !h.partial)
-                snprintf(h.out, h.room, "%s%lld reference%s unaccounted for",
-                         h.named ? "; " : "", (long long)left, left == 1 ? "" : "s");
+            s.cand[s.n++] = (struct hold_cand){.t = t, .fut = t->awaits_addr};
+            addrset_add(&s.futs, t->awaits_addr);
         }
+    if (!s.n)
+        goto done;
+    qsort(s.cand, s.n, sizeof *s.cand, cand_cmp);
+    for (size_t i = 0; i < s.n; i++) {
+        if (!(s.cand[i].text = calloc(1, HOLDER_TEXT_MAX)))
+            goto done;
+        s.cand[i].h = (struct holders){.out = s.cand[i].text, .room = HOLDER_TEXT_MAX};
+    }
+    for (size_t l = 0; l < tasks->n_loops; l++) {
+        hold_handles(&s, tasks->loops[l].addr, false);
+        hold_handles(&s, tasks->loops[l].addr, true);
+    }
+    if (tasks->main_dict)
+        py_dict_items(&c->r, tasks->main_dict, HOLDER_MAX_ITEMS, hold_global, &s);
+    /* Tasks that wait on no such Future first: a holder reached from
+     * several roots is named after the first. */
+    hold_tasks(&s, tasks, false);
+    hold_threads(&s, report);
+    hold_tasks(&s, tasks, true);
+    c->frame_read = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        struct hold_cand *k = &s.cand[i];
+        int64_t refs = (int64_t)u64_at(c, k->fut);
+        int64_t left = refs - k->t->fut_own_refs - k->h.found;
+        /* Frames or objects left unread may hold the rest: then no count. */
+        if (k->t->fut_own_refs > 0 && refs > 0 && refs < (1 << 30) && left > 0 &&
+            k->h.room > 2 && !s.partial)
+            snprintf(k->h.out, k->h.room, "%s%lld reference%s unaccounted for",
+                     k->h.named ? "; " : "", (long long)left, left == 1 ? "" : "s");
+        if (k->text[0]) {
+            char *fit = realloc(k->text, strlen(k->text) + 1);
+            k->t->held_by = fit ? fit : k->text;
+            k->text = NULL;
+        }
+    }
+done:
+    for (size_t i = 0; s.cand && i < s.n; i++)
+        free(s.cand[i].text);
+    free(s.cand);
+    addrset_free(&s.futs);
+    addrset_free(&s.visited);
 }
 
 void asyncio_loop_steps_read(struct py_runtime *rt, struct report_tasks *tasks,

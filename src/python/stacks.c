@@ -68,6 +68,7 @@ static int fill_frames(struct py_walker *w, const struct py_frame *frames, size_
         f->frame_addr = frames[i].frame_addr;
         f->code_addr = frames[i].code_addr;
         f->is_entry = frames[i].is_entry;
+        f->instr_offset = frames[i].instr_offset;
         out->n_frames++;
     }
     return 0;

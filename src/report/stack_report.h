@@ -27,6 +27,7 @@ struct report_frame {
     uint64_t frame_addr;         /* where the frame was read, for locals */
     uint64_t code_addr;
     bool is_entry;               /* first frame of a C->Python call (native merge) */
+    long instr_offset;           /* bytes into its bytecode (the call it makes, for uvloop's loop) */
     struct report_local *locals; /* with --locals; NULL otherwise */
     size_t n_locals;
     bool locals_tried;           /* locals were asked for this frame */

@@ -17,6 +17,7 @@ void task_report_free(struct report_tasks *tasks)
             }
             free(t->chain);
             free(t->children);
+            free(t->held_by);
         }
         free(loop->tasks);
     }

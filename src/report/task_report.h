@@ -35,7 +35,7 @@ struct report_task {
                                     nothing can ever complete it */
     int fut_own_refs;            /* references to that plain Future its own chain
                                     accounts for, -1 when unknown */
-    char held_by[320];           /* who else holds it ("" none found), and how
+    char *held_by;               /* who else holds it (NULL: none found), and how
                                     many references are left unaccounted for */
     size_t *children;            /* indices (same loop) of the tasks it awaits */
     size_t n_children;
@@ -51,7 +51,8 @@ struct report_task {
 };
 
 /* Where the loop's thread was in asyncio's _run_once at the instant of the
- * stacks (asyncio's own loops: uvloop has no such frame). */
+ * stacks (asyncio's own loops), or for uvloop's, whether Python frames ran
+ * above the one that called its run_until_complete or run_forever. */
 enum loop_step {
     LOOP_STEP_UNKNOWN = 0,
     LOOP_STEP_SELECTOR,          /* waiting in its selector */
@@ -72,6 +73,8 @@ struct report_loop {
     long callback_index, callback_count;   /* callback index (1-based) of the count the
                                               iteration runs; 0 unknown */
     char callback[160];          /* the function the callback runs, "" unknown */
+    int callback_frame;          /* uvloop: the callback's frame in its thread's frames,
+                                    -1 unknown (asyncio's: the one Handle._run calls) */
     struct report_task *tasks;
     size_t n_tasks, cap_tasks;
     size_t n_hidden;             /* tasks past the cap, counted, not shown */
@@ -83,6 +86,7 @@ struct report_tasks {
     size_t n_loops;
     size_t n_found;              /* tasks read, on all loops */
     bool truncated;              /* a registry held more than the walk's bound */
+    uint64_t main_dict;          /* __main__'s globals, where Future holders are looked for */
     char error[160];             /* why the tasks could not be read, "" otherwise */
 };
 

@@ -23,14 +23,30 @@ void addrset_clear(struct addrset *s)
     s->n = 0;
 }
 
+/* Heap addresses differ in their middle bits; mixed so that nodes of one
+ * size class do not share a probe run. */
+static size_t first_slot(const struct addrset *s, uint64_t addr)
+{
+    return (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 32) & (s->cap - 1);
+}
+
+bool addrset_has(const struct addrset *s, uint64_t addr)
+{
+    if (!s->slots || addr == 0)
+        return false;
+    for (size_t i = first_slot(s, addr);; i = (i + 1) & (s->cap - 1)) {
+        if (s->slots[i] == addr)
+            return true;
+        if (s->slots[i] == 0)
+            return false;
+    }
+}
+
 bool addrset_add(struct addrset *s, uint64_t addr)
 {
     if (!s->slots || addr == 0 || s->n * 2 >= s->cap)
         return false;
-    /* Heap addresses differ in their middle bits; mixed so that nodes of
-     * one size class do not share a probe run. */
-    uint64_t h = addr * 0x9e3779b97f4a7c15ull;
-    for (size_t i = (size_t)(h >> 32) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+    for (size_t i = first_slot(s, addr);; i = (i + 1) & (s->cap - 1)) {
         if (s->slots[i] == addr)
             return false;
         if (s->slots[i] == 0) {

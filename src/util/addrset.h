@@ -20,6 +20,8 @@ int addrset_init(struct addrset *s, size_t max);
 void addrset_clear(struct addrset *s);
 /* Adds addr (not 0); false when it was there already or the set is full. */
 bool addrset_add(struct addrset *s, uint64_t addr);
+/* Is addr in the set? */
+bool addrset_has(const struct addrset *s, uint64_t addr);
 void addrset_free(struct addrset *s);
 
 #endif

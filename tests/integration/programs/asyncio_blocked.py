@@ -9,6 +9,9 @@ first step, which CPython keeps apart from the scheduled tasks. With
 With "callback", a trivial callback is queued before the blocking one, so
 that the blocking one is the second of its loop iteration.
 
+With "uvloop" (last), the loop is Debian's python3-uvloop's, which has no
+_run_once: "run_once" is then {}.
+
 extra: {"blocker": task name, "blocker_address": id(task),
         "loop_tid": native id of the loop's thread, "other_tasks": count}
        (with "callback": {"callback": its function's name, "loop_tid", "tasks"})
@@ -108,4 +111,8 @@ async def main(path):
 
 
 if __name__ == "__main__":
+    if sys.argv[-1] == "uvloop":
+        import uvloop
+        uvloop.install()
+        sys.argv.pop()
     sys.exit(asyncio.run(main(_target.report_path())))

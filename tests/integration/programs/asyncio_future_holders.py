@@ -2,18 +2,21 @@
 each: "by_task" awaits a Future the task "resolver" keeps in its local `fut`
 while it sleeps; "by_timer" one a call_later handle will complete
 (fut.set_result); "by_thread" one a thread keeps in its local `fut`;
-"by_global" one only the module global HELD refers to (no frame, task or
-handle: pyscope can only count it).
+"by_global" one only the module global HELD refers to; "by_partial" one
+the global list KEPT holds and a functools.partial in the global LATER
+refers to (a C object pyscope does not look into: it can only count that
+reference).
 
 extra: {"loop_tid", "tasks": {name: {"address"}},
         "resolver": {"function", "file", "line"},
         "thread": {"tid", "function", "file", "line"},
         "timer": {"callback", "due"} (loop.time() it is due),
-        "global_refs": referrers of by_global's Future that are no part of
-                       its own task (gc's view)}
+        "partial_refs": referrers of by_partial's Future that are no part of
+                        its own task (gc's view), KEPT's list among them}
 """
 
 import asyncio
+import functools
 import gc
 import sys
 import threading
@@ -21,6 +24,8 @@ import threading
 import _target
 
 HELD = None
+LATER = None
+KEPT = []
 BOX = []
 THREAD = {}
 
@@ -64,20 +69,23 @@ def others(fut, task):
 
 
 def setup(loop):
-    """The four Futures and their holders, made where no variable of main
+    """The five Futures and their holders, made where no variable of main
     outlives them (a frame's f_locals would be one more holder)."""
-    global HELD
+    global HELD, LATER
     tasks = {}
     tasks["by_task"], resolver = pair(loop)
-    for name in ("by_timer", "by_thread", "by_global"):
+    for name in ("by_timer", "by_thread", "by_global", "by_partial"):
         fut = loop.create_future()
         tasks[name] = start(loop, name, fut)
         if name == "by_timer":
             handle = loop.call_later(3600, fut.set_result, None)
         elif name == "by_thread":
             BOX.append(fut)
-        else:
+        elif name == "by_global":
             HELD = fut
+        else:
+            LATER = functools.partial(print, fut)
+            KEPT.append(fut)
     del fut
     THREAD.update(ready=threading.Event(), stop=threading.Event())
     threading.Thread(target=keep, daemon=True).start()
@@ -95,12 +103,12 @@ async def main(path):
     tframe = THREAD["frame"]
     thread_at = {"tid": THREAD["tid"], "function": _target.function_name(tframe.f_code),
                  "file": tframe.f_code.co_filename, "line": tframe.f_lineno}
-    global_refs = len(others(HELD, tasks["by_global"]))
+    partial_refs = len(others(LATER.args[0], tasks["by_partial"]))
     extra = {"loop_tid": threading.get_native_id(),
              "tasks": {n: {"address": id(t)} for n, t in tasks.items()},
              "resolver": resolver_at, "thread": thread_at,
              "timer": {"callback": handle._callback.__name__, "due": handle.when()},
-             "global_refs": global_refs}
+             "partial_refs": partial_refs}
     del frame, tframe
     _target.write_report(path, _target.build_report("asyncio_future_holders.py", [], extra))
     await asyncio.sleep(3600)

@@ -8,7 +8,9 @@ When done it writes REPORT.json.blocks: the wall-clock start and the
 measured duration of each long block, the short ones' count, and the
 blocking coroutine's function and the line of its long time.sleep.
 
-usage: python loop_blocks.py REPORT.json
+With the argument "uvloop", the loop is uvloop's.
+
+usage: python loop_blocks.py REPORT.json [uvloop]
 """
 
 import asyncio
@@ -47,7 +49,11 @@ async def blocker(path):
 
 
 def run_loop(path, started):
-    loop = asyncio.new_event_loop()
+    if sys.argv[2:] == ["uvloop"]:
+        import uvloop
+        loop = uvloop.new_event_loop()
+    else:
+        loop = asyncio.new_event_loop()
     loop.call_soon(started.set)
     loop.run_until_complete(loop.create_task(blocker(path), name="blocker"))
 
