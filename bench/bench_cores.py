@@ -140,7 +140,7 @@ def main():
                                                      env=env)
                         if proc.returncode != 0:
                             sys.exit("%s failed on %s: %s" % (binary, path, proc.stderr_text))
-                        m = re.search(r"\(decoding (\d+), reading (\d+), storing (\d+)\)",
+                        m = re.search(r"\(decoding (\d+), reading (\d+), storing (\d+)[;)]",
                                       proc.stderr_text)
                         split = tuple(float(x) for x in m.groups()) if m else (0.0, 0.0, 0.0)
                         results[label][key].append((wall, cpu, rss) + split)

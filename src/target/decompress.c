@@ -24,7 +24,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <xxhash.h>
+#define ZSTD_STATIC_LINKING_ONLY  /* ZSTD_d_forceIgnoreChecksum */
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "target/lz4_index.h"
 #include "util/clock.h"
@@ -72,6 +75,7 @@ struct source {
     unsigned char *buf;
     size_t pos, len;
     uint64_t consumed;      /* compressed bytes handed to the decoder before buf */
+    unsigned char tail[4];  /* the last bytes before buf (a checksum may straddle) */
     bool eof;
     int error;              /* errno of a failed read */
     double read_ms;         /* spent in read() */
@@ -85,6 +89,12 @@ static bool source_refill(struct source *s)
     if (s->eof)
         return false;
     s->consumed += s->len;
+    if (s->len >= sizeof s->tail) {
+        memcpy(s->tail, s->buf + s->len - sizeof s->tail, sizeof s->tail);
+    } else {
+        memmove(s->tail, s->tail + s->len, sizeof s->tail - s->len);
+        memcpy(s->tail + sizeof s->tail - s->len, s->buf, s->len);
+    }
     s->pos = s->len = 0;
     for (;;) {
         double started = monotonic_ms();
@@ -149,7 +159,7 @@ struct store_queue {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     unsigned char *bufs[STORE_SLOTS];
-    struct { size_t len; uint64_t off; } jobs[STORE_SLOTS];
+    struct { size_t len, hash_len; uint64_t off; } jobs[STORE_SLOTS];
     uint64_t posted, done;  /* chunks handed over, and stored */
     bool quit;
     int error;              /* errno of a failed write, after which nothing more is stored */
@@ -174,6 +184,14 @@ struct sink {
     bool kept;              /* expanded into the file keep->open gave */
     double store_ms;        /* spent copying out and writing, or waiting for the store thread */
     struct store_queue *queue;  /* the store thread, once started */
+    /* A zstd frame's content checksum, taken here (beside storing, on the
+     * store thread) instead of in libzstd's decoder: XXH64 of the frame's
+     * bytes up to hash_end, the first frame's end once known. */
+    XXH64_state_t *hash;
+    uint64_t hash_end;
+    uint64_t hashed;        /* bytes of core hashed (by the thread that stores) */
+    uint32_t hash_want;     /* the frame's own checksum, once hash_known */
+    bool hash_known;
     unsigned char *image;   /* the core in anonymous memory, or NULL */
     size_t map_size;
     const char *where;      /* "memory" or the directory of the temporary file */
@@ -279,6 +297,8 @@ static void *store_main(void *arg)
         pthread_mutex_unlock(&q->lock);
         int rc = failed ? 0 : store_chunk(q->sink, q->bufs[slot], q->jobs[slot].len,
                                           q->jobs[slot].off);
+        if (q->jobs[slot].hash_len)
+            XXH64_update(q->sink->hash, q->bufs[slot], q->jobs[slot].hash_len);
         pthread_mutex_lock(&q->lock);
         if (rc && !q->error)
             q->error = rc;
@@ -317,12 +337,13 @@ fail:
 
 /* Hands k->buf over and gives the decoders the next free slot; -1 once a
  * store has failed (k->error set). */
-static int store_post(struct sink *k, size_t len, uint64_t off)
+static int store_post(struct sink *k, size_t len, size_t hash_len, uint64_t off)
 {
     struct store_queue *q = k->queue;
     pthread_mutex_lock(&q->lock);
     unsigned slot = (unsigned)(q->posted % STORE_SLOTS);
     q->jobs[slot].len = len;
+    q->jobs[slot].hash_len = hash_len;
     q->jobs[slot].off = off;
     q->posted++;
     pthread_cond_broadcast(&q->cond);
@@ -418,11 +439,19 @@ opened:;
         k->done = k->dropped > DECOMPRESS_MAX_DROPPED;
     }
     uint64_t off = k->written;
+    /* The checksum covers what the frame holds past the core's end too. */
+    size_t hash_len = 0;
+    if (k->hash && !k->done && k->hashed < k->hash_end) {
+        hash_len = k->hash_end - k->hashed < k->len ? (size_t)(k->hash_end - k->hashed) : k->len;
+        k->hashed += hash_len;
+    }
     k->written += len;
     k->len = 0;
     k->chunk = OUT_CHUNK;
     if (k->queue)
-        return len ? store_post(k, len, off) : 0;
+        return len || hash_len ? store_post(k, len, hash_len, off) : 0;
+    if (hash_len)
+        XXH64_update(k->hash, k->buf, hash_len);
     int rc = store_chunk(k, k->buf, len, off);
     if (rc) {
         k->error = rc;
@@ -453,6 +482,17 @@ struct run {
     const char *detail;     /* the decoder's words for a corrupt stream */
 };
 
+/* The 4 compressed bytes that end at pos of the current buffer. */
+static uint32_t source_last4(const struct source *s, size_t pos)
+{
+    unsigned char b[8];
+    memcpy(b, s->tail, 4);
+    size_t n = pos < 4 ? pos : 4;
+    memcpy(b + 4, s->buf + pos - n, n);
+    const unsigned char *p = b + 4 + n - 4;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 static enum outcome run_zstd(struct run *r)
 {
     struct source *s = r->src;
@@ -464,6 +504,17 @@ static enum outcome run_zstd(struct run *r)
      * 128 MiB; systemd-coredump's default level far less): a corrupt or
      * hostile header must not make pyscope ask for gigabytes. */
     ZSTD_DCtx_setParameter(ds, ZSTD_d_windowLogMax, 27);
+    /* The first frame's content checksum (5% of a first look in libzstd's
+     * decoder) is taken beside storing when the frame has one (bit 2 of the
+     * header's descriptor); later frames, rare, are checked by libzstd. */
+    bool own_hash = false;
+    if (source_refill(s) && s->len >= 5 && ZSTD_isFrame(s->buf, s->len) &&
+        (s->buf[0] & 0xf0) != 0x50 && (s->buf[4] & 0x04) && (k->hash = XXH64_createState())) {
+        XXH64_reset(k->hash, 0);
+        k->hash_end = UINT64_MAX;
+        own_hash = !ZSTD_isError(ZSTD_DCtx_setParameter(ds, ZSTD_d_forceIgnoreChecksum,
+                                                         ZSTD_d_ignoreChecksum));
+    }
     enum outcome result = OUT_OK;
     size_t pending = 1;
     for (;;) {
@@ -479,6 +530,18 @@ static enum outcome run_zstd(struct run *r)
             r->detail = ZSTD_getErrorName(pending);
             result = OUT_CORRUPT;
             break;
+        }
+        if (pending == 0 && own_hash) {
+            /* The first frame ended: its checksum is its last 4 bytes. */
+            own_hash = false;
+            k->hash_end = k->written + k->len + out.pos;
+            k->hash_want = source_last4(s, in.pos);
+            k->hash_known = true;
+            if (ZSTD_isError(ZSTD_DCtx_setParameter(ds, ZSTD_d_forceIgnoreChecksum,
+                                                    ZSTD_d_validateChecksum))) {
+                result = OUT_NOMEM;     /* later frames would go unchecked */
+                break;
+            }
         }
         if (sink_produced(k, out.pos) != 0) {
             result = OUT_IO;
@@ -732,6 +795,11 @@ int decompress_core(int fd, const char *name, enum compression kind, uint64_t ma
         if (store_stop(&out, &store_thread_ms) != 0 && result == OUT_OK)
             result = OUT_IO;
         out.store_ms += monotonic_ms() - waited;
+        if (result == OUT_OK && out.hash && out.hash_known && !out.done &&
+            out.hashed == out.hash_end && (uint32_t)XXH64_digest(out.hash) != out.hash_want) {
+            r.detail = ZSTD_getErrorString(ZSTD_error_checksum_wrong);
+            result = OUT_CORRUPT;
+        }
         if (result == OUT_OK && out.fd >= 0 && ftruncate(out.fd, (off_t)out.written) != 0) {
             out.error = errno;
             result = OUT_IO;
@@ -741,6 +809,8 @@ int decompress_core(int fd, const char *name, enum compression kind, uint64_t ma
     expanded = out.written + out.len;
     free(src.buf);
     free(out.buf);
+    if (out.hash)
+        XXH64_freeState(out.hash);
 report:
     if (src.error && result != OUT_OK)
         result = OUT_IO, out.error = src.error;

@@ -126,10 +126,43 @@ static void zstd_round(size_t end, size_t total, bool holes)
     free(core);
 }
 
+/* The first frame's content checksum is taken beside the decoder, later
+ * frames' by libzstd: a wrong one in either is told as corrupt. */
+static void test_zstd_checksums(void)
+{
+    size_t end = (6u << 20) + 777, total = end + 5000;
+    unsigned char *core = fake_core(end, total);
+    size_t half = total / 2, cap = ZSTD_compressBound(total) + 64;
+    unsigned char *z = malloc(cap);
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+    size_t n1 = ZSTD_compress2(cc, z, cap, core, half);
+    CHECK(!ZSTD_isError(n1));
+    size_t n2 = ZSTD_compress2(cc, z + n1, cap - n1, core + half, total - half);
+    CHECK(!ZSTD_isError(n2));
+    ZSTD_freeCCtx(cc);
+    struct decompressed d;
+    struct pyscope_error err = {0};
+    CHECK_EQ_INT(expand(z, n1 + n2, &d, &err), 0);     /* two frames, one core */
+    check_same(&d, core, end);
+    decompressed_free(&d);
+    for (int which = 0; which < 2; which++) {
+        size_t at = which == 0 ? n1 - 1 : n1 + n2 - 1;
+        z[at] ^= 0x40;
+        CHECK_EQ_INT(expand(z, n1 + n2, &d, &err), -1);
+        CHECK(strstr(err.message, "unit.core is a corrupt zstd file") != NULL);
+        CHECK(strstr(err.message, "checksum") != NULL);
+        z[at] ^= 0x40;
+    }
+    free(z);
+    free(core);
+}
+
 static void test_zstd(void)
 {
     zstd_round(3 << 20, (3 << 20) + 100000, false);
     zstd_round((24u << 20) + 12345, (24u << 20) + 300000, true);
+    test_zstd_checksums();
 }
 
 /* The same for gzip (through ISA-L), and a corrupt member told by its CRC
