@@ -508,12 +508,17 @@ static enum outcome run_zstd(struct run *r)
      * decoder) is taken beside storing when the frame has one (bit 2 of the
      * header's descriptor); later frames, rare, are checked by libzstd. */
     bool own_hash = false;
-    if (source_refill(s) && s->len >= 5 && ZSTD_isFrame(s->buf, s->len) &&
-        (s->buf[0] & 0xf0) != 0x50 && (s->buf[4] & 0x04) && (k->hash = XXH64_createState())) {
+    static const unsigned char magic[] = {0x28, 0xb5, 0x2f, 0xfd};   /* not legacy, not skippable */
+    if (source_refill(s) && s->len >= 5 && memcmp(s->buf, magic, sizeof magic) == 0 &&
+        (s->buf[4] & 0x04) && (k->hash = XXH64_createState())) {
         XXH64_reset(k->hash, 0);
         k->hash_end = UINT64_MAX;
         own_hash = !ZSTD_isError(ZSTD_DCtx_setParameter(ds, ZSTD_d_forceIgnoreChecksum,
                                                          ZSTD_d_ignoreChecksum));
+        if (!own_hash) {
+            XXH64_freeState(k->hash);
+            k->hash = NULL;
+        }
     }
     enum outcome result = OUT_OK;
     size_t pending = 1;
@@ -796,7 +801,7 @@ int decompress_core(int fd, const char *name, enum compression kind, uint64_t ma
             result = OUT_IO;
         out.store_ms += monotonic_ms() - waited;
         if (result == OUT_OK && out.hash && out.hash_known && !out.done &&
-            out.hashed == out.hash_end && (uint32_t)XXH64_digest(out.hash) != out.hash_want) {
+            (out.hashed != out.hash_end || (uint32_t)XXH64_digest(out.hash) != out.hash_want)) {
             r.detail = ZSTD_getErrorString(ZSTD_error_checksum_wrong);
             result = OUT_CORRUPT;
         }
