@@ -4,7 +4,9 @@
  * zeros are copied out, so zero pages of the image (untouched stack and
  * heap) are never faulted in, nor written to the file. Decoding straight
  * into a fresh 1 GiB image cost half again the decoder's own time, in page
- * faults taken in the middle of the decoder's work (bench/bench_cores.py).
+ * faults taken in the middle of the decoder's work (bench/bench_cores.py);
+ * those faults, the copies and zstd's checksum are now taken on a second
+ * thread behind the decoder instead (struct store_queue).
  * Nothing past the end of the ELF file's last segment is kept, so trailing
  * data or a crafted stream cannot fill memory or disk beyond what the core
  * needs. */
