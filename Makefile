@@ -36,7 +36,8 @@ CFLAGS  ?= -O2 -g
 # ones was a tenth of a dump's wall time. glibc stays shared. zstd and lz4
 # expand compressed cores (src/target/decompress.c), as do lzma and z;
 # xxhash checks an lz4 frame's content on a second thread (lz4_index.c).
-LIBS    = -Wl,-Bstatic -ldw -lelf -lz -llzma -lbz2 -lzstd -llz4 -lxxhash -Wl,-Bdynamic -lmicrohttpd
+# ISA-L (shared only in Debian) inflates gzip cores, 2.5 times zlib's speed.
+LIBS    = -Wl,-Bstatic -ldw -lelf -lz -llzma -lbz2 -lzstd -llz4 -lxxhash -Wl,-Bdynamic -lmicrohttpd -lisal
 SAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 SRC      := $(shell find src -name '*.c' | sort)
@@ -53,7 +54,7 @@ UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=build/release/unit/%)
 UNIT_SAN_BIN := $(UNIT_SRC:tests/unit/%.c=build/asan/unit/%)
 
-DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev liblzma-dev libbz2-dev libzstd-dev liblz4-dev libxxhash-dev libmicrohttpd-dev python3-pytest python3-pytest-xdist \
+DEB_PACKAGES = gcc make libelf-dev libdw-dev zlib1g-dev liblzma-dev libbz2-dev libzstd-dev liblz4-dev libxxhash-dev libisal-dev libmicrohttpd-dev python3-pytest python3-pytest-xdist \
                patchelf \
                gdb python3.11-dev python3.11-dbg clang libclang-rt-14-dev
 # `make test` only: headless Chromium, which opens the HTML report in

@@ -9,7 +9,8 @@ first look into an empty cache, and the second look that opens what the
 first kept; and, as the floor, the format's own tool expanding the file to
 /dev/null. With --before PATH (another pyscope binary, e.g. one built from
 main), each run times both binaries one after the other, alternating which
-goes first, and the table shows them side by side. The kernel must write
+goes first, and the table shows them side by side; then where a first look's
+wall time went and each thread's CPU time (dump -v). The kernel must write
 cores into the working directory (core_pattern "core" or "core.%p"-like, no
 pipe).
 
@@ -140,10 +141,13 @@ def main():
                                                      env=env)
                         if proc.returncode != 0:
                             sys.exit("%s failed on %s: %s" % (binary, path, proc.stderr_text))
-                        m = re.search(r"\(decoding (\d+), reading (\d+), storing (\d+)\)",
+                        m = re.search(r"\(decoding (\d+), reading (\d+), storing (\d+)[;)]",
                                       proc.stderr_text)
                         split = tuple(float(x) for x in m.groups()) if m else (0.0, 0.0, 0.0)
-                        results[label][key].append((wall, cpu, rss) + split)
+                        m = re.search(r"CPU: (\d+) decoding, (\d+) storing alongside",
+                                      proc.stderr_text)
+                        threads = tuple(float(x) for x in m.groups()) if m else (0.0, 0.0)
+                        results[label][key].append((wall, cpu, rss) + split + threads)
                     shutil.rmtree(cache, ignore_errors=True)
             tool = (float("nan"),) * 3
             if expand:
@@ -168,14 +172,21 @@ def main():
                       % (name if i == 0 else "", label, cells[0], cells[1], cells[2], toolcell,
                          load()))
                 splits.append((name, label, [med(res["first"], k) for k in (3, 4, 5)],
-                               [med(res["kept"], k) for k in (3, 4, 5)]))
+                               [med(res["kept"], k) for k in (3, 4, 5)],
+                               [med(res["first"], k) for k in (6, 7)]))
         print()
         print("where the first look's wall time goes (dump -v): decoding, reading the compressed")
         print("file, storing (copying pages out into memory, or writing the cache's file)")
-        for name, label, mem, kept in splits:
+        for name, label, mem, kept, threads in splits:
             if any(mem + kept):
                 print("%-6s %-6s cache off: %6.0f + %5.0f + %5.0f ms   into the cache: %6.0f + "
                       "%5.0f + %5.0f ms" % ((name, label) + tuple(mem) + tuple(kept)))
+        print()
+        print("CPU of the decoding thread and of the store thread beside it, first look with")
+        print("the cache off (dump -v; with a free second core the wall time is about the larger)")
+        for name, label, mem, kept, threads in splits:
+            if any(threads):
+                print("%-6s %-6s %6.0f ms decoding, %6.0f ms storing" % ((name, label) + tuple(threads)))
     finally:
         if args.keep:
             print("cores kept in %s" % workdir)

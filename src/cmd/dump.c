@@ -64,14 +64,14 @@ static int dump_core(const char *core_path, const struct core_options *copts,
                 info->expanded.read_ms);
     else if (verbose && info->compression)
         fprintf(stderr, "pyscope: %s: %s, %llu bytes expanded to %llu bytes (in %s) in %.0f ms "
-                "(decoding %.0f, reading %.0f, storing %.0f)%s\n",
+                "(decoding %.0f, reading %.0f, storing %.0f; CPU: %.0f decoding, %.0f storing alongside)%s\n",
                 core_path, compression_name(info->compression),
                 (unsigned long long)info->expanded.in_bytes,
                 (unsigned long long)info->expanded.out_bytes, info->expanded.where,
                 info->expanded.ms,
                 info->expanded.ms - info->expanded.read_ms - info->expanded.store_ms,
                 info->expanded.read_ms, info->expanded.store_ms,
-                info->expanded.kept ? ", kept for the next look" : "");
+                info->expanded.cpu_ms, info->expanded.store_thread_cpu_ms, info->expanded.kept ? ", kept for the next look" : "");
     else if (info->compression && info->expanded.kept)
         /* Gigabytes left in the user's cache must not be a surprise. */
         fprintf(stderr, "pyscope: %s: kept its expansion (%llu bytes) in %s for the next look; "

@@ -27,7 +27,10 @@ struct decompress_stats {
     uint64_t in_bytes, out_bytes;   /* compressed read, core bytes kept */
     double ms;                      /* wall time of the whole expansion */
     double read_ms, store_ms;       /* of it: reading the compressed file, and copying
-                                       out or writing the expansion (the rest: decoding) */
+                                       out or writing the expansion, or waiting for the
+                                       store thread to (the rest: decoding) */
+    double cpu_ms;                  /* CPU time of the thread that decoded */
+    double store_thread_cpu_ms;     /* and of the thread that stored alongside (0: none) */
     char where[4352];               /* "memory", the directory of the temporary file, or
                                        the cache's file */
     bool cached;                    /* an earlier look's expansion, read from the cache */

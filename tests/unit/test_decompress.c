@@ -2,10 +2,11 @@
  * by magic bytes, a zstd and a gzip stream expanded byte for byte (memory
  * and temporary file), lz4 frames (linked and independent blocks, raw
  * blocks, block checksums) read on demand in any order, the ELF end as the
- * limit, truncated and corrupt streams refused, and which file names the
- * store parser accepts. */
+ * limit, expansions stored on a second thread, truncated and corrupt
+ * streams refused, and which file names the store parser accepts. */
 #include <elf.h>
 #include <lz4frame.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -84,10 +85,16 @@ static void test_detect(void)
     CHECK_EQ_STR(compression_name(COMPRESSION_ZSTD), "zstd");
 }
 
-static void test_zstd(void)
+/* A zstd stream of a core of end bytes (then trailing data): expanded in
+ * memory and in a file, refused cut or corrupt. Past the first chunk the
+ * expansion is stored by a second thread, chunk by chunk; holes: pages of
+ * zeros, alone and in runs, which are left out (as holes or untouched
+ * memory) and must still read as zeros. */
+static void zstd_round(size_t end, size_t total, bool holes)
 {
-    size_t end = 3 << 20, total = end + 100000;
     unsigned char *core = fake_core(end, total);
+    for (size_t page = 3; holes && (page + 3) * 4096 < end; page += 7)
+        memset(core + page * 4096, 0, page % 3 ? 4096 : 3 * 4096);
     size_t cap = ZSTD_compressBound(total);
     unsigned char *z = malloc(cap);
     size_t zn = ZSTD_compress(z, cap, core, total, 3);
@@ -96,7 +103,7 @@ static void test_zstd(void)
     struct pyscope_error err = {0};
     unsetenv("TMPDIR");
     CHECK_EQ_INT(expand(z, zn, &d, &err), 0);
-    CHECK(d.image != NULL);          /* small: in memory */
+    CHECK(d.image != NULL);          /* fits: in memory */
     check_same(&d, core, end);       /* nothing past the segment's end */
     decompressed_free(&d);
     setenv("TMPDIR", "/tmp", 1);
@@ -119,10 +126,52 @@ static void test_zstd(void)
     free(core);
 }
 
-static void test_gzip(void)
+/* The first frame's content checksum is taken beside the decoder, later
+ * frames' by libzstd: a wrong one in either is told as corrupt. */
+static void test_zstd_checksums(void)
 {
-    size_t total = 200000;
-    unsigned char *core = fake_core(total, total);
+    size_t end = (6u << 20) + 777, total = end + 5000;
+    unsigned char *core = fake_core(end, total);
+    size_t half = total / 2, cap = ZSTD_compressBound(total) + 64;
+    unsigned char *z = malloc(cap);
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+    size_t n1 = ZSTD_compress2(cc, z, cap, core, half);
+    CHECK(!ZSTD_isError(n1));
+    size_t n2 = ZSTD_compress2(cc, z + n1, cap - n1, core + half, total - half);
+    CHECK(!ZSTD_isError(n2));
+    ZSTD_freeCCtx(cc);
+    struct decompressed d;
+    struct pyscope_error err = {0};
+    CHECK_EQ_INT(expand(z, n1 + n2, &d, &err), 0);     /* two frames, one core */
+    check_same(&d, core, end);
+    decompressed_free(&d);
+    for (int which = 0; which < 2; which++) {
+        size_t at = which == 0 ? n1 - 1 : n1 + n2 - 1;
+        z[at] ^= 0x40;
+        CHECK_EQ_INT(expand(z, n1 + n2, &d, &err), -1);
+        CHECK(strstr(err.message, "unit.core is a corrupt zstd file") != NULL);
+        CHECK(strstr(err.message, "checksum") != NULL);
+        z[at] ^= 0x40;
+    }
+    free(z);
+    free(core);
+}
+
+static void test_zstd(void)
+{
+    zstd_round(3 << 20, (3 << 20) + 100000, false);
+    zstd_round((24u << 20) + 12345, (24u << 20) + 300000, true);
+    test_zstd_checksums();
+}
+
+/* The same for gzip (through ISA-L), and a corrupt member told by its CRC
+ * or its codes. */
+static void gzip_round(size_t end, size_t total, bool holes)
+{
+    unsigned char *core = fake_core(end, total);
+    for (size_t page = 3; holes && (page + 3) * 4096 < end; page += 7)
+        memset(core + page * 4096, 0, page % 3 ? 4096 : 3 * 4096);
     z_stream s = {0};
     CHECK_EQ_INT(deflateInit2(&s, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
     size_t cap = deflateBound(&s, total);
@@ -137,12 +186,25 @@ static void test_gzip(void)
     struct decompressed d;
     struct pyscope_error err = {0};
     CHECK_EQ_INT(expand(z, zn, &d, &err), 0);
-    check_same(&d, core, total);
+    check_same(&d, core, end);
     decompressed_free(&d);
     CHECK_EQ_INT(expand(z, zn - 4, &d, &err), -1);
     CHECK(strstr(err.message, "truncated gzip") != NULL);
+    CHECK_EQ_INT(expand(z, zn * 3 / 4, &d, &err), -1);
+    CHECK(strstr(err.message, "unit.core is a truncated gzip file") != NULL);
+    z[zn * 3 / 4] ^= 0x55;
+    z[zn * 3 / 4 + 7] ^= 0x55;
+    z[zn * 3 / 4 + 19] ^= 0x55;
+    CHECK_EQ_INT(expand(z, zn, &d, &err), -1);
+    CHECK(strstr(err.message, "unit.core is a corrupt gzip file") != NULL);
     free(z);
     free(core);
+}
+
+static void test_gzip(void)
+{
+    gzip_round(200000, 200000, false);
+    gzip_round((24u << 20) + 12345, (24u << 20) + 300000, true);
 }
 
 static unsigned char *lz4_frame(const unsigned char *core, size_t total, LZ4F_blockMode_t mode,
