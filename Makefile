@@ -37,7 +37,9 @@ CFLAGS  ?= -O2 -g
 # expand compressed cores (src/target/decompress.c), as do lzma and z;
 # xxhash checks an lz4 frame's content on a second thread (lz4_index.c).
 # ISA-L (shared only in Debian) inflates gzip cores, 2.5 times zlib's speed.
-LIBS    = -Wl,-Bstatic -ldw -lelf -lz -llzma -lbz2 -lzstd -llz4 -lxxhash -Wl,-Bdynamic -lmicrohttpd -lisal
+# libmicrohttpd is not linked: the agent opens it (dlopen) when it starts
+# serving, so that no other command loads it and GnuTLS behind it.
+LIBS    = -Wl,-Bstatic -ldw -lelf -lz -llzma -lbz2 -lzstd -llz4 -lxxhash -Wl,-Bdynamic -lisal
 SAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 SRC      := $(shell find src -name '*.c' | sort)

@@ -5,12 +5,57 @@
 #include "agent/agent.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* libmicrohttpd is opened by the agent alone, when it starts serving:
+ * linked into the binary, it brought GnuTLS and eight more libraries into
+ * every dump and record, and their loading and constructors cost about
+ * 2 ms of each run. */
+#define MHD_FUNCTIONS(X)                                                                    \
+    X(MHD_start_daemon) X(MHD_stop_daemon) X(MHD_add_response_header)                      \
+    X(MHD_create_response_from_buffer) X(MHD_destroy_response) X(MHD_get_daemon_info)      \
+    X(MHD_get_timeout) X(MHD_lookup_connection_value) X(MHD_queue_response)                \
+    X(MHD_resume_connection) X(MHD_run) X(MHD_suspend_connection)
+
+static struct {
+#define MHD_FIELD(name) __typeof__(name) *name;
+    MHD_FUNCTIONS(MHD_FIELD)
+#undef MHD_FIELD
+} mhd;
+
+static int mhd_open(struct agent *a)
+{
+    static void *lib;
+    if (lib)
+        return 0;
+    static const char *const sonames[] = {"libmicrohttpd.so.12", "libmicrohttpd.so"};
+    void *h = NULL;
+    for (size_t i = 0; !h && i < sizeof sonames / sizeof sonames[0]; i++)
+        h = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        agent_log(a, "cannot load libmicrohttpd, which serves the agent's endpoints (Debian's "
+                     "libmicrohttpd12): %s", dlerror());
+        return -1;
+    }
+    void *sym;
+#define MHD_LOAD(name)                                                                      \
+    if (!(sym = dlsym(h, #name))) {                                                         \
+        agent_log(a, "libmicrohttpd has no %s: %s", #name, dlerror());                      \
+        dlclose(h);                                                                         \
+        return -1;                                                                          \
+    }                                                                                       \
+    memcpy(&mhd.name, &sym, sizeof sym);
+    MHD_FUNCTIONS(MHD_LOAD)
+#undef MHD_LOAD
+    lib = h;
+    return 0;
+}
 
 enum pending_kind { PENDING_PPROF = 1, PENDING_WHY };
 
@@ -34,16 +79,16 @@ struct agent_http {
 static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, const char *type,
                                char *body, size_t len, bool owned)
 {
-    struct MHD_Response *r = MHD_create_response_from_buffer(
+    struct MHD_Response *r = mhd.MHD_create_response_from_buffer(
         len, body, owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
     if (!r) {
         if (owned)
             free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    enum MHD_Result ret = MHD_queue_response(conn, status, r);
-    MHD_destroy_response(r);
+    mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    enum MHD_Result ret = mhd.MHD_queue_response(conn, status, r);
+    mhd.MHD_destroy_response(r);
     return ret;
 }
 
@@ -55,7 +100,7 @@ static enum MHD_Result respond_text(struct MHD_Connection *conn, unsigned status
 /* pid=P: 0 when absent; -1 when malformed. */
 static pid_t query_pid(struct MHD_Connection *conn)
 {
-    const char *v = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "pid");
+    const char *v = mhd.MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "pid");
     if (!v)
         return 0;
     char *end;
@@ -85,7 +130,7 @@ static enum MHD_Result answer_pending(struct agent *a, struct pending *p)
 
 static enum MHD_Result start_pprof(struct agent *a, struct MHD_Connection *conn, void **con_cls)
 {
-    const char *sv = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "seconds");
+    const char *sv = mhd.MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "seconds");
     double seconds = 30; /* net/http/pprof's default */
     if (sv) {
         char *end;
@@ -113,7 +158,7 @@ static enum MHD_Result start_pprof(struct agent *a, struct MHD_Connection *conn,
     p->next = a->http->pending;
     a->http->pending = p;
     *con_cls = p;
-    MHD_suspend_connection(conn);
+    mhd.MHD_suspend_connection(conn);
     return MHD_YES;
 }
 
@@ -133,7 +178,7 @@ static enum MHD_Result start_why(struct agent *a, struct MHD_Connection *conn, v
     p->next = a->http->pending;
     a->http->pending = p;
     *con_cls = p;
-    MHD_suspend_connection(conn);
+    mhd.MHD_suspend_connection(conn);
     return MHD_YES;
 }
 
@@ -249,13 +294,15 @@ int agent_http_start(struct agent *a)
                      "[::1]:9464 (got '%s')", a->opts.listen);
         return -1;
     }
+    if (mhd_open(a) != 0)
+        return -1;
     a->http = calloc(1, sizeof *a->http);
     if (!a->http)
         return -1;
     unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    a->http->daemon = MHD_start_daemon(
+    a->http->daemon = mhd.MHD_start_daemon(
         flags, 0, NULL, NULL, handle, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_NOTIFY_COMPLETED, completed, a, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
@@ -265,9 +312,9 @@ int agent_http_start(struct agent *a)
         a->http = NULL;
         return -1;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(a->http->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    const union MHD_DaemonInfo *info = mhd.MHD_get_daemon_info(a->http->daemon, MHD_DAEMON_INFO_EPOLL_FD);
     a->http->epoll_fd = info ? info->epoll_fd : -1;
-    info = MHD_get_daemon_info(a->http->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    info = mhd.MHD_get_daemon_info(a->http->daemon, MHD_DAEMON_INFO_BIND_PORT);
     a->http->port = info ? info->port : 0;
     return 0;
 }
@@ -296,17 +343,17 @@ void agent_http_poll(struct agent *a, uint64_t deadline_ns)
         }
         if (ready) {
             p->resumed = true;
-            MHD_resume_connection(p->conn);
+            mhd.MHD_resume_connection(p->conn);
             deadline_ns = now;
         }
     }
     MHD_UNSIGNED_LONG_LONG mhd_ms;
-    if (MHD_get_timeout(h->daemon, &mhd_ms) == MHD_YES && now + mhd_ms * 1000000ull < deadline_ns)
+    if (mhd.MHD_get_timeout(h->daemon, &mhd_ms) == MHD_YES && now + mhd_ms * 1000000ull < deadline_ns)
         deadline_ns = now + mhd_ms * 1000000ull;
     int timeout_ms = deadline_ns > now ? (int)((deadline_ns - now + 999999) / 1000000) : 0;
     struct pollfd pfd = {.fd = h->epoll_fd, .events = POLLIN};
     poll(&pfd, 1, timeout_ms); /* interrupted by a signal: the loop looks at its flags */
-    MHD_run(h->daemon);
+    mhd.MHD_run(h->daemon);
 }
 
 void agent_http_stop(struct agent *a)
@@ -317,9 +364,9 @@ void agent_http_stop(struct agent *a)
     for (struct pending *p = a->http->pending; p; p = p->next)
         if (!p->resumed) {
             p->resumed = true;
-            MHD_resume_connection(p->conn);
+            mhd.MHD_resume_connection(p->conn);
         }
-    MHD_stop_daemon(a->http->daemon);
+    mhd.MHD_stop_daemon(a->http->daemon);
     free(a->http);
     a->http = NULL;
 }
