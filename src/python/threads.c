@@ -274,6 +274,25 @@ static void resolve_top_frames(struct py_reader *r, struct py_snapshot *snap)
     }
 }
 
+/* Before 3.11 a thread state made by Thread.start() carries its creator's
+ * thread_id until the new thread runs (_PyThreadState_Init), so the
+ * creator's tid resolves for both. The one without a frame is the new one,
+ * not yet bound to its OS thread. */
+static void unbind_preallocated(struct py_snapshot *snap)
+{
+    for (int i = 0; i < snap->n_threads; i++) {
+        struct py_thread *a = &snap->threads[i];
+        if (!a->tid || a->top_frame)
+            continue;
+        for (int j = 0; j < snap->n_threads; j++)
+            if (j != i && snap->threads[j].thread_id == a->thread_id &&
+                snap->threads[j].interp_index == a->interp_index) {
+                a->tid = 0;
+                break;
+            }
+    }
+}
+
 int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct py_snapshot *snap)
 {
     const struct py_layout *L = r->L;
@@ -329,8 +348,10 @@ int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct 
     }
     addrset_free(&seen);
     resolve_top_frames(r, snap);
-    if (L->tstate_native_thread_id == PY_OFF_NONE)
+    if (L->tstate_native_thread_id == PY_OFF_NONE) {
         resolve_tids_from_pthread(r, snap, tids, n_tids);
+        unbind_preallocated(snap);
+    }
     return 0;
 }
 
