@@ -208,6 +208,29 @@ int elf_image_section(struct elf_image *img, const char *name, uint64_t *addr, u
     return -1;
 }
 
+const void *elf_image_section_bytes(struct elf_image *img, const char *name, size_t *len)
+{
+    size_t shstrndx, file_size = 0;
+    const char *file = elf_rawfile(img->elf, &file_size);
+    if (!file || elf_getshdrstrndx(img->elf, &shstrndx) != 0)
+        return NULL;
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(img->elf, scn)) != NULL) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh))
+            continue;
+        const char *sname = elf_strptr(img->elf, shstrndx, sh.sh_name);
+        if (!sname || strcmp(sname, name) != 0)
+            continue;
+        if (sh.sh_type == SHT_NOBITS || sh.sh_offset > file_size ||
+            sh.sh_size > file_size - sh.sh_offset)
+            return NULL;
+        *len = (size_t)sh.sh_size;
+        return file + sh.sh_offset;
+    }
+    return NULL;
+}
+
 size_t elf_image_read_vaddr(struct elf_image *img, uint64_t addr, void *buf, size_t len)
 {
     size_t nphdr;

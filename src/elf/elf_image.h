@@ -25,6 +25,9 @@ int elf_image_dynamic_symbol(struct elf_image *img, const char *name, uint64_t *
 int elf_image_function_at(struct elf_image *img, uint64_t vaddr, char *name, size_t size);
 /* A section's unrelocated address and size. */
 int elf_image_section(struct elf_image *img, const char *name, uint64_t *addr, uint64_t *size);
+/* A section's bytes where libelf mapped the file, without a copy: NULL when
+ * it has none in the file or they lie past its end. Valid until close. */
+const void *elf_image_section_bytes(struct elf_image *img, const char *name, size_t *len);
 /* Copies up to len bytes of the file contents at unrelocated address addr
  * (from a PT_LOAD segment's file bytes); returns bytes copied. */
 size_t elf_image_read_vaddr(struct elf_image *img, uint64_t addr, void *buf, size_t len);

@@ -65,15 +65,12 @@ static bool looks_like_python_file(const char *path)
  * wins over a tail. */
 static unsigned version_from_rodata(struct elf_image *img, unsigned major, unsigned minor)
 {
-    uint64_t addr, size;
-    if (elf_image_section(img, ".rodata", &addr, &size) != 0 || size == 0 ||
-        size > (64u << 20))
+    /* Scanned where libelf mapped the file: copying 0.6 MB of .rodata out
+     * cost a 3.8-3.10 dump about 1.5 ms. */
+    size_t got = 0;
+    const char *data = elf_image_section_bytes(img, ".rodata", &got);
+    if (!data || got == 0 || got > (64u << 20))
         return 0;
-    char *data = malloc(size + 1);
-    if (!data)
-        return 0;
-    size_t got = elf_image_read_vaddr(img, addr, data, size);
-    data[got] = '\0';
     char prefix[16];
     int plen = snprintf(prefix, sizeof prefix, "%u.%u.", major, minor);
     unsigned found = 0;
@@ -86,7 +83,13 @@ static unsigned version_from_rodata(struct elf_image *img, unsigned major, unsig
         char before = i > 0 ? data[i - 1] : '\0';
         if (isdigit((unsigned char)before) || before == '.')
             continue;
-        const char *p = data + i + plen;
+        /* The rest of the literal, NUL-terminated, within the section. */
+        char tail[24];
+        size_t room = got - i - (size_t)plen;
+        size_t n = room < sizeof tail - 1 ? room : sizeof tail - 1;
+        memcpy(tail, data + i + plen, n);
+        tail[n] = '\0';
+        const char *p = tail;
         char *end;
         unsigned long micro = strtoul(p, &end, 10);
         if (end == p || micro > 255)
@@ -106,7 +109,6 @@ static unsigned version_from_rodata(struct elf_image *img, unsigned major, unsig
         found = (major << 24) | (minor << 16) | ((unsigned)micro << 8) | (level << 4) | serial;
         found_standalone = before == '\0';
     }
-    free(data);
     return found;
 }
 
