@@ -188,47 +188,43 @@ int elf_image_dynamic_symbol(struct elf_image *img, const char *name, uint64_t *
     return symbol_in_table(img, SHT_DYNSYM, name, value, size);
 }
 
-int elf_image_section(struct elf_image *img, const char *name, uint64_t *addr, uint64_t *size)
+/* The header of the first section called name: 0, or -1. */
+static int find_section(struct elf_image *img, const char *name, GElf_Shdr *out)
 {
     size_t shstrndx;
     if (elf_getshdrstrndx(img->elf, &shstrndx) != 0)
         return -1;
     Elf_Scn *scn = NULL;
     while ((scn = elf_nextscn(img->elf, scn)) != NULL) {
-        GElf_Shdr sh;
-        if (!gelf_getshdr(scn, &sh))
+        if (!gelf_getshdr(scn, out))
             continue;
-        const char *sname = elf_strptr(img->elf, shstrndx, sh.sh_name);
-        if (sname && strcmp(sname, name) == 0) {
-            *addr = sh.sh_addr;
-            *size = sh.sh_size;
+        const char *sname = elf_strptr(img->elf, shstrndx, out->sh_name);
+        if (sname && strcmp(sname, name) == 0)
             return 0;
-        }
     }
     return -1;
 }
 
+int elf_image_section(struct elf_image *img, const char *name, uint64_t *addr, uint64_t *size)
+{
+    GElf_Shdr sh;
+    if (find_section(img, name, &sh) != 0)
+        return -1;
+    *addr = sh.sh_addr;
+    *size = sh.sh_size;
+    return 0;
+}
+
 const void *elf_image_section_bytes(struct elf_image *img, const char *name, size_t *len)
 {
-    size_t shstrndx, file_size = 0;
+    size_t file_size = 0;
     const char *file = elf_rawfile(img->elf, &file_size);
-    if (!file || elf_getshdrstrndx(img->elf, &shstrndx) != 0)
+    GElf_Shdr sh;
+    if (!file || find_section(img, name, &sh) != 0 || sh.sh_type == SHT_NOBITS ||
+        sh.sh_offset > file_size || sh.sh_size > file_size - sh.sh_offset)
         return NULL;
-    Elf_Scn *scn = NULL;
-    while ((scn = elf_nextscn(img->elf, scn)) != NULL) {
-        GElf_Shdr sh;
-        if (!gelf_getshdr(scn, &sh))
-            continue;
-        const char *sname = elf_strptr(img->elf, shstrndx, sh.sh_name);
-        if (!sname || strcmp(sname, name) != 0)
-            continue;
-        if (sh.sh_type == SHT_NOBITS || sh.sh_offset > file_size ||
-            sh.sh_size > file_size - sh.sh_offset)
-            return NULL;
-        *len = (size_t)sh.sh_size;
-        return file + sh.sh_offset;
-    }
-    return NULL;
+    *len = (size_t)sh.sh_size;
+    return file + sh.sh_offset;
 }
 
 size_t elf_image_read_vaddr(struct elf_image *img, uint64_t addr, void *buf, size_t len)
