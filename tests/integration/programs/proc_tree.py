@@ -27,6 +27,14 @@ def spin_half():
         time.sleep(0.02)
 
 
+def spawned_main(ready):
+    # Runs in the new interpreter: the exec has happened by now, so the
+    # parent's report never names a child still between fork and exec
+    # (multiprocessing's start() returns before the child execs).
+    ready.set()
+    spin_half()
+
+
 def fork_child(write_end):
     grandchild = os.fork()
     if grandchild == 0:
@@ -44,8 +52,12 @@ def main():
         fork_child(write_end)
     os.close(write_end)
     grandchild = int(os.read(read_end, 64).split()[0])
-    spawned = multiprocessing.get_context("spawn").Process(target=spin_half, daemon=True)
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    spawned = ctx.Process(target=spawned_main, args=(ready,), daemon=True)
     spawned.start()
+    if not ready.wait(60):
+        sys.exit("the spawn child never started")
     _target.park(__file__, path, extra={"fork_child": child, "grandchild": grandchild,
                                         "spawn_child": spawned.pid}, settle=False)
 
