@@ -158,6 +158,11 @@ struct py_layout {
     long code_name;
     long code_qualname;          /* 3.11+ */
     int eval_frame_arg;          /* _PyEval_EvalFrameDefault's frame argument: 0 or 1 */
+    /* RESUME, which every frame runs when it starts or resumes (3.11+), and
+     * its quickened form (3.11's RESUME_QUICK, 3.13+'s RESUME_CHECK); -1
+     * where there is none. */
+    int opcode_resume;
+    int opcode_resume_quick;
     long code_consts;            /* co_consts, a tuple (nested code objects live there) */
     long code_linetable;         /* co_lnotab (<=3.9) or co_linetable */
     long code_varnames;          /* co_varnames (<=3.10) */

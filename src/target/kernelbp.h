@@ -40,5 +40,9 @@ uint64_t kbp_cookie(const siginfo_t *si);
  * 1 yes, 0 no; why (strerror) in *why_not. */
 int kbp_probe_uprobes(pid_t tid, const char **why_not);
 int kbp_probe_watchpoints(pid_t tid, const char **why_not);
+/* Whether this machine's debug registers trap at all: 1 yes, 0 no (they
+ * can be set, but the hypervisor never delivers the trap), -1 unknown
+ * (perf's breakpoint events refused). Decided once. */
+int kbp_debug_registers_trap(void);
 
 #endif

@@ -93,8 +93,8 @@ struct watch_thread {
 };
 
 struct watch_stats {
-    unsigned long eval_entries, dr_traps, native_entries, unwinds, candidates, steps,
-        single_step_windows;
+    unsigned long eval_entries, dr_traps, frame_starts, native_entries, unwinds, candidates,
+        steps, single_step_windows;
 };
 
 struct watch_session {
@@ -130,6 +130,15 @@ struct watch_session {
     bool lazy;                 /* 3.11+ without --exact: arm on C->Python entries */
     struct sw_breakpoint eval_bp;
     bool eval_bp_used;
+    /* The machine's debug registers never trap (kbp_debug_registers_trap):
+     * every start of a Python frame is a breakpoint instead, at the
+     * interpreter loop's RESUME handlers (3.11+, start_bp) or at
+     * _PyEval_EvalFrameDefault (up to 3.10, eval_bp), on every thread. */
+    bool no_dr;
+    struct sw_breakpoint start_bp[2];
+    int n_start_bp;
+    bool frame_starts_planted;
+    bool blind;                /* none of that could be placed: watching stopped */
     /* Waiting for a function not found yet: every code object entered at
      * eval_bp is searched, with the code objects in its constants, once. */
     bool waiting;
@@ -179,6 +188,9 @@ void watch_python_dr_trap(struct watch_session *s, pid_t tid, const siginfo_t *s
 /* The int3 at _PyEval_EvalFrameDefault (lazy mode): tid is stopped at it.
  * Returns true when the thread was moved past the breakpoint already. */
 bool watch_python_eval_entry(struct watch_session *s, pid_t tid, const struct user_regs_struct *regs);
+/* A thread stopped at one of start_bp: a frame has just become its top
+ * frame and is starting or resuming. */
+void watch_python_frame_start(struct watch_session *s, pid_t tid);
 /* Forgets everything about the process image (exec). */
 void watch_python_reset(struct watch_session *s);
 /* Still waiting for a Python function: whether it is time to say which

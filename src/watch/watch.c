@@ -103,6 +103,9 @@ struct sw_breakpoint *watch_breakpoint_at(struct watch_session *s, uint64_t addr
         return &s->eval_bp;
     if (s->dl_bp_used && s->dl_bp.inserted && s->dl_bp.addr == addr)
         return &s->dl_bp;
+    for (int i = 0; i < s->n_start_bp; i++)
+        if (s->start_bp[i].inserted && s->start_bp[i].addr == addr)
+            return &s->start_bp[i];
     for (int i = 0; i < s->n_native; i++)
         if (s->native[i].bp.inserted && s->native[i].bp.addr == addr)
             return &s->native[i].bp;
@@ -116,6 +119,8 @@ static void for_each_breakpoint(struct watch_session *s, void (*fn)(struct watch
         fn(s, &s->eval_bp);
     if (s->dl_bp_used)
         fn(s, &s->dl_bp);
+    for (int i = 0; i < s->n_start_bp; i++)
+        fn(s, &s->start_bp[i]);
     for (int i = 0; i < s->n_native; i++)
         fn(s, &s->native[i].bp);
 }
@@ -255,12 +260,14 @@ static void release_child(struct watch_session *s, pid_t child, bool shares_memo
         struct bp_memory m;
         struct pyscope_error err = {0};
         if (bp_memory_open(&m, child, &err) == 0) {
-            struct sw_breakpoint *all[WATCH_MAX_NATIVE + 2];
+            struct sw_breakpoint *all[WATCH_MAX_NATIVE + 4];
             int n = 0;
             if (s->eval_bp_used)
                 all[n++] = &s->eval_bp;
             if (s->dl_bp_used)
                 all[n++] = &s->dl_bp;
+            for (int i = 0; i < s->n_start_bp; i++)
+                all[n++] = &s->start_bp[i];
             for (int i = 0; i < s->n_native; i++)
                 all[n++] = &s->native[i].bp;
             for (int i = 0; i < n; i++)
@@ -328,6 +335,8 @@ static void handle_breakpoint(struct watch_session *s, pid_t tid, struct sw_brea
     bool moved = false;
     if (bp == &s->eval_bp) {
         moved = watch_python_eval_entry(s, tid, regs);
+    } else if (s->n_start_bp > 0 && (bp == &s->start_bp[0] || bp == &s->start_bp[1])) {
+        watch_python_frame_start(s, tid);
     } else if (bp == &s->dl_bp) {
         watch_native_resolve(s);
         watch_python_resolve(s, tid);
@@ -799,6 +808,10 @@ static void choose_mechanism(struct watch_session *s)
     const char *why_up = "", *why_wp = "";
     s->uprobes = kbp_probe_uprobes(s->tr.pid, &why_up);
     s->watch_kernel = kbp_probe_watchpoints(s->tr.pid, &why_wp);
+    /* PYSCOPE_WATCH_NO_DR=1 takes the way of such machines anywhere, so
+     * that it can be tested where debug registers work. */
+    const char *force = getenv("PYSCOPE_WATCH_NO_DR");
+    s->no_dr = (force && strcmp(force, "1") == 0) || kbp_debug_registers_trap() == 0;
     snprintf(s->mechanism_why, sizeof s->mechanism_why, "%s%s%s%s%s",
              s->uprobes ? "" : "uprobes: ", s->uprobes ? "" : why_up,
              !s->uprobes && !s->watch_kernel ? "; " : "",
@@ -1057,14 +1070,18 @@ int watch_run(const struct watch_options *o)
     finish(s, s->stop && s->hits > 0 && !gone);
     if (s->verbose)
         fprintf(stderr, "pyscope: handled %lu C-to-Python entries, %lu watchpoint traps, "
-                        "%lu native entries (%lu unwound), %lu candidates confirmed by %lu "
-                        "single steps, %lu steps with the breakpoint out\n",
-                s->stats.eval_entries, s->stats.dr_traps, s->stats.native_entries,
+                        "%lu frame-start breakpoints, %lu native entries (%lu unwound), %lu "
+                        "candidates confirmed by %lu single steps, %lu steps with the "
+                        "breakpoint out\n",
+                s->stats.eval_entries, s->stats.dr_traps, s->stats.frame_starts,
+                s->stats.native_entries,
                 s->stats.unwinds, s->stats.candidates, s->stats.steps,
                 s->stats.single_step_windows);
     int never_found = gone ? report_never_found(s) : 0;
     if (never_found)
         ;                          /* said above */
+    else if (s->blind)
+        fprintf(stderr, "pyscope: nothing was watched; process %d continues\n", (int)s->tr.pid);
     else if (gone)
         fprintf(stderr, "pyscope: process %d exited; %u re-entr%s reported\n", (int)s->tr.pid,
                 s->hits, s->hits == 1 ? "y" : "ies");
@@ -1086,7 +1103,7 @@ int watch_run(const struct watch_options *o)
         status = wait_for_program(s, &wait_set);
     }
     /* Nothing was watched: that must not read as "no re-entry". */
-    if (never_found && status == 0)
+    if ((never_found || s->blind) && status == 0)
         status = PYSCOPE_ERR_OTHER;
 out:
     free_session(s);

@@ -10,6 +10,7 @@
 
 #include "watch/session.h"
 #include "native/symbol_find.h"
+#include "python/eval_loop.h"
 #include "python/threads.h"
 #include "target/process.h"
 
@@ -170,7 +171,7 @@ static unsigned all_slots(const struct watch_session *s)
 
 void watch_python_thread_started(struct watch_session *s, pid_t tid)
 {
-    if (s->n_py && !s->lazy)
+    if (s->n_py && !s->lazy && !s->no_dr)
         arm(s, tid, all_slots(s));
 }
 
@@ -615,10 +616,17 @@ bool watch_python_wants_more(const struct watch_session *s)
 /* No longer waiting: the int3 stays only where re-entry detection needs it. */
 static bool any_generator(const struct watch_session *s);
 
+/* Without debug registers up to 3.10, the breakpoint at
+ * _PyEval_EvalFrameDefault is where every frame starts or resumes. */
+static bool starts_at_eval(const struct watch_session *s)
+{
+    return s->no_dr && s->reader.L->opcode_resume < 0;
+}
+
 static void stop_waiting(struct watch_session *s)
 {
     s->waiting = false;
-    if (!s->lazy && !any_generator(s) && s->eval_bp_used) {
+    if (!s->lazy && !any_generator(s) && s->eval_bp_used && !starts_at_eval(s)) {
         bp_remove(&s->mem, &s->eval_bp);
         bp_forget(&s->eval_bp);
         s->eval_bp_used = false;
@@ -672,7 +680,8 @@ static bool generator_entry(struct watch_session *s, pid_t tid, const struct use
 {
     uint64_t code = entered_code(s, regs);
     for (int i = 0; i < s->n_py; i++) {
-        if (!s->py[i].generator || s->py[i].entry || s->py[i].code != code)
+        bool seen_here = starts_at_eval(s) || (s->py[i].generator && !s->py[i].entry);
+        if (!seen_here || s->py[i].code != code)
             continue;
         /* 3.9+ pass the thread state first; 3.8 only the frame. */
         uint64_t tstate = s->reader.L->eval_frame_arg == 1 ? regs->rdi : tstate_of(s, tid);
@@ -706,6 +715,8 @@ bool watch_python_eval_entry(struct watch_session *s, pid_t tid, const struct us
         scan_entered(s, tid, entered_code(s, regs));
     if (!s->n_py || !s->eval_bp.inserted)
         return false;
+    if (s->no_dr && !starts_at_eval(s))
+        return false;              /* 3.11+: the RESUME breakpoints see every start */
     if (!s->lazy)
         return generator_entry(s, tid, regs);
     /* _PyEval_EvalFrameDefault(tstate, frame, throwflag) on 3.11+. */
@@ -781,6 +792,101 @@ static int plant_eval_breakpoint(struct watch_session *s)
     return -1;
 }
 
+/* ---- without debug registers: breakpoints where every frame starts ---- */
+
+/* 3.11+: every frame runs RESUME when it starts and again when it resumes
+ * after a yield or an await, with the frame already the thread's top frame
+ * (a call from C, an inlined Python-to-Python call, a generator stepped by
+ * a for loop alike). Its handler in the interpreter loop, and the
+ * quickened form's, come from the loop's table of handlers. */
+static int plant_start_breakpoints(struct watch_session *s)
+{
+    const struct py_layout *L = s->reader.L;
+    int ops[2] = {L->opcode_resume, L->opcode_resume_quick};
+    int n = L->opcode_resume_quick >= 0 ? 2 : 1;
+    uint64_t addr[2] = {0, 0};
+    if (py_opcode_handlers(s->t, s->rt.binary, ops, n, addr) != 0)
+        return -1;
+    if (n == 2 && addr[1] == addr[0])
+        n = 1;
+    for (int i = 0; i < n; i++) {
+        memset(&s->start_bp[i], 0, sizeof s->start_bp[i]);
+        s->start_bp[i].addr = addr[i];
+        struct pyscope_error err = {0};
+        if (watch_insert_breakpoint(s, &s->start_bp[i], false, &err) != 0) {
+            fprintf(stderr, "pyscope: %s\n", err.message);
+            for (int j = 0; j < i; j++)
+                bp_remove(&s->mem, &s->start_bp[j]);
+            return -1;
+        }
+        s->n_start_bp = i + 1;
+    }
+    if (s->verbose)
+        fprintf(stderr, "pyscope: frame starts: breakpoints at the RESUME handlers (0x%llx, "
+                        "0x%llx)\n", (unsigned long long)addr[0],
+                (unsigned long long)(n > 1 ? addr[1] : 0));
+    return 0;
+}
+
+/* Where debug registers do not trap, every frame start is a breakpoint:
+ * said once, with what it costs. */
+static void plant_frame_starts(struct watch_session *s)
+{
+    if (s->frame_starts_planted)
+        return;
+    bool at_eval = starts_at_eval(s);
+    int rc = at_eval ? (s->eval_bp_used ? 0 : plant_eval_breakpoint(s))
+                     : plant_start_breakpoints(s);
+    s->frame_starts_planted = rc == 0;
+    if (rc == 0)
+        fprintf(stderr, "pyscope: this machine's debug registers never trap (its hypervisor "
+                        "does not pass them on), so every start of a Python frame stops at a "
+                        "breakpoint instead (%s): the program runs slower while watched, "
+                        "some tens of microseconds per Python call\n",
+                at_eval ? "_PyEval_EvalFrameDefault" : "the interpreter loop's RESUME");
+    else {
+        /* Watching on would end in "0 re-entries reported", which would
+         * read as none happening. */
+        fprintf(stderr, "pyscope: error: this machine's debug registers never trap, and no "
+                        "breakpoint that sees every start of a Python frame could be placed: "
+                        "re-entries of Python functions cannot be seen here\n");
+        s->blind = true;
+        s->done = true;
+    }
+}
+
+void watch_python_frame_start(struct watch_session *s, pid_t tid)
+{
+    s->stats.frame_starts++;
+    if (!s->n_py)
+        return;
+    target_cache_invalidate(s->t);
+    uint64_t tstate = tstate_of(s, tid);
+    uint64_t top = tstate ? py_tstate_top_frame(&s->reader, tstate) : 0;
+    const struct py_layout *L = s->reader.L;
+    long off = L->iframe_executable != PY_OFF_NONE ? L->iframe_executable : L->frame_code;
+    uint64_t code = 0;
+    if (!top || off == PY_OFF_NONE || raw_u64(s, top + (uint64_t)off, &code) != 0)
+        return;
+    if (L->stackref_tagged)
+        code &= ~(uint64_t)7;
+    int i = 0;
+    while (i < s->n_py && s->py[i].code != code)
+        i++;
+    if (i == s->n_py)
+        return;                    /* the common case: another function */
+    enum py_walk_status status;
+    size_t count = walk(s, top, &status);
+    if (count == 0 || s->frames[0].code_addr != code)
+        return;
+    for (size_t k = 1; k < count; k++) {
+        if (s->frames[k].code_addr == code) {
+            watch_report(s, tid, i, -1);
+            return;
+        }
+    }
+}
+
 /* Starts watching the matches of --reentry number f (not watched yet),
  * as far as debug registers last. Returns how many were added. */
 static int add_watches(struct watch_session *s, int f, const struct py_func_match *matches, int n)
@@ -844,6 +950,12 @@ static int add_watches(struct watch_session *s, int f, const struct py_func_matc
 static void start_new_watches(struct watch_session *s, int first_new, pid_t except)
 {
     tracer_stop_all(&s->tr);
+    if (s->no_dr) {
+        plant_frame_starts(s);
+        resync_counts(s);
+        watch_resume_others(s, except);
+        return;
+    }
     if (!s->lazy && any_generator(s) && !s->eval_bp_used && plant_eval_breakpoint(s) != 0)
         fprintf(stderr, "pyscope: warning: cannot break on entries into Python here: a "
                         "generator or coroutine resumed is not seen\n");
@@ -891,7 +1003,7 @@ int watch_python_resolve(struct watch_session *s, pid_t except)
         }
         s->have_rt = true;
         py_reader_init(&s->reader, &s->rt);
-        s->lazy = !s->exact && s->rt.layout.frames == PY_FRAMES_INTERPRETER;
+        s->lazy = !s->exact && !s->no_dr && s->rt.layout.frames == PY_FRAMES_INTERPRETER;
     }
     /* While every code object entered is searched, walking sys.modules
      * again finds nothing new, and would hold up the threads that trap
@@ -964,6 +1076,8 @@ void watch_python_reset(struct watch_session *s)
     s->n_py = 0;
     s->eval_bp_used = false;
     s->eval_bp.inserted = false;
+    s->n_start_bp = 0;
+    s->frame_starts_planted = false;
     for (int f = 0; f < s->n_funcs; f++)
         s->funcs[f].found_python = false;
     for (int i = 0; i < s->n_threads; i++) {

@@ -30,6 +30,9 @@ from conftest import HERE, PROGRAMS, PYSCOPE, proc_state_task, run_pyscope
 from test_native import compile_c, expect_merge, interp_include
 
 NATIVE_SRC = HERE / "native"
+# What watch says where the machine's debug registers never trap (some
+# hypervisors, this project's CI among them), or with PYSCOPE_WATCH_NO_DR=1.
+NO_DR = "debug registers never trap"
 PY_FUNC = "reentry_pool.py:Pool._append_to_free_list"
 C_FUNC = "pyscope_pool_append"
 WATCH_TIMEOUT = 90
@@ -439,7 +442,9 @@ def test_python_recursion(interp, tmp_path):
             "-c", RECURSION]
     result = watch(args)
     assert result.returncode == 0, result
-    if (major, minor) <= (3, 10):
+    if (major, minor) <= (3, 10) or NO_DR in result.stderr:
+        # Where debug registers never trap, every frame start is a
+        # breakpoint: 3.11+ see these without --exact too.
         assert len(read_reports(tmp_path / "r.jsonl")) == 1
     else:
         assert read_reports(tmp_path / "r.jsonl") == [], "3.11+ default should not trap these"
@@ -702,11 +707,18 @@ def test_other_users_process():
             assert full.returncode == 0, full
             assert "breakpoints are uprobes and perf-event watchpoints" in full.stderr, full.stderr
             assert "re-entry #1 of Pool._append_to_free_list" in full.stderr, full.stderr
-            assert ptrace_only.returncode == 0, ptrace_only
             assert "cannot write a breakpoint into process %d: its /proc/%d/mem belongs to " \
                    "another user" % (target.pid, target.pid) in ptrace_only.stderr
-            assert "watching every call instead" in ptrace_only.stderr
-            assert "re-entry #1 of Pool._append_to_free_list" in ptrace_only.stderr
+            if NO_DR in full.stderr:
+                # Neither a debug register nor a breakpoint: nothing can be
+                # seen, which is said, with a failing status.
+                assert ptrace_only.returncode != 0, ptrace_only
+                assert "re-entries of Python functions cannot be seen here" in ptrace_only.stderr
+                assert "nothing was watched" in ptrace_only.stderr
+            else:
+                assert ptrace_only.returncode == 0, ptrace_only
+                assert "watching every call instead" in ptrace_only.stderr
+                assert "re-entry #1 of Pool._append_to_free_list" in ptrace_only.stderr
             assert target.poll() is None
             (work / "r.json.stop").write_text("")
             out, err = target.communicate(timeout=30)

@@ -297,6 +297,27 @@ static void emit_eval_signature(void)
                                         PyObject *(*)(PyFrameObject *, int): 0, default: 1));
 }
 
+/* The opcode every frame executes first when it starts and again when it
+ * resumes after a yield or await (3.11+), and the form the interpreter
+ * quickens it into: where the interpreter loop jumps for them (its
+ * computed-goto table) is a breakpoint that sees every frame start, for
+ * machines whose debug registers do not trap (watch). */
+static void emit_resume_opcodes(void)
+{
+#if MINOR >= 11
+    emit_int("opcode_resume", RESUME);
+#else
+    emit_int("opcode_resume", -1);
+#endif
+#if MINOR == 11
+    emit_int("opcode_resume_quick", RESUME_QUICK);
+#elif MINOR >= 13
+    emit_int("opcode_resume_quick", RESUME_CHECK);
+#else
+    emit_int("opcode_resume_quick", -1);
+#endif
+}
+
 static void emit_code(void)
 {
     emit("code_size", SIZE(PyCodeObject));
@@ -670,6 +691,7 @@ int main(int argc, char **argv)
     emit_frames();
     emit_code();
     emit_eval_signature();
+    emit_resume_opcodes();
     emit_objects();
     emit_instance_dicts();
     emit_callables();
