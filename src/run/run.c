@@ -26,6 +26,7 @@
 #include "target/cleanup.h"
 #include "target/core_write.h"
 #include "target/hwbreak.h"
+#include "target/kernelbp.h"
 #include "target/process.h"
 #include "target/signals.h"
 #include "target/tracer.h"
@@ -139,6 +140,7 @@ struct armed_thread {
     bool armed;                  /* it has them (or could not get them) */
     int events[HWBREAK_MAX];     /* ... as perf events: their descriptors */
     int n_events;
+    bool uprobes;                /* the events are uprobes */
 };
 
 struct recorder {
@@ -155,6 +157,12 @@ struct recorder {
     bool ptrace_said;            /* said that perf events were refused */
     struct armed_thread *threads;   /* PROCESS_MAX_THREADS */
     int n_threads;
+    /* Uprobes whose thread hit them or exited: closed once the program is
+     * gone. Closing one waits for the kernel to unregister it (tens of
+     * milliseconds and more under load), which at a thread's exit held up
+     * the passes of the last moments before the program's own exit. */
+    int *deferred;
+    int n_deferred, cap_deferred;
 };
 
 static struct armed_thread *armed_find(struct recorder *rec, pid_t tid)
@@ -177,18 +185,43 @@ static struct armed_thread *armed_get(struct recorder *rec, pid_t tid)
 
 static void armed_close_events(struct armed_thread *at)
 {
+    /* kbp_close also forgets a uprobe's descriptor in target/cleanup.c. */
     while (at->n_events > 0)
-        close(at->events[--at->n_events]);
+        kbp_close(at->events[--at->n_events]);
 }
 
 /* The tracer's on_gone: a thread that exited takes its events along. */
+/* A thread's uprobes kept for closing later (see struct recorder); its
+ * debug-register events closed at once (one left open would trap the
+ * thread again at the same instruction). */
+static void armed_drop_events(struct recorder *rec, struct armed_thread *at)
+{
+    if (at->uprobes && at->n_events > 0 &&
+        rec->n_deferred + at->n_events > rec->cap_deferred) {
+        int cap = rec->cap_deferred ? rec->cap_deferred * 2 : 64;
+        while (cap < rec->n_deferred + at->n_events)
+            cap *= 2;
+        int *more = realloc(rec->deferred, sizeof *more * (size_t)cap);
+        if (more) {
+            rec->deferred = more;
+            rec->cap_deferred = cap;
+        }
+    }
+    if (at->uprobes && rec->n_deferred + at->n_events <= rec->cap_deferred) {
+        while (at->n_events > 0)
+            rec->deferred[rec->n_deferred++] = at->events[--at->n_events];
+        return;
+    }
+    armed_close_events(at);
+}
+
 static void armed_gone(void *ctx, pid_t tid)
 {
     struct recorder *rec = ctx;
     struct armed_thread *at = armed_find(rec, tid);
     if (!at)
         return;
-    armed_close_events(at);
+    armed_drop_events(rec, at);
     *at = rec->threads[--rec->n_threads];
 }
 
@@ -233,13 +266,44 @@ static void recorder_attached(struct recorder *rec, struct tracer *tr)
     }
 }
 
+/* Where debug registers never trap (some hypervisors), a uprobe at the
+ * printer's entry: the kernel's breakpoint, which stops the thread with the
+ * same SIGTRAP after the first instruction. */
+static int uprobe_at(struct recorder *rec, pid_t tid, uint64_t addr)
+{
+    struct py_runtime *rt = flight_runtime(&rec->flight);
+    const struct target_map *map = rt ? target_find_map(rt->target, addr) : NULL;
+    if (!map || !map->path || map->path[0] != '/') {
+        errno = ENOENT;
+        return -1;
+    }
+    return kbp_uprobe_open(tid, map->path, addr - map->start + map->offset, KBP_TAG_UPROBE);
+}
+
 /* Perf events when the kernel allows them: they go when pyscope goes,
  * even by SIGKILL. The debug registers otherwise, which would stay armed
  * in the program after a SIGKILL of pyscope. */
 static bool arm_with_events(struct recorder *rec, struct armed_thread *at)
 {
+    bool uprobes = kbp_debug_registers_trap() == 0;
+    at->uprobes = uprobes;
     for (int b = 0; b < rec->n_breakpoints; b++) {
-        int fd = hwbreak_open(at->tid, rec->breakpoints[b]);
+        int fd = uprobes ? uprobe_at(rec, at->tid, rec->breakpoints[b])
+                         : hwbreak_open(at->tid, rec->breakpoints[b]);
+        if (fd >= 0 && !uprobes)
+            cleanup_perf_opened(fd);
+        if (fd < 0 && uprobes) {
+            int why = errno;
+            armed_close_events(at);
+            if (!rec->arm_failed_said) {
+                rec->arm_failed_said = true;
+                fprintf(stderr, "pyscope: warning: this machine's debug registers never trap "
+                                "and the kernel refused a uprobe (%s): uncaught exceptions will "
+                                "be recorded at the exit, without their traceback\n",
+                        strerror(why));
+            }
+            return true;           /* ptrace's debug registers would not trap either */
+        }
         if (fd < 0) {
             int why = errno;
             armed_close_events(at);
@@ -318,7 +382,10 @@ static void on_breakpoint(struct recorder *rec, pid_t tid)
     /* One stop per thread is enough; the resume flag covers a failed disarm. */
     struct armed_thread *at = armed_find(rec, tid);
     if (at && at->n_events > 0) {
-        armed_close_events(at);
+        armed_drop_events(rec, at);
+    } else if (at && at->uprobes) {
+        /* Its uprobes wait to be closed and trap again: the kernel has run
+         * the instruction, nothing to step over. */
     } else {
         hwbreak_which(tid);
         hwbreak_disarm(tid);
@@ -558,6 +625,9 @@ int run_program(const struct run_options *o)
     if (rec) {
         for (int i = 0; i < rec->n_threads; i++)
             armed_close_events(&rec->threads[i]);
+        while (rec->n_deferred > 0)
+            kbp_close(rec->deferred[--rec->n_deferred]);
+        free(rec->deferred);
         flight_free(&rec->flight);
         free(rec->threads);
         free(rec);
