@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -620,6 +621,32 @@ static const char *base_of(const char *path)
     return slash ? slash + 1 : path;
 }
 
+/* Whether the program names a dynamic loader (PT_INTERP): then the
+ * kernel maps that loader right after the program's own segments, inside
+ * execve, and a maps listing read in between shows the program alone. */
+static bool exe_wants_loader(pid_t reader)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)reader);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    Elf64_Ehdr eh;
+    bool wants = false;
+    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
+        memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+        eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 && eh.e_phnum < 256) {
+        for (unsigned i = 0; i < eh.e_phnum && !wants; i++) {
+            Elf64_Phdr ph;
+            if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != (ssize_t)sizeof ph)
+                break;
+            wants = ph.p_type == PT_INTERP;
+        }
+    }
+    close(fd);
+    return wants;
+}
+
 /* Right after exec only the program and the dynamic loader are mapped; the
  * loader then maps the libraries (libpython among them). Read then, a
  * shared-library Python looks like an executable without a runtime, and
@@ -661,6 +688,8 @@ static bool loader_at_work(const struct target *t, pid_t reader)
         libc |= strncmp(name, "libc.so", 7) == 0 || strncmp(name, "libc-", 5) == 0 ||
                 strncmp(name, "ld-musl", 7) == 0;
     }
+    if (exe_mapped && !loader && !libc && exe_wants_loader(reader))
+        return true;               /* still inside execve */
     return !exe_mapped || (loader && !libc);
 }
 
