@@ -109,6 +109,11 @@ def test_record_async_task_stacks(interp, start_program, pyscope, tmp_path):
     doc = load_record(out)
     samples = samples_of(doc, thread_named(doc, extra["thread"]))
     counts, callback, stray = classify(samples, extra)
+    # A callback's stack that begins at the callback, its caller's link read
+    # while the loop rewrote it (seen once, on Debian 3.15 under a loaded
+    # CI run): a torn sample, counted with the stray ones, not as correct.
+    stray += [item for item in callback if item[0][0] == extra["callback"]]
+    callback = [item for item in callback if item[0][0] != extra["callback"]]
     total = sum(counts.values())
     n_stray = sum(n for _, n in stray)
     assert n_stray <= max(2, 0.05 * total), "stacks neither a task's nor the callback's: %r" % (
