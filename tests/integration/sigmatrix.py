@@ -275,12 +275,20 @@ class Trial:
             self.note("threads left stopped: %s" % stopped_threads(pid))
         else:
             self.result["running"] = True
-        try:
-            diffs = code_differences(pid, PRINTER_ENTRIES if self.mode == "run-record-last"
-                                     else ())
-        except OSError as e:        # it died meanwhile
-            self.note("target %d is gone (%s)" % (pid, e))
-            return False
+        # A uprobe's int3 goes when the kernel frees its perf event, which
+        # can trail the close by a moment (once seen under ASan on a loaded
+        # run): looked at again for up to a second before it counts.
+        allowed = PRINTER_ENTRIES if self.mode == "run-record-last" else ()
+        deadline = time.monotonic() + 1.0
+        while True:
+            try:
+                diffs = code_differences(pid, allowed)
+            except OSError as e:        # it died meanwhile
+                self.note("target %d is gone (%s)" % (pid, e))
+                return False
+            if not diffs or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         if diffs:
             self.note("code changed at %s" % ", ".join(diffs[:4]))
         else:
