@@ -248,6 +248,13 @@ def test_coredump_store(callthrough_lib, tmp_path):
                 assert line.endswith("; the newest of %d %s)" % (
                     count, "cores" if request == "latest" else "cores of that PID")), line
             assert thread_named(doc, "parser")["crashed"]
+            # why takes the same names for a core of the store, and says
+            # which file it chose the same way.
+            why = run_pyscope(["why", "--json", "--core", request], timeout=30)
+            assert why.returncode == 0, why
+            wdoc = json.loads(why.stdout, object_pairs_hook=strict_object)
+            assert wdoc["pid"] == pid, wdoc.get("pid")
+            assert why.stderr.splitlines()[0] == line, why.stderr
         result = run_pyscope(["dump", "--core", "999999"])
         assert result.returncode == 3, result
         assert result.stderr == ("pyscope: no core of process 999999 in systemd-coredump's "
