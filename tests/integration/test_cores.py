@@ -444,6 +444,39 @@ def elf_build_id(path):
     pytest.fail("no build-id in %s" % path)
 
 
+def test_debug_dir_debug_files(callthrough_lib, tmp_path):
+    """--debug-dir DIR also holds separate debug files, as
+    DIR/.build-id/xx/yyyy.debug (the layout of Debian's -dbgsym packages and
+    of `objcopy --only-keep-debug`): a crash in a library stripped of its
+    DWARF gets its source lines back from there, found by build-id alone."""
+    if not Path("/usr/bin/python3.11").exists():
+        pytest.skip("needs /usr/bin/python3.11")
+    lib = tmp_path / "libcallthrough.so"
+    shutil.copy(callthrough_lib, lib)
+    debug_file = tmp_path / "libcallthrough.debug"
+    subprocess.run(["objcopy", "--only-keep-debug", str(lib), str(debug_file)], check=True)
+    subprocess.run(["strip", "--strip-debug", str(lib)], check=True)
+    bid = elf_build_id(lib)
+    assert elf_build_id(debug_file) == bid
+    debug = tmp_path / "debug"
+    (debug / ".build-id" / bid[:2]).mkdir(parents=True)
+    shutil.move(str(debug_file), str(debug / ".build-id" / bid[:2] / (bid[2:] + ".debug")))
+    cores = tmp_path / "cores"
+    cores.mkdir()
+    core = debian_crash(lib, cores)
+    line = next(i for i, text in enumerate(
+        (Path(__file__).parent / "native" / "callthrough.c").read_text().splitlines(), 1)
+        if "*pointer" in text and "return" in text)
+    where = "callthrough.c:%d" % line
+    plain = run_pyscope(["dump", "--native", "--core", core], timeout=60)
+    assert plain.returncode == 0, plain
+    assert "pyscope_crash_read" in plain.stdout and where not in plain.stdout, plain.stdout
+    found = run_pyscope(["dump", "--native", "--core", core, "--debug-dir", debug], timeout=60)
+    assert found.returncode == 0, found
+    frame = [text for text in found.stdout.splitlines() if "pyscope_crash_read" in text]
+    assert frame and where in frame[0], found.stdout
+
+
 # --------------------------------------------------------------------------
 # why --core: the waits and verdict of the moment the core was taken
 
