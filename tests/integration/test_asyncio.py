@@ -382,6 +382,17 @@ def test_dump_unretrieved_exceptions(interp, start_program):
     assert any(t["log_traceback"] for t in extra["tasks"])
     text = run_pyscope(["dump", target.pid])
     assert 'Task "failed"' in text.stdout and "with ValueError, never retrieved" in text.stdout
+    # --tasks=all: the done tasks the program still holds are shown too,
+    # finished, whatever became of their result.
+    doc = dump_json("--tasks=all", target.pid)
+    assert doc["asyncio"]["tasks"] == "all"
+    [loop] = [l for l in doc["asyncio"]["loops"] if l["tid"] == extra["loop_tid"]]
+    shown = {t["address"]: t for t in loop["tasks"]}
+    for want in extra["tasks"]:
+        assert want["address"] in shown, (want, sorted(shown))
+        t = shown[want["address"]]
+        assert t["name"] == want["name"]
+        assert (t["state"] == "finished") == want["done"], (t["state"], want)
 
 
 def test_dump_await_details(interp, start_program):
