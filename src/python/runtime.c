@@ -197,13 +197,20 @@ int py_runtime_find(struct target *t, struct py_runtime *rt, struct pyscope_erro
         err = &local;
     for (int tries = 0;; tries++) {
         int rc = find_once(t, rt, err);
-        if (rc == 0 || !target_can(t, TARGET_CAN_CHANGE) || tries >= 10 ||
-            (err->status != PYSCOPE_ERR_NOT_PYTHON && err->status != PYSCOPE_ERR_UNSUPPORTED))
+        /* "Unsupported" means a file named like Python without a runtime:
+         * right after exec that is the program before its libpython is
+         * mapped, and under load the loader can sit for longer than one
+         * nap without mapping anything (seen: "unsupported Python version
+         * 3.13" from pyenv's 3.13 on a loaded CI run). It is looked at for
+         * up to 0.3 s; a process that is not Python at all is not kept. */
+        bool unsupported = err->status == PYSCOPE_ERR_UNSUPPORTED;
+        if (rc == 0 || !target_can(t, TARGET_CAN_CHANGE) || tries >= (unsupported ? 30 : 10) ||
+            (err->status != PYSCOPE_ERR_NOT_PYTHON && !unsupported))
             return rc;
         size_t before = t->nmaps;
         struct timespec ts = {0, 10000000L};
         nanosleep(&ts, NULL);
-        if (target_refresh_maps(t) != 0 || t->nmaps == before)
+        if (target_refresh_maps(t) != 0 || (t->nmaps == before && !unsupported))
             return rc;
     }
 }
