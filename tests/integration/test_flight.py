@@ -203,8 +203,14 @@ def test_nonzero_exit(interp, tmp_path, fmt):
                                     key=lambda item: item[0]) if "main" in s]
     # Not counting the "[C] time.sleep" leaf of the call it is in.
     in_main = [[f for f in s if not f.startswith("[C] ")] for s in in_main]
-    assert in_main and in_main[-1][-1] in ("countdown", "sleep", "write_report", "dump",
-                                           "fail_exit", "replace", "exit"), in_main[-3:]
+    # The last one is in main itself or in one of the calls main makes at its
+    # end, however deep inside it (json.dump's encoder under write_report
+    # was caught once on 3.11.7).
+    assert in_main, rec.stacks
+    last = in_main[-1]
+    below_main = last[last.index("main") + 1:]
+    assert not below_main or below_main[0] in ("countdown", "write_report", "fail_exit"), \
+        in_main[-3:]
     assert "countdown" in rec.all_functions("MainThread")
 
 
