@@ -245,9 +245,27 @@ def discovery():
     return _DISCOVERY
 
 
+# Tests marked `representative` check what does not depend on the
+# interpreter's layout (a terminal's size, a consumer's protocol, signal and
+# exit handling, process trees): they run on the oldest build, a 3.12 build
+# (both shared libpython with symbols), Debian's static, stripped, non-PIE
+# 3.11 and the newest layout, 3.15. Every interpreter is still exercised by
+# the tests that read its structures; this keeps make test within its time.
+REPRESENTATIVE = ("3.8.18", "3.12.1", "debian-3.11", "debian-3.15")
+
+
+def representative(interps):
+    """The representative interpreters among interps; when a selection
+    (PYSCOPE_INTERPRETERS) leaves none of them, its first interpreter."""
+    chosen = [i for i in interps if i.id in REPRESENTATIVE]
+    return chosen or interps[:1]
+
+
 def pytest_generate_tests(metafunc):
     if "interp" in metafunc.fixturenames:
         interps = discovery().supported
+        if metafunc.definition.get_closest_marker("representative"):
+            interps = representative(interps)
         metafunc.parametrize("interp", interps, ids=[i.id for i in interps], indirect=True)
     if "old_interp" in metafunc.fixturenames:
         interps = discovery().unsupported
@@ -304,6 +322,16 @@ def pick_interp():
     preferred = [i for i in found if i.version.startswith("3.12.")] or found
     discovery().used.add(preferred[0].id)
     return preferred[0]
+
+
+def every_interp():
+    """For a test that runs one consumer (a Prometheus, a go tool) over
+    targets of every interpreter at once: all of them, marked as run."""
+    found = discovery().supported
+    if not found:
+        pytest.skip("no supported interpreter found")
+    discovery().used.update(i.id for i in found)
+    return list(found)
 
 
 @pytest.fixture

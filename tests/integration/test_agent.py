@@ -29,7 +29,7 @@ import uuid
 
 import pytest
 
-from conftest import PROGRAMS, pick_interp, target_env
+from conftest import PROGRAMS, every_interp, pick_interp, target_env
 
 START_TIMEOUT = 15.0
 
@@ -205,90 +205,110 @@ def prom_query(port, expr):
     return [(res["metric"], float(res["value"][1])) for res in doc["data"]["result"]]
 
 
-def test_prometheus_scrapes_agent(interp, start_program, agent, spawn, tmp_path):
-    """A real Prometheus scrapes the agent; its API then holds: the spinner
-    thread holding the GIL ~100% of its sampled time, the main thread idle,
-    the process with its two threads and version, the HTTP client hung in
-    network_wait and the spinner's process not hung."""
+def test_prometheus_scrapes_agent(start_program, agent, spawn, tmp_path):
+    """A real Prometheus scrapes one agent that samples a GIL spinner and a
+    hung HTTP client on every interpreter at once; its API then holds, for
+    each interpreter: the spinner thread holding the GIL ~100% of its
+    sampled time, the main thread idle, the process with its two threads
+    and version, the HTTP client hung in network_wait and the spinner's
+    process not hung. (One Prometheus for all: starting one per interpreter
+    was a minute of the suite.)"""
     prometheus = shutil.which("prometheus")
     if not prometheus:
         pytest.skip("prometheus not installed (Debian package prometheus; make test-deps)")
-    gil = start_program(interp, "agent_gil.py")
-    stuck = start_program(interp, "why_http.py")
+    pairs = [(interp, start_program(interp, "agent_gil.py"), start_program(interp, "why_http.py"))
+             for interp in every_interp()]
     a = agent("--why-every", "2")
     prom_port = free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(PROM_CONFIG % a.port)
     spawn([prometheus, "--config.file=%s" % config, "--storage.tsdb.path=%s" % (tmp_path / "tsdb"),
            "--web.listen-address=127.0.0.1:%d" % prom_port, "--log.level=warn"])
-    spinner = gil.report["extra"]["spinner"]
-    main_tid = gil.pid
-    deadline = time.monotonic() + 40
-    while True:
+
+    def scraped(gil, stuck):
         try:
-            states = {m["state"]: v for m, v in
-                      prom_query(prom_port, 'pyscope_thread_seconds_total{pid="%d",tid="%d"}'
-                                 % (gil.pid, spinner))}
+            states = {m["state"]: v for m, v in prom_query(
+                prom_port, 'pyscope_thread_seconds_total{pid="%d",tid="%d"}'
+                % (gil.pid, gil.report["extra"]["spinner"]))}
             hung = prom_query(prom_port, 'pyscope_process_hung{pid="%d"}' % stuck.pid)
         except (urllib.error.URLError, ConnectionError, OSError):
-            states, hung = {}, []
+            return None
         if sum(states.values()) >= 3 and hung and hung[0][0]["verdict"] == "network_wait":
+            return states, hung
+        return None
+
+    deadline = time.monotonic() + 60
+    seen = {}
+    while len(seen) < len(pairs):
+        for interp, gil, stuck in pairs:
+            if interp.id not in seen:
+                got = scraped(gil, stuck)
+                if got:
+                    seen[interp.id] = got
+        if len(seen) == len(pairs):
             break
         if time.monotonic() > deadline:
-            pytest.fail("prometheus never had the series: %r %r; agent log:\n%s"
-                        % (states, hung, a.log()))
+            pytest.fail("prometheus never had the series of %s; agent log:\n%s"
+                        % (sorted(i.id for i, _, _ in pairs if i.id not in seen), a.log()))
         time.sleep(0.5)
 
     assert prom_query(prom_port, 'up{job="pyscope"}')[0][1] == 1
-    total = sum(states.values())
-    assert states["holding_gil"] / total >= 0.9, states
-    assert set(states) == {"holding_gil", "waiting_gil", "running", "idle", "unknown"}
+    for interp, gil, stuck in pairs:
+        states, hung = seen[interp.id]
+        total = sum(states.values())
+        assert states["holding_gil"] / total >= 0.9, (interp.id, states)
+        assert set(states) == {"holding_gil", "waiting_gil", "running", "idle", "unknown"}
 
-    main = {m["state"]: v for m, v in prom_query(
-        prom_port, 'pyscope_thread_seconds_total{pid="%d",tid="%d"}' % (gil.pid, main_tid))}
-    assert main["idle"] / sum(main.values()) >= 0.9, main
+        main = {m["state"]: v for m, v in prom_query(
+            prom_port, 'pyscope_thread_seconds_total{pid="%d",tid="%d"}' % (gil.pid, gil.pid))}
+        assert main["idle"] / sum(main.values()) >= 0.9, (interp.id, main)
 
-    threads = prom_query(prom_port, 'pyscope_process_threads{pid="%d"}' % gil.pid)
-    assert len(threads) == 1
-    labels, count = threads[0]
-    assert count == len(gil.report["threads"]) == 2
-    assert gil.report["python_version"].startswith(labels["python_version"])
-    assert "container" not in labels  # empty: Prometheus stores no label
-    assert labels["command"].split()[0] == interp.path
+        threads = prom_query(prom_port, 'pyscope_process_threads{pid="%d"}' % gil.pid)
+        assert len(threads) == 1, (interp.id, threads)
+        labels, count = threads[0]
+        assert count == len(gil.report["threads"]) == 2, (interp.id, count)
+        assert gil.report["python_version"].startswith(labels["python_version"]), interp.id
+        assert "container" not in labels  # empty: Prometheus stores no label
+        assert labels["command"].split()[0] == interp.path
 
-    assert hung[0][1] == 1
-    spin_hung = prom_query(prom_port, 'pyscope_process_hung{pid="%d"}' % gil.pid)
-    assert [(m["verdict"], v) for m, v in spin_hung] == [("not_hung", 0)]
-    names = {m["thread"] for m, _ in prom_query(
-        prom_port, 'pyscope_thread_seconds_total{pid="%d",state="idle"}' % stuck.pid)}
-    assert {"fetch_%d" % i for i in range(4)} <= names, names
+        assert hung[0][1] == 1
+        spin_hung = prom_query(prom_port, 'pyscope_process_hung{pid="%d"}' % gil.pid)
+        assert [(m["verdict"], v) for m, v in spin_hung] == [("not_hung", 0)], interp.id
+        names = {m["thread"] for m, _ in prom_query(
+            prom_port, 'pyscope_thread_seconds_total{pid="%d",state="idle"}' % stuck.pid)}
+        assert {"fetch_%d" % i for i in range(4)} <= names, (interp.id, names)
 
 
 # --------------------------------------------------------------------------
 # pprof
 
-def test_pprof_endpoint_read_by_go_tool(interp, start_program, agent, tmp_path):
-    """go tool pprof fetches /debug/pprof/profile?seconds=2&pid=P: the
-    spinner's functions are there, with thread, state, pid and process
-    labels, and about 2 s x 19 Hz of samples."""
+def test_pprof_endpoint_read_by_go_tool(start_program, agent, tmp_path):
+    """go tool pprof fetches /debug/pprof/profile?seconds=2&pid=P of a GIL
+    spinner on every interpreter, all from one agent over the same two
+    seconds: each has the spinner's functions, with thread, state, pid and
+    process labels, and about 2 s x 19 Hz of samples."""
     if not shutil.which("go"):
         pytest.skip("go not installed (golang-go) for go tool pprof")
-    target = start_program(interp, "agent_gil.py")
+    targets = [(interp, start_program(interp, "agent_gil.py")) for interp in every_interp()]
     a = agent("--cpu-budget", "0")  # the rate asked for, whatever the load
-    a.wait_sampling(target.pid)
-    url = a.url("/debug/pprof/profile?seconds=2&pid=%d" % target.pid)
-    out = subprocess.run(["go", "tool", "pprof", "-raw", url], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, env=go_env(tmp_path), timeout=120)
-    text = out.stdout.decode(errors="replace")
-    assert out.returncode == 0, text
-    for function in target.report["extra"]["functions"]:
-        assert re.search(r"\b%s\b" % function, text), text
-    assert "thread:[spinner]" in text and "state:[holding_gil]" in text, text
-    assert "pid:[%d]" % target.pid in text, text
-    assert "process:[%s " % interp.path in text, text
-    # -raw lists the samples as "  COUNT  NANOSECONDS: LOCATIONS" lines.
-    counts = [int(n) for n in re.findall(r"^\s+(\d+)\s+\d+: ", text, re.M)]
-    assert 19 <= sum(counts) <= 2 * 2.5 * 19, counts
+    for _, target in targets:
+        a.wait_sampling(target.pid)
+    fetches = [(interp, target, subprocess.Popen(
+        ["go", "tool", "pprof", "-raw", a.url("/debug/pprof/profile?seconds=2&pid=%d" % target.pid)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=go_env(tmp_path)))
+        for interp, target in targets]
+    for interp, target, fetch in fetches:
+        out, _ = fetch.communicate(timeout=120)
+        text = out.decode(errors="replace")
+        assert fetch.returncode == 0, (interp.id, text)
+        for function in target.report["extra"]["functions"]:
+            assert re.search(r"\b%s\b" % function, text), (interp.id, text)
+        assert "thread:[spinner]" in text and "state:[holding_gil]" in text, (interp.id, text)
+        assert "pid:[%d]" % target.pid in text, (interp.id, text)
+        assert "process:[%s " % interp.path in text, (interp.id, text)
+        # -raw lists the samples as "  COUNT  NANOSECONDS: LOCATIONS" lines.
+        counts = [int(n) for n in re.findall(r"^\s+(\d+)\s+\d+: ", text, re.M)]
+        assert 19 <= sum(counts) <= 2 * 2.5 * 19, (interp.id, counts)
 
 
 def test_pprof_endpoint_arguments(agent):
@@ -408,6 +428,7 @@ def own_to_host_tids(pid):
     return mapping
 
 
+@pytest.mark.representative
 def test_process_in_a_container(interp, agent, spawn, tmp_path):
     """A process in a container as the agent meets one: in a pid namespace
     of its own (pid 1 there), in a mount namespace where its interpreter

@@ -468,6 +468,7 @@ def test_permission_denied(interp, start_program, nobody_pyscope):
     assert target.alive()
 
 
+@pytest.mark.representative
 def test_exit_during_dump(interp, start_program, pyscope):
     """Dump exits_soon.py over and over while it exits. Every run succeeds
     with valid JSON or fails with exit 7 (exited during the dump) or 3 (no

@@ -228,6 +228,7 @@ def test_crash(interp, tmp_path, fmt, callthrough_lib):  # noqa: F811
         "fail_crash", "[C] pyscope_crash_read (libcallthrough.so)"], last
 
 
+@pytest.mark.representative
 def test_dump_on_signal(interp, tmp_path, fmt):
     report = tmp_path / "report.json"
     out = tmp_path / ("flight." + ("trace.json" if fmt == "chrome" else "json"))

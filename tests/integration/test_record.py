@@ -6,6 +6,7 @@ Targets are programs/rec_*.py (plus the GIL workloads of
 format of a recording is docs/record-json.md. See README.md here.
 """
 
+import concurrent.futures
 import gzip
 import json
 import math
@@ -197,6 +198,15 @@ def record_pid(pyscope, tmp_path, pid, *options, duration=2, name="rec"):
     doc = load_record(out)
     assert doc["meta"]["pid"] == pid
     return doc
+
+
+def at_once(*calls):
+    """Runs the calls (functions of no argument, such as recordings of one
+    target with different options) side by side and returns their results
+    in order: recordings never stop their target, so several can watch the
+    same seconds of it."""
+    with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+        return [f.result() for f in [pool.submit(call) for call in calls]]
 
 
 def pick_interp(*preferred):
@@ -960,6 +970,7 @@ def test_consumer_svg(start_program, pyscope, tmp_path):
 # --------------------------------------------------------------------------
 # A.5 End conditions
 
+@pytest.mark.representative
 def test_sigint_writes_output(interp, start_program, launch, tmp_path):
     """SIGINT to pyscope (no --duration): a whole, valid recording, exit 0,
     the target untouched."""
@@ -1036,6 +1047,7 @@ def test_stop_with_command_still_running(launch, tmp_path):
         assert proc.returncode == 128 + sig, (sig.name, proc.returncode, stderr_of(proc))
 
 
+@pytest.mark.representative
 def test_duration_stops_on_time(interp, start_program, pyscope, tmp_path):
     """-d 2: the recording covers 2 s (within one period and a little) and
     pyscope is done soon after."""
@@ -1066,6 +1078,7 @@ def test_duration_with_command(launch, tmp_path):
     assert proc.returncode == 5, (proc.returncode, stderr_of(proc))
 
 
+@pytest.mark.representative
 @pytest.mark.parametrize("how", ["exit", "_exit"])
 def test_command_exits_during_recording(interp, pyscope, tmp_path, how):
     """-- python rec_exit.py that exits after 1.5 s, by finalization or
@@ -1081,6 +1094,7 @@ def test_command_exits_during_recording(interp, pyscope, tmp_path, how):
     assert any(functions[-1:] == ["spin"] for functions, _, _ in spinner), spinner[:5]
 
 
+@pytest.mark.representative
 def test_process_exits_during_recording(interp, start_program, pyscope, tmp_path):
     """-p PID of a process that exits 1.5 s later: recording ends with it,
     valid, exit 0."""
@@ -1117,9 +1131,10 @@ def test_idle_and_gil_filters(interp, start_program, pyscope, tmp_path):
     idle ones in snooze(). --gil keeps only the holder's samples. The
     threads table is never filtered."""
     target = start_program(interp, "rec_mixed.py")
-    plain = record_pid(pyscope, tmp_path, target.pid, duration=1.5, name="plain")
-    idle = record_pid(pyscope, tmp_path, target.pid, "--idle", duration=1.5, name="idle")
-    gil = record_pid(pyscope, tmp_path, target.pid, "--gil", duration=1.5, name="gil")
+    plain, idle, gil = at_once(
+        lambda: record_pid(pyscope, tmp_path, target.pid, duration=1.5, name="plain"),
+        lambda: record_pid(pyscope, tmp_path, target.pid, "--idle", duration=1.5, name="idle"),
+        lambda: record_pid(pyscope, tmp_path, target.pid, "--gil", duration=1.5, name="gil"))
 
     sleeper = thread_named(plain, "sleeper")
     assert plain["threads"][sleeper]["state_samples"]["idle"] > 0
@@ -1145,9 +1160,10 @@ def test_thread_roots(interp, start_program, pyscope, tmp_path):
     target = start_program(interp, "rec_mixed.py")
     tids = {t["native_id"]: t["name"] for t in target.report["threads"]}
     plain_out, roots_out = tmp_path / "plain.txt", tmp_path / "roots.txt"
-    record(pyscope, plain_out, "-p", target.pid, "--idle", duration=1.5, fmt="flamegraph")
-    record(pyscope, roots_out, "-p", target.pid, "--idle", "--threads", duration=1.5,
-           fmt="flamegraph")
+    at_once(lambda: record(pyscope, plain_out, "-p", target.pid, "--idle", duration=1.5,
+                           fmt="flamegraph"),
+            lambda: record(pyscope, roots_out, "-p", target.pid, "--idle", "--threads",
+                           duration=1.5, fmt="flamegraph"))
     plain = parse_collapsed(plain_out.read_text(encoding="utf-8"))
     roots = parse_collapsed(roots_out.read_text(encoding="utf-8"))
     assert not any(s[0].startswith("thread ") for s in plain), list(plain)[:3]
@@ -1162,15 +1178,18 @@ def test_thread_roots(interp, start_program, pyscope, tmp_path):
     assert {"crunch-1", "crunch-2", "sleeper", "MainThread"} <= seen, seen
 
 
+@pytest.mark.representative
 def test_subprocesses(interp, start_program, pyscope, tmp_path):
     """--subprocesses also samples a Pool's two workers (their pids appear,
     busy in burn()); without it only the parent is sampled."""
     target = start_program(interp, "rec_pool.py")
     workers = target.report["extra"]["worker_pids"]
     assert len(workers) == 2, target.report["extra"]
-    alone = record_pid(pyscope, tmp_path, target.pid, duration=1.5, name="alone")
+    alone, doc = at_once(
+        lambda: record_pid(pyscope, tmp_path, target.pid, duration=1.5, name="alone"),
+        lambda: record_pid(pyscope, tmp_path, target.pid, "--subprocesses", duration=3,
+                           name="all"))
     assert {t["pid"] for t in alone["threads"]} == {target.pid}
-    doc = record_pid(pyscope, tmp_path, target.pid, "--subprocesses", duration=3, name="all")
     pids = {t["pid"] for t in doc["threads"]}
     assert set(workers) <= pids, "workers %s not among sampled pids %s (start method %s)" % (
         workers, sorted(pids), target.report["extra"]["start_method"])
@@ -1183,6 +1202,7 @@ def test_subprocesses(interp, start_program, pyscope, tmp_path):
 # --------------------------------------------------------------------------
 # A.7 top
 
+@pytest.mark.representative
 def test_top(interp, start_program, launch):
     """pyscope top -p PID, stdout to a pipe, for 2.5 s then SIGINT: the
     thread table with the program's thread names and a function of it;

@@ -7,6 +7,8 @@ never an average across processes that each have their own GIL."""
 import json
 import shlex
 
+import pytest
+
 from conftest import PYSCOPE, run_pyscope
 from test_top import Pane, wait_for
 
@@ -58,6 +60,7 @@ def test_dump_and_why_cover_the_tree(interp, start_program):
         assert got[pid]["report"] is not None
 
 
+@pytest.mark.representative
 def test_record_and_top_per_process(interp, start_program, tmp_path):
     target = start_program(interp, "proc_tree.py")
     tree = expected_tree(target)

@@ -41,6 +41,7 @@ def wait_for(pane, predicate, timeout=15.0):
         time.sleep(0.2)
 
 
+@pytest.mark.representative
 def test_top_fits_a_small_terminal_with_101_threads(interp, start_program, tmp_path):
     target = start_program(interp, "busy_pool.py")
     extra = target.report["extra"]

@@ -546,6 +546,7 @@ def test_why_usage_errors(pyscope):
         assert result.stderr.strip()
 
 
+@pytest.mark.representative
 @pytest.mark.parametrize("interval, ms", [("300ms", 300), ("0.25s", 250), ("200", 200)])
 def test_interval_durations(interp, start_program, pyscope, interval, ms):
     """--interval takes a duration; the report says how long pyscope watched."""
@@ -558,6 +559,7 @@ def test_interval_durations(interp, start_program, pyscope, interval, ms):
     assert re.search(r"^Watched   \d+ ms, from the first snapshot", text.stdout, re.M), text.stdout
 
 
+@pytest.mark.representative
 def test_exits_during_interval(interp, spawn, pyscope):
     """A process that exits while pyscope waits between the snapshots gets
     one line on stderr and exit status 7, never a verdict."""
