@@ -14,7 +14,7 @@
 
 #include "target/bpf.h"
 
-enum { L_STOP, L_DROP, L_STATE, L_WATCHED };
+enum { L_STOP, L_DROP, L_STATE, L_WATCHED, L_STOP_AGAIN, L_STOP_UNSEEN, L_EXIT_STOP };
 
 #define R0 0
 #define R1 1
@@ -30,7 +30,9 @@ enum { L_STOP, L_DROP, L_STATE, L_WATCHED };
 #define OFF_STATE (offsetof(struct ufilter_state, keys))
 #define OFF_WAITING ((int16_t)offsetof(struct ufilter_state, waiting))
 #define OFF_RUNS ((int16_t)offsetof(struct ufilter_state, runs))
-#define OFF_STOPS ((int16_t)offsetof(struct ufilter_state, stops))
+#define OFF_AGAIN ((int16_t)offsetof(struct ufilter_state, stops_again))
+#define OFF_UNSEEN ((int16_t)offsetof(struct ufilter_state, stops_unseen))
+#define OFF_UNDECIDED ((int16_t)offsetof(struct ufilter_state, stops_undecided))
 
 uint64_t ufilter_identity(uint64_t a, uint64_t b)
 {
@@ -191,26 +193,38 @@ int ufilter_assemble(const struct ufilter *f, const struct ufilter_spec *spec, v
         bpfa_mov_reg(a, R2, FP);
         bpfa_alu_imm(a, BPF_ADD, R2, -32);
         bpfa_call(a, BPF_FUNC_map_lookup_elem);
-        bpfa_jmp_imm(a, BPF_JEQ, R0, 0, L_STOP);
+        bpfa_jmp_imm(a, BPF_JEQ, R0, 0, L_STOP_UNSEEN);
     }
     bpfa_ja(a, L_DROP);
     /* A watched key: stop only when it is found again down the links
-     * (unrolled: any kernel's verifier takes it). */
-    bpfa_label(a, L_WATCHED);
+     * (unrolled: any kernel's verifier takes it). The verifier refuses
+     * code that cannot be reached, so this is there only when used. */
     if (spec->check_keys) {
+        bpfa_label(a, L_WATCHED);
         read_word(a, R7, R7, spec->link_off);
         for (int i = 0; i < spec->walk_max; i++) {
             bpfa_jmp_imm(a, BPF_JEQ, R7, 0, L_DROP);
             read_word(a, R1, R7, spec->key_off);
             mask_key(a, R1, spec->key_mask);
-            bpfa_jmp_reg(a, BPF_JEQ, R1, R8, L_STOP);
+            bpfa_jmp_reg(a, BPF_JEQ, R1, R8, L_STOP_AGAIN);
             read_word(a, R7, R7, spec->link_off);
         }
+        bpfa_ja(a, L_STOP);        /* deeper than walk_max: cannot tell */
+        bpfa_label(a, L_STOP_AGAIN);
+        bpfa_mov_imm(a, R1, 1);
+        bpfa_atomic_add64(a, R9, OFF_AGAIN, R1);
+        bpfa_ja(a, L_EXIT_STOP);
     }
-    bpfa_ja(a, L_STOP);
+    if (spec->use_waiting) {
+        bpfa_label(a, L_STOP_UNSEEN);
+        bpfa_mov_imm(a, R1, 1);
+        bpfa_atomic_add64(a, R9, OFF_UNSEEN, R1);
+        bpfa_ja(a, L_EXIT_STOP);
+    }
     bpfa_label(a, L_STOP);
     bpfa_mov_imm(a, R1, 1);
-    bpfa_atomic_add64(a, R9, OFF_STOPS, R1);
+    bpfa_atomic_add64(a, R9, OFF_UNDECIDED, R1);
+    bpfa_label(a, L_EXIT_STOP);
     bpfa_mov_imm(a, R0, 1);
     bpfa_exit(a);
     bpfa_label(a, L_DROP);
@@ -240,11 +254,16 @@ int ufilter_load(struct ufilter *f, const struct ufilter_spec *spec, char *why, 
             log[0] = 0;
             fd = bpf_prog_load_kprobe(insns, n, log, 65536);
             if (fd < 0) {
-                /* The verifier's last line says why. */
+                /* The verifier says why on the line before its summary
+                 * ("processed N insns ..."). */
                 size_t len = strlen(log);
                 while (len && log[len - 1] == '\n')
                     log[--len] = 0;
-                const char *last = strrchr(log, '\n');
+                char *last = strrchr(log, '\n');
+                if (last && strncmp(last + 1, "processed ", 10) == 0) {
+                    *last = 0;
+                    last = strrchr(log, '\n');
+                }
                 snprintf(why, why_size, "bpf(BPF_PROG_LOAD): %s%s%s", strerror(errno),
                          log[0] ? ": " : "", log[0] ? (last ? last + 1 : log) : "");
             }
@@ -283,15 +302,10 @@ int ufilter_mark_seen(struct ufilter *f, uint64_t key, uint64_t identity)
     return 0;
 }
 
-int ufilter_counts(const struct ufilter *f, uint64_t *runs, uint64_t *stops)
+int ufilter_counts(const struct ufilter *f, struct ufilter_state *out)
 {
     uint32_t zero = 0;
-    struct ufilter_state st;
-    if (bpf_map_lookup(f->state_fd, &zero, &st) != 0)
-        return -1;
-    *runs = st.runs;
-    *stops = st.stops;
-    return 0;
+    return bpf_map_lookup(f->state_fd, &zero, out);
 }
 
 int ufilter_attach(int event_fd, int prog)

@@ -56,12 +56,15 @@ struct ufilter {
     bool seen_full;
 };
 
-/* The one element of the state map; runs and stops are counted by the
- * program. */
+/* The one element of the state map; the program counts its runs and, by
+ * why, the stops it let happen. */
 struct ufilter_state {
     uint64_t keys[UFILTER_KEYS];   /* 0: unused */
     uint64_t waiting;
-    uint64_t runs, stops;
+    uint64_t runs;
+    uint64_t stops_again;          /* a watched key found again down the links */
+    uint64_t stops_unseen;         /* waiting, and not in the seen set */
+    uint64_t stops_undecided;      /* a read failed, or the links went deeper than walk_max */
 };
 
 /* Creates the maps: 0, or -1 with why set (the kernel's refusal). */
@@ -78,8 +81,8 @@ int ufilter_set(struct ufilter *f, const uint64_t *keys, int n, bool waiting);
 /* Adds {key, identity} to the seen set; -1 when full (the key keeps
  * stopping threads). */
 int ufilter_mark_seen(struct ufilter *f, uint64_t key, uint64_t identity);
-/* The program's counts so far. */
-int ufilter_counts(const struct ufilter *f, uint64_t *runs, uint64_t *stops);
+/* The state, with the program's counts so far. */
+int ufilter_counts(const struct ufilter *f, struct ufilter_state *out);
 /* How the program combines the identity words: (a ^ (b << 1)) | 1. */
 uint64_t ufilter_identity(uint64_t a, uint64_t b);
 /* Attaches program prog to the perf event event_fd (a uprobe's). */
