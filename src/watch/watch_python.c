@@ -1081,7 +1081,13 @@ void watch_python_hint(struct watch_session *s)
             ms_since(&s->wait_start) < HINT_AFTER_MS + HINT_AGAIN_MS * (long)wf->hint_tries)
             continue;
         struct py_func_match near[4];
+        /* The module dicts are read with the threads stopped: a program
+         * running at full speed (the kernel filter lets it) rebuilds its
+         * dicts under a reader, which then misses names. */
+        tracer_stop_all(&s->tr);
+        target_cache_invalidate(s->t);
         int n = py_find_similar(&s->rt, s->codes, &wf->spec, near, 4);
+        watch_resume_others(s, 0);
         size_t len = 0;
         for (int i = 0; i < n && len < sizeof wf->hint; i++) {
             char label[512];
