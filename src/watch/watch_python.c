@@ -1027,7 +1027,7 @@ int watch_python_resolve(struct watch_session *s, pid_t except)
     if (!s->have_rt) {
         struct pyscope_error err = {0};
         target_refresh_maps(s->t);
-        if (py_runtime_find(s->t, &s->rt, &err) != 0) {
+        if (py_runtime_find_now(s->t, &s->rt, &err) != 0) {
             /* A shared libpython is not loaded yet: wait for the linker. */
             watch_native_plant_dl_hook(s);
             return 0;
