@@ -14,7 +14,7 @@
 
 #include "target/bpf.h"
 
-enum { L_STOP, L_DROP, L_STATE, L_WATCHED, L_STOP_AGAIN, L_STOP_UNSEEN, L_EXIT_STOP };
+enum { L_STOP, L_DROP, L_STATE, L_WATCHED, L_STOP_AGAIN, L_STOP_UNSEEN, L_EXIT_STOP, L_ALL };
 
 #define R0 0
 #define R1 1
@@ -29,6 +29,8 @@ enum { L_STOP, L_DROP, L_STATE, L_WATCHED, L_STOP_AGAIN, L_STOP_UNSEEN, L_EXIT_S
 
 #define OFF_STATE (offsetof(struct ufilter_state, keys))
 #define OFF_WAITING ((int16_t)offsetof(struct ufilter_state, waiting))
+#define OFF_STOP_ALL ((int16_t)offsetof(struct ufilter_state, stop_all))
+#define OFF_STOPS_ALL ((int16_t)offsetof(struct ufilter_state, stops_all))
 #define OFF_RUNS ((int16_t)offsetof(struct ufilter_state, runs))
 #define OFF_AGAIN ((int16_t)offsetof(struct ufilter_state, stops_again))
 #define OFF_UNSEEN ((int16_t)offsetof(struct ufilter_state, stops_unseen))
@@ -141,6 +143,8 @@ int ufilter_assemble(const struct ufilter *f, const struct ufilter_spec *spec, v
     bpfa_mov_reg(a, R9, R0);
     bpfa_mov_imm(a, R1, 1);
     bpfa_atomic_add64(a, R9, OFF_RUNS, R1);
+    bpfa_ldx(a, BPF_DW, R1, R9, OFF_STOP_ALL);
+    bpfa_jmp_imm(a, BPF_JNE, R1, 0, L_ALL);
     /* The object. */
     if (spec->from_reg >= 0)
         bpfa_ldx(a, BPF_DW, R7, R6, (int16_t)spec->from_reg);
@@ -221,6 +225,10 @@ int ufilter_assemble(const struct ufilter *f, const struct ufilter_spec *spec, v
         bpfa_atomic_add64(a, R9, OFF_UNSEEN, R1);
         bpfa_ja(a, L_EXIT_STOP);
     }
+    bpfa_label(a, L_ALL);
+    bpfa_mov_imm(a, R1, 1);
+    bpfa_atomic_add64(a, R9, OFF_STOPS_ALL, R1);
+    bpfa_ja(a, L_EXIT_STOP);
     bpfa_label(a, L_STOP);
     bpfa_mov_imm(a, R1, 1);
     bpfa_atomic_add64(a, R9, OFF_UNDECIDED, R1);
@@ -274,7 +282,7 @@ int ufilter_load(struct ufilter *f, const struct ufilter_spec *spec, char *why, 
     return fd;
 }
 
-int ufilter_set(struct ufilter *f, const uint64_t *keys, int n, bool waiting)
+int ufilter_set(struct ufilter *f, const uint64_t *keys, int n, bool waiting, bool stop_all)
 {
     uint32_t zero = 0;
     struct ufilter_state st;
@@ -284,6 +292,7 @@ int ufilter_set(struct ufilter *f, const uint64_t *keys, int n, bool waiting)
     for (int i = 0; i < n && i < UFILTER_KEYS; i++)
         st.keys[i] = keys[i];
     st.waiting = waiting;
+    st.stop_all = stop_all;
     /* The counts may move between the lookup and the update: a few runs
      * uncounted, in -v only. */
     return bpf_map_update(f->state_fd, &zero, &st, BPF_ANY);

@@ -9,7 +9,8 @@
  *   - the key is one of the watched keys and it is found again down the
  *     links (or the walk could not tell: too deep), or
  *   - waiting is on and {key, identity of the key} is not in the seen set,
- * and on any read that fails (a missed stop is worse than a slow one). */
+ * and on any read that fails (a missed stop is worse than a slow one); and
+ * always while the caller sets stop_all. */
 #ifndef PYSCOPE_TARGET_UPROBE_FILTER_H
 #define PYSCOPE_TARGET_UPROBE_FILTER_H
 
@@ -61,7 +62,9 @@ struct ufilter {
 struct ufilter_state {
     uint64_t keys[UFILTER_KEYS];   /* 0: unused */
     uint64_t waiting;
+    uint64_t stop_all;             /* every hit stops (the caller needs them all for now) */
     uint64_t runs;
+    uint64_t stops_all;            /* stopped for stop_all */
     uint64_t stops_again;          /* a watched key found again down the links */
     uint64_t stops_unseen;         /* waiting, and not in the seen set */
     uint64_t stops_undecided;      /* a read failed, or the links went deeper than walk_max */
@@ -76,8 +79,8 @@ int ufilter_assemble(const struct ufilter *f, const struct ufilter_spec *spec, v
                      int max);
 /* Assembles and loads: the program's descriptor, or -1 with why set. */
 int ufilter_load(struct ufilter *f, const struct ufilter_spec *spec, char *why, size_t why_size);
-/* Sets the watched keys and the waiting flag (the counts are kept). */
-int ufilter_set(struct ufilter *f, const uint64_t *keys, int n, bool waiting);
+/* Sets the watched keys and the flags (the counts are kept). */
+int ufilter_set(struct ufilter *f, const uint64_t *keys, int n, bool waiting, bool stop_all);
 /* Adds {key, identity} to the seen set; -1 when full (the key keeps
  * stopping threads). */
 int ufilter_mark_seen(struct ufilter *f, uint64_t key, uint64_t identity);

@@ -205,6 +205,9 @@ void watch_python_reset(struct watch_session *s);
 void watch_python_hint(struct watch_session *s);
 /* Whether a Python function is still looked for (see watch_python.c). */
 bool watch_python_wants_more(const struct watch_session *s);
+/* Whether every hit of the breakpoint at _PyEval_EvalFrameDefault must
+ * stop the thread (the kernel filter then lets them all through). */
+bool watch_python_eval_needs_all(const struct watch_session *s);
 /* Disarms the debug registers of every (stopped) thread. */
 void watch_python_disarm_all(struct watch_session *s);
 

@@ -1071,13 +1071,15 @@ int watch_run(const struct watch_options *o)
     finish(s, s->stop && s->hits > 0 && !gone);
     struct ufilter_state fc;
     if (s->verbose && watch_filter_counts(s, &fc) == 0)
-        fprintf(stderr, "pyscope: the kernel filter ran at %llu frame starts and stopped the "
+        fprintf(stderr, "pyscope: the kernel filter ran at %llu breakpoint hits and stopped the "
                         "thread at %llu: %llu where a watched function was running further "
-                        "down, %llu for code not searched yet, %llu where it could not tell\n",
+                        "down, %llu for code not searched yet, %llu where it could not tell, "
+                        "%llu while pyscope needed them all\n",
                 (unsigned long long)fc.runs,
-                (unsigned long long)(fc.stops_again + fc.stops_unseen + fc.stops_undecided),
+                (unsigned long long)(fc.stops_again + fc.stops_unseen + fc.stops_undecided +
+                                     fc.stops_all),
                 (unsigned long long)fc.stops_again, (unsigned long long)fc.stops_unseen,
-                (unsigned long long)fc.stops_undecided);
+                (unsigned long long)fc.stops_undecided, (unsigned long long)fc.stops_all);
     if (s->verbose)
         fprintf(stderr, "pyscope: handled %lu C-to-Python entries, %lu watchpoint traps, "
                         "%lu frame-start breakpoints, %lu native entries (%lu unwound), %lu "

@@ -4,7 +4,9 @@
  * of the frame starting and lets the thread go on, without a stop, unless
  * that code is watched and already running further down the thread's
  * frames, or (while a function is still looked for) pyscope has not
- * searched it yet. What it reads comes from the layout. */
+ * searched it yet. With debug registers, the breakpoint at the interpreter's
+ * entry is filtered the same way while it only serves that search. What it
+ * reads comes from the layout. */
 #include <asm/ptrace.h>
 #include <errno.h>
 #include <stddef.h>
@@ -32,7 +34,7 @@ static bool filter_wanted(struct watch_session *s)
         snprintf(s->filter_why, sizeof s->filter_why, "PYSCOPE_WATCH_NO_FILTER=1");
         return false;
     }
-    if (!s->no_dr || !s->uprobes) {
+    if (!s->uprobes) {
         snprintf(s->filter_why, sizeof s->filter_why, "no uprobes");
         return false;
     }
@@ -173,7 +175,7 @@ void watch_filter_sync(struct watch_session *s)
     uint64_t keys[DR_SLOTS];
     for (int i = 0; i < s->n_py; i++)
         keys[i] = s->py[i].code;
-    ufilter_set(&s->filter, keys, s->n_py, s->waiting);
+    ufilter_set(&s->filter, keys, s->n_py, s->waiting, watch_python_eval_needs_all(s));
 }
 
 void watch_filter_mark_seen(struct watch_session *s, uint64_t code, uint64_t identity)

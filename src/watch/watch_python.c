@@ -718,6 +718,14 @@ static bool any_generator(const struct watch_session *s)
     return false;
 }
 
+bool watch_python_eval_needs_all(const struct watch_session *s)
+{
+    /* With debug registers the breakpoint at the interpreter's entry also
+     * arms them (lazy mode) and sees 3.11's generators resumed: then every
+     * entry is looked at in pyscope, as without a filter. */
+    return !s->no_dr && s->n_py > 0 && (s->lazy || any_generator(s));
+}
+
 bool watch_python_eval_entry(struct watch_session *s, pid_t tid, const struct user_regs_struct *regs)
 {
     s->stats.eval_entries++;
@@ -785,8 +793,7 @@ static int plant_eval_breakpoint(struct watch_session *s)
             continue;
         memset(&s->eval_bp, 0, sizeof s->eval_bp);
         s->eval_bp.addr = found[i].addr;
-        if (s->no_dr)
-            watch_filter_prepare(s, &s->eval_bp, WATCH_FILTER_EVAL, starts_at_eval(s));
+        watch_filter_prepare(s, &s->eval_bp, WATCH_FILTER_EVAL, starts_at_eval(s));
         struct pyscope_error err = {0};
         if (watch_insert_breakpoint(s, &s->eval_bp, true, &err) != 0) {
             fprintf(stderr, "pyscope: %s\n", err.message);
@@ -1000,6 +1007,7 @@ static void start_new_watches(struct watch_session *s, int first_new, pid_t exce
             if (s->tr.threads[i].stopped)
                 arm(s, s->tr.threads[i].tid, fresh);
     }
+    watch_filter_sync(s);
     resync_counts(s);
     watch_resume_others(s, except);
 }

@@ -206,7 +206,7 @@ static void test_filter_live(void)
     struct node top_other = {&mid, k3};
     uint64_t watched[2] = {k1, k3};
 
-    CHECK_EQ_INT(ufilter_set(&f, watched, 2, false), 0);
+    CHECK_EQ_INT(ufilter_set(&f, watched, 2, false, false), 0);
     CHECK_EQ_INT(calls_trapped(&top_same, 10), 10);     /* watched, and below: re-entry */
     CHECK_EQ_INT(calls_trapped(&top_other, 10), 0);     /* watched, not below */
     CHECK_EQ_INT(calls_trapped(&mid, 10), 0);           /* not watched, not waiting */
@@ -215,7 +215,7 @@ static void test_filter_live(void)
     /* Waiting: a key not seen stops until it is marked seen with its
      * identity; the same key with another identity (an object reborn at
      * that address) stops again. */
-    CHECK_EQ_INT(ufilter_set(&f, watched, 2, true), 0);
+    CHECK_EQ_INT(ufilter_set(&f, watched, 2, true, false), 0);
     CHECK_EQ_INT(calls_trapped(&mid, 3), 3);
     CHECK_EQ_INT(ufilter_mark_seen(&f, k2, ufilter_identity(3, 4)), 0);
     CHECK_EQ_INT(calls_trapped(&mid, 3), 0);
@@ -225,23 +225,30 @@ static void test_filter_live(void)
     /* A link that cannot be read stops (fail open), and so does a walk
      * deeper than walk_max. */
     struct node broken = {(struct node *)16, k3};
-    CHECK_EQ_INT(ufilter_set(&f, watched, 2, false), 0);
+    CHECK_EQ_INT(ufilter_set(&f, watched, 2, false, false), 0);
     CHECK_EQ_INT(calls_trapped(&broken, 2), 2);
     struct node deep[12];
     for (int i = 0; i < 12; i++)
         deep[i] = (struct node){i ? &deep[i - 1] : NULL, (uint64_t)(uintptr_t)&c4[i]};
     uint64_t top_key = deep[11].key;
-    CHECK_EQ_INT(ufilter_set(&f, &top_key, 1, false), 0);
+    CHECK_EQ_INT(ufilter_set(&f, &top_key, 1, false, false), 0);
     CHECK_EQ_INT(calls_trapped(&deep[11], 2), 2);
     CHECK_EQ_INT(calls_trapped(&deep[3], 2), 0);
 
+    /* stop_all: every hit stops, whatever the key. */
+    CHECK_EQ_INT(ufilter_set(&f, NULL, 0, false, true), 0);
+    CHECK_EQ_INT(calls_trapped(&mid, 2), 2);
+    CHECK_EQ_INT(ufilter_set(&f, NULL, 0, false, false), 0);
+    CHECK_EQ_INT(calls_trapped(&mid, 2), 0);
+
     struct ufilter_state st;
     CHECK_EQ_INT(ufilter_counts(&f, &st), 0);
-    CHECK_EQ_INT(st.runs, 10 + 10 + 10 + 10 + 3 + 3 + 3 + 2 + 2 + 2);
+    CHECK_EQ_INT(st.runs, 10 + 10 + 10 + 10 + 3 + 3 + 3 + 2 + 2 + 2 + 2 + 2);
+    CHECK_EQ_INT(st.stops_all, 2);
     CHECK_EQ_INT(st.stops_again, 10);
     CHECK_EQ_INT(st.stops_unseen, 3 + 3);
     CHECK_EQ_INT(st.stops_undecided, 2 + 2);
-    CHECK_EQ_INT(st.stops_again + st.stops_unseen + st.stops_undecided, traps);
+    CHECK_EQ_INT(st.stops_again + st.stops_unseen + st.stops_undecided + st.stops_all, traps);
     kbp_close(ev);
     close(prog);
 
@@ -267,7 +274,7 @@ static void test_filter_live(void)
         fprintf(stderr, "    %s\n", why);
     ev = kbp_uprobe_open(0, "/proc/self/exe", (uint64_t)off, 0x77);
     CHECK(ev >= 0 && ufilter_attach(ev, prog) == 0);
-    CHECK_EQ_INT(ufilter_set(&f, watched, 2, false), 0);
+    CHECK_EQ_INT(ufilter_set(&f, watched, 2, false, false), 0);
     state.tid = (uint64_t)gettid();
     state.top = &top_other;
     CHECK_EQ_INT(calls_trapped(NULL, 5), 0);
