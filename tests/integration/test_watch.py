@@ -547,8 +547,8 @@ def test_frame_starts_filtered_in_the_kernel(interp, tmp_path, kernel_filter):
     each was reported; forced unfiltered (PYSCOPE_WATCH_NO_FILTER=1), every
     frame start stops and the same re-entries are reported."""
     truth, out = tmp_path / "truth.json", tmp_path / "r.jsonl"
-    env = ["env", "PYSCOPE_WATCH_NO_DR=1"] + ([] if kernel_filter else
-                                              ["PYSCOPE_WATCH_NO_FILTER=1"])
+    env = ["env", "-u", "PYSCOPE_WATCH_NO_FILTER", "PYSCOPE_WATCH_NO_DR=1"] + (
+        [] if kernel_filter else ["PYSCOPE_WATCH_NO_FILTER=1"])
     result = run_pyscope(["watch", "-v", "--all", "--json", "-o", out, "--reentry", "work",
                           "--", interp.path, "-c", COUNTED_CALLS, truth], prefix=env,
                          timeout=WATCH_TIMEOUT)
