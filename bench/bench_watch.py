@@ -3,7 +3,10 @@ that calls FUNC N times (default 10**6) without ever re-entering it: the
 program times its own calls, once alone and once watched, and the medians
 of RUNS runs are compared. FUNC is the Python method of watch_target.py
 (per interpreter; 3.11+ also with --exact) or, with --native, a C function
-called through ctypes.
+called through ctypes. With --others the program calls another Python
+function instead, N times, while FUNC is watched: what every other call
+pays (where debug registers never trap, or with PYSCOPE_WATCH_NO_DR=1 in
+the environment, every Python frame start is a breakpoint).
 
 With --compare OTHER, a second pyscope binary (the build before a change)
 watches the same program in the same rounds: each round runs the program
@@ -11,7 +14,7 @@ alone, watched by OTHER and watched by --pyscope, one after the other, and
 the line shows both medians per call.
 
 usage: python3 bench/bench_watch.py [--python PATH]... [--calls N] [--runs N]
-                                    [--exact] [--native] [--pyscope PATH]
+                                    [--exact] [--native] [--others] [--pyscope PATH]
                                     [--compare OTHER]
 """
 import argparse
@@ -122,6 +125,8 @@ def main():
     parser.add_argument("--exact", action="store_true", help="3.11+: also time --exact")
     parser.add_argument("--native", action="store_true", help="also time a C function")
     parser.add_argument("--compare", help="another pyscope binary, timed in the same rounds")
+    parser.add_argument("--others", action="store_true",
+                        help="also time calls of another Python function while FUNC is watched")
     parser.add_argument("--generator", action="store_true",
                         help="also time a generator function resumed once per call")
     args = parser.parse_args()
@@ -144,11 +149,16 @@ def main():
                             os.path.join(HERE, "watch_native.c")], check=True)
         for python in pythons:
             minor = int(version_of(python).split(".")[1])
-            measure("Python function" + (" (every call trapped)" if minor <= 10 else ""),
+            no_dr = os.environ.get("PYSCOPE_WATCH_NO_DR") == "1"
+            measure("Python function" + (" (no debug registers)" if no_dr else
+                                         " (every call trapped)" if minor <= 10 else ""),
                     python, args, "python", None, ["--reentry", FUNC])
             if args.exact and minor >= 11:
                 measure("Python function, --exact", python, args, "python", None,
                         ["--exact", "--reentry", FUNC])
+            if args.others:
+                measure("another Python function (FUNC not called)", python, args, "others",
+                        None, ["--reentry", FUNC])
             if args.generator:
                 measure("generator function, resumed", python, args, "generator", None,
                         ["--reentry", GEN_FUNC])

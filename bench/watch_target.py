@@ -5,6 +5,7 @@ find the function first.
 
 usage: python watch_target.py N python
        python watch_target.py N generator         (a generator resumed N times)
+       python watch_target.py N others            (another Python function, N times)
        python watch_target.py N native LIBRARY   (LIBRARY from watch_native.c)
 """
 import ctypes
@@ -32,6 +33,13 @@ class Pool:
             self._append_to_free_list(size)
 
 
+def other_call(size):
+    """Not watched: what each other Python call of a program pays while
+    FUNC is watched (without debug registers every frame start is a
+    breakpoint)."""
+    return size + 1
+
+
 def main():
     n, mode = int(sys.argv[1]), sys.argv[2]
     pool = Pool()
@@ -44,6 +52,9 @@ def main():
     if mode == "native":
         for i in range(n):
             append(i % 997)
+    elif mode == "others":
+        for i in range(n):
+            other_call(i % 997)
     elif mode == "generator":
         appender = pool._appender()
         appender.send(None)

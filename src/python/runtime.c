@@ -215,6 +215,12 @@ int py_runtime_find(struct target *t, struct py_runtime *rt, struct pyscope_erro
     }
 }
 
+int py_runtime_find_now(struct target *t, struct py_runtime *rt, struct pyscope_error *err)
+{
+    struct pyscope_error local = {0};
+    return find_once(t, rt, err ? err : &local);
+}
+
 static int find_once(struct target *t, struct py_runtime *rt, struct pyscope_error *err)
 {
     memset(rt, 0, sizeof *rt);

@@ -22,6 +22,10 @@ struct py_runtime {
 /* Locates the runtime and picks the layout. Fails with PYSCOPE_ERR_NOT_PYTHON,
  * PYSCOPE_ERR_UNSUPPORTED (naming the version) or another status. */
 int py_runtime_find(struct target *t, struct py_runtime *rt, struct pyscope_error *err);
+/* The same, looking once: for a caller that knows when the maps change (watch
+ * stops a program at its exec and breaks on the dynamic linker's hook), the
+ * waiting above is time the program stands stopped. */
+int py_runtime_find_now(struct target *t, struct py_runtime *rt, struct pyscope_error *err);
 
 /* The head of the interpreter list, validated; 0 when Python is not
  * initialised (yet, or any more). */

@@ -18,6 +18,7 @@
 
 #include "target/cleanup.h"
 #include "target/kernelbp.h"
+#include "target/uprobe_filter.h"
 
 #define INT3 0xcc
 
@@ -353,6 +354,10 @@ int bp_uprobe_add_thread(struct sw_breakpoint *bp, pid_t tid)
     int fd = kbp_uprobe_open(tid, bp->file, bp->file_offset, KBP_TAG_UPROBE | bp->addr);
     if (fd < 0)
         return -1;
+    /* Not attached, the event stops the thread at every hit: slower, never
+     * blind. */
+    if (bp->filtered && ufilter_attach(fd, bp->filter_prog) != 0)
+        bp->filter_refused++;
     bp->events[bp->n_events++] = (struct bp_thread_event){tid, fd};
     return 0;
 }

@@ -62,6 +62,12 @@ struct sw_breakpoint {
     uint64_t file_offset;
     struct bp_thread_event *events;
     int n_events, cap_events;
+    /* An eBPF program (target/uprobe_filter.h) attached to each of the
+     * uprobe's events, deciding in the kernel which hits stop the thread;
+     * when filtered is false, every hit does. */
+    bool filtered;
+    int filter_prog;
+    unsigned filter_refused;   /* events the kernel would not attach it to */
 };
 
 /* Memory of a traced process, written through /proc/PID/mem (which the

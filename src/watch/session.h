@@ -21,6 +21,7 @@
 #include "target/breakpoint.h"
 #include "target/target.h"
 #include "target/tracer.h"
+#include "target/uprobe_filter.h"
 #include "watch/watch.h"
 
 #define WATCH_MAX_NATIVE 64
@@ -139,6 +140,12 @@ struct watch_session {
     int n_start_bp;
     bool frame_starts_planted;
     bool blind;                /* none of that could be placed: watching stopped */
+    /* Those breakpoints filtered in the kernel (watch_filter.c): 0 not
+     * tried yet, 1 the maps are open, -1 not available (filter_why). */
+    int filter_state;
+    struct ufilter filter;
+    int filter_prog[2];        /* per enum watch_filter_kind; -1 not loaded yet, -2 refused */
+    char filter_why[512];
     /* Waiting for a function not found yet: every code object entered at
      * eval_bp is searched, with the code objects in its constants, once. */
     bool waiting;
@@ -198,6 +205,9 @@ void watch_python_reset(struct watch_session *s);
 void watch_python_hint(struct watch_session *s);
 /* Whether a Python function is still looked for (see watch_python.c). */
 bool watch_python_wants_more(const struct watch_session *s);
+/* Whether every hit of the breakpoint at _PyEval_EvalFrameDefault must
+ * stop the thread (the kernel filter then lets them all through). */
+bool watch_python_eval_needs_all(const struct watch_session *s);
 /* Disarms the debug registers of every (stopped) thread. */
 void watch_python_disarm_all(struct watch_session *s);
 
@@ -213,6 +223,31 @@ void watch_native_reset(struct watch_session *s);
 /* The int3 at the dynamic linker's hook, which runs whenever libraries
  * were loaded (also how a shared libpython is seen arriving). */
 void watch_native_plant_dl_hook(struct watch_session *s);
+
+/* ---- watch_filter.c ---- */
+
+enum watch_filter_kind {
+    WATCH_FILTER_EVAL,         /* at _PyEval_EvalFrameDefault: the frame is its argument */
+    WATCH_FILTER_RESUME,       /* at RESUME: the frame is the running thread's top frame */
+};
+
+/* Before bp (one of the frame-start breakpoints) is inserted: attaches the
+ * kernel filter to its uprobe events where that is possible. check_keys:
+ * the breakpoint also stops watched code found running further down. */
+void watch_filter_prepare(struct watch_session *s, struct sw_breakpoint *bp,
+                          enum watch_filter_kind kind, bool check_keys);
+/* Tells the filter the code objects watched and whether pyscope waits. */
+void watch_filter_sync(struct watch_session *s);
+/* A code object pyscope has searched (with its identity, see first_scan). */
+void watch_filter_mark_seen(struct watch_session *s, uint64_t code, uint64_t identity);
+/* Whether bp's hits are all filtered. */
+bool watch_filter_active(const struct watch_session *s, const struct sw_breakpoint *bp);
+/* Why there is no filter. */
+const char *watch_filter_why(const struct watch_session *s);
+/* The filter's counts so far: 0, or -1 without a filter. */
+int watch_filter_counts(const struct watch_session *s, struct ufilter_state *out);
+/* Closes the programs and maps (after exec, a new image needs new ones). */
+void watch_filter_close(struct watch_session *s);
 
 /* ---- shared helpers (watch.c) ---- */
 

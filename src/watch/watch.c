@@ -940,6 +940,7 @@ static void free_session(struct watch_session *s)
         free(s->codes);
     }
     free(s->frames);
+    watch_filter_close(s);
     free(s->scanned);
     free(s->fast);
     free(s->threads);
@@ -1068,6 +1069,17 @@ int watch_run(const struct watch_options *o)
     }
     bool gone = s->tr.leader_exited || s->tr.n == 0;
     finish(s, s->stop && s->hits > 0 && !gone);
+    struct ufilter_state fc;
+    if (s->verbose && watch_filter_counts(s, &fc) == 0)
+        fprintf(stderr, "pyscope: the kernel filter ran at %llu breakpoint hits and stopped the "
+                        "thread at %llu: %llu where a watched function was running further "
+                        "down, %llu for code not searched yet, %llu where it could not tell, "
+                        "%llu while pyscope needed them all\n",
+                (unsigned long long)fc.runs,
+                (unsigned long long)(fc.stops_again + fc.stops_unseen + fc.stops_undecided +
+                                     fc.stops_all),
+                (unsigned long long)fc.stops_again, (unsigned long long)fc.stops_unseen,
+                (unsigned long long)fc.stops_undecided, (unsigned long long)fc.stops_all);
     if (s->verbose)
         fprintf(stderr, "pyscope: handled %lu C-to-Python entries, %lu watchpoint traps, "
                         "%lu frame-start breakpoints, %lu native entries (%lu unwound), %lu "

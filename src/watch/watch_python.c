@@ -524,15 +524,19 @@ static uint64_t code_identity(struct watch_session *s, uint64_t code)
         return 1;
     uint64_t consts = L->code_consts != PY_OFF_NONE ? words[(L->code_consts - lo) / 8] : 0;
     uint64_t filename = words[(L->code_filename - lo) / 8];
-    return (consts ^ (filename << 1)) | 1;
+    /* The kernel filter computes the same from the same two words. */
+    return ufilter_identity(consts, filename);
 }
 
-/* Whether code still has to be scanned; mark: and note it scanned. */
+/* Whether code still has to be scanned; mark: and note it scanned, here
+ * and in the kernel filter's set, so that its frames no longer stop. */
 static bool first_scan(struct watch_session *s, uint64_t code, bool mark)
 {
     if (!s->scanned && !(s->scanned = calloc(WATCH_SCAN_SLOTS * 2, sizeof *s->scanned)))
         return true;
     uint64_t id = code_identity(s, code);
+    if (mark)
+        watch_filter_mark_seen(s, code, id);
     size_t slot = (size_t)((code >> 4) * 0x9e3779b97f4a7c15ull >> 40) & (WATCH_SCAN_SLOTS - 1);
     for (unsigned probe = 0; probe < 32; probe++) {
         uint64_t *e = &s->scanned[2 * ((slot + probe) & (WATCH_SCAN_SLOTS - 1))];
@@ -626,6 +630,7 @@ static bool starts_at_eval(const struct watch_session *s)
 static void stop_waiting(struct watch_session *s)
 {
     s->waiting = false;
+    watch_filter_sync(s);
     if (!s->lazy && !any_generator(s) && s->eval_bp_used && !starts_at_eval(s)) {
         bp_remove(&s->mem, &s->eval_bp);
         bp_forget(&s->eval_bp);
@@ -637,8 +642,14 @@ static void stop_waiting(struct watch_session *s)
  * missing (tid is stopped at the int3). */
 static void scan_entered(struct watch_session *s, pid_t tid, uint64_t code)
 {
-    if (!code || !first_scan(s, code, false))
+    if (!code)
         return;
+    if (!first_scan(s, code, false)) {
+        /* Searched before, yet the filter stopped it (it had no room): tell
+         * it again. */
+        watch_filter_mark_seen(s, code, code_identity(s, code));
+        return;
+    }
     struct scan_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return;
@@ -705,6 +716,14 @@ static bool any_generator(const struct watch_session *s)
         if (s->py[i].generator && !s->py[i].entry)
             return true;
     return false;
+}
+
+bool watch_python_eval_needs_all(const struct watch_session *s)
+{
+    /* With debug registers the breakpoint at the interpreter's entry also
+     * arms them (lazy mode) and sees 3.11's generators resumed: then every
+     * entry is looked at in pyscope, as without a filter. */
+    return !s->no_dr && s->n_py > 0 && (s->lazy || any_generator(s));
 }
 
 bool watch_python_eval_entry(struct watch_session *s, pid_t tid, const struct user_regs_struct *regs)
@@ -774,6 +793,7 @@ static int plant_eval_breakpoint(struct watch_session *s)
             continue;
         memset(&s->eval_bp, 0, sizeof s->eval_bp);
         s->eval_bp.addr = found[i].addr;
+        watch_filter_prepare(s, &s->eval_bp, WATCH_FILTER_EVAL, starts_at_eval(s));
         struct pyscope_error err = {0};
         if (watch_insert_breakpoint(s, &s->eval_bp, true, &err) != 0) {
             fprintf(stderr, "pyscope: %s\n", err.message);
@@ -782,8 +802,11 @@ static int plant_eval_breakpoint(struct watch_session *s)
         s->eval_bp_used = true;
         if (s->verbose)
             fprintf(stderr, "pyscope: C-to-Python entries: breakpoint at _PyEval_EvalFrameDefault "
-                            "(0x%llx, %s)\n", (unsigned long long)s->eval_bp.addr,
-                    s->eval_bp.uprobe ? "a uprobe" : "an int3");
+                            "(0x%llx, %s%s%s)\n", (unsigned long long)s->eval_bp.addr,
+                    s->eval_bp.uprobe ? "a uprobe" : "an int3",
+                    watch_filter_active(s, &s->eval_bp) ? ", filtered in the kernel"
+                    : s->no_dr ? ", not filtered in the kernel: " : "",
+                    watch_filter_active(s, &s->eval_bp) || !s->no_dr ? "" : watch_filter_why(s));
         if (s->eval_bp.first.kind == INSN_UNKNOWN && !s->eval_bp.uprobe)
             fprintf(stderr, "pyscope: note: _PyEval_EvalFrameDefault starts with an instruction "
                             "pyscope does not emulate; see docs/watch.md (stepping window)\n");
@@ -812,6 +835,7 @@ static int plant_start_breakpoints(struct watch_session *s)
     for (int i = 0; i < n; i++) {
         memset(&s->start_bp[i], 0, sizeof s->start_bp[i]);
         s->start_bp[i].addr = addr[i];
+        watch_filter_prepare(s, &s->start_bp[i], WATCH_FILTER_RESUME, true);
         struct pyscope_error err = {0};
         if (watch_insert_breakpoint(s, &s->start_bp[i], false, &err) != 0) {
             fprintf(stderr, "pyscope: %s\n", err.message);
@@ -823,8 +847,9 @@ static int plant_start_breakpoints(struct watch_session *s)
     }
     if (s->verbose)
         fprintf(stderr, "pyscope: frame starts: breakpoints at the RESUME handlers (0x%llx, "
-                        "0x%llx)\n", (unsigned long long)addr[0],
-                (unsigned long long)(n > 1 ? addr[1] : 0));
+                        "0x%llx%s)\n", (unsigned long long)addr[0],
+                (unsigned long long)(n > 1 ? addr[1] : 0),
+                watch_filter_active(s, &s->start_bp[0]) ? ", filtered in the kernel" : "");
     return 0;
 }
 
@@ -838,12 +863,23 @@ static void plant_frame_starts(struct watch_session *s)
     int rc = at_eval ? (s->eval_bp_used ? 0 : plant_eval_breakpoint(s))
                      : plant_start_breakpoints(s);
     s->frame_starts_planted = rc == 0;
-    if (rc == 0)
+    bool filtered = at_eval ? watch_filter_active(s, &s->eval_bp) : s->n_start_bp > 0;
+    for (int i = 0; !at_eval && i < s->n_start_bp; i++)
+        filtered &= watch_filter_active(s, &s->start_bp[i]);
+    const char *where = at_eval ? "_PyEval_EvalFrameDefault" : "the interpreter loop's RESUME";
+    if (rc == 0 && filtered)
+        fprintf(stderr, "pyscope: this machine's debug registers never trap (its hypervisor "
+                        "does not pass them on), so every start of a Python frame meets a "
+                        "breakpoint instead (%s), filtered in the kernel by an eBPF program: a "
+                        "thread stops only where a watched function starts while it is "
+                        "already running on that thread; every other Python call costs a few "
+                        "microseconds\n", where);
+    else if (rc == 0)
         fprintf(stderr, "pyscope: this machine's debug registers never trap (its hypervisor "
                         "does not pass them on), so every start of a Python frame stops at a "
                         "breakpoint instead (%s): the program runs slower while watched, "
-                        "some tens of microseconds per Python call\n",
-                at_eval ? "_PyEval_EvalFrameDefault" : "the interpreter loop's RESUME");
+                        "some tens of microseconds per Python call (not filtered in the "
+                        "kernel: %s)\n", where, watch_filter_why(s));
     else {
         /* Watching on would end in "0 re-entries reported", which would
          * read as none happening. */
@@ -952,6 +988,7 @@ static void start_new_watches(struct watch_session *s, int first_new, pid_t exce
     tracer_stop_all(&s->tr);
     if (s->no_dr) {
         plant_frame_starts(s);
+        watch_filter_sync(s);
         resync_counts(s);
         watch_resume_others(s, except);
         return;
@@ -970,6 +1007,7 @@ static void start_new_watches(struct watch_session *s, int first_new, pid_t exce
             if (s->tr.threads[i].stopped)
                 arm(s, s->tr.threads[i].tid, fresh);
     }
+    watch_filter_sync(s);
     resync_counts(s);
     watch_resume_others(s, except);
 }
@@ -981,6 +1019,7 @@ static void begin_waiting(struct watch_session *s, pid_t except)
     tracer_stop_all(&s->tr);
     if (s->eval_bp_used || plant_eval_breakpoint(s) == 0) {
         s->waiting = true;
+        watch_filter_sync(s);
         clock_gettime(CLOCK_MONOTONIC, &s->wait_start);
     } else {
         fprintf(stderr, "pyscope: warning: cannot break on entries into Python here; "
@@ -996,7 +1035,7 @@ int watch_python_resolve(struct watch_session *s, pid_t except)
     if (!s->have_rt) {
         struct pyscope_error err = {0};
         target_refresh_maps(s->t);
-        if (py_runtime_find(s->t, &s->rt, &err) != 0) {
+        if (py_runtime_find_now(s->t, &s->rt, &err) != 0) {
             /* A shared libpython is not loaded yet: wait for the linker. */
             watch_native_plant_dl_hook(s);
             return 0;
@@ -1050,7 +1089,13 @@ void watch_python_hint(struct watch_session *s)
             ms_since(&s->wait_start) < HINT_AFTER_MS + HINT_AGAIN_MS * (long)wf->hint_tries)
             continue;
         struct py_func_match near[4];
+        /* The module dicts are read with the threads stopped: a program
+         * running at full speed (the kernel filter lets it) rebuilds its
+         * dicts under a reader, which then misses names. */
+        tracer_stop_all(&s->tr);
+        target_cache_invalidate(s->t);
         int n = py_find_similar(&s->rt, s->codes, &wf->spec, near, 4);
+        watch_resume_others(s, 0);
         size_t len = 0;
         for (int i = 0; i < n && len < sizeof wf->hint; i++) {
             char label[512];
@@ -1071,6 +1116,7 @@ void watch_python_reset(struct watch_session *s)
 {
     s->have_rt = false;
     s->waiting = false;
+    watch_filter_close(s);
     if (s->scanned)
         memset(s->scanned, 0, WATCH_SCAN_SLOTS * 2 * sizeof *s->scanned);
     s->n_py = 0;

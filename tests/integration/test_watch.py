@@ -490,6 +490,95 @@ def test_every_reentry_counted_once(interp, tmp_path):
         assert functions[:2] == ["recount", "recount"], functions
 
 
+# The program counts its own calls: of work (FUNC), of other (every call of
+# work makes one), and the re-entries of work, which a finalizer run by the
+# collector makes at every 1000th call.
+COUNTED_CALLS = """
+import gc, json, sys
+counts = {"work": 0, "other": 0, "reentries": 0}
+depth = 0
+
+class Finalized:
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        work(False)
+
+def other(n):
+    counts["other"] += 1
+    return n
+
+def work(collect):
+    global depth
+    counts["work"] += 1
+    depth += 1
+    if depth > 1:
+        counts["reentries"] += 1
+    try:
+        if collect:
+            Finalized()
+            gc.collect()
+        return other(depth)
+    finally:
+        depth -= 1
+
+gc.disable()
+for i in range(3000):
+    work(i % 1000 == 999)
+with open(sys.argv[1], "w") as f:
+    json.dump(counts, f)
+"""
+FILTER_LINE = re.compile(r"the kernel filter ran at (\d+) breakpoint hits and stopped the thread at "
+                         r"(\d+): (\d+) where a watched function was running further down, "
+                         r"(\d+) for code not searched yet, (\d+) where it could not tell, "
+                         r"(\d+) while pyscope needed them all")
+HANDLED_LINE = re.compile(r"handled (\d+) C-to-Python entries, \d+ watchpoint traps, (\d+) "
+                          r"frame-start breakpoints")
+
+
+@pytest.mark.parametrize("kernel_filter", [True, False], ids=["filtered", "unfiltered"])
+def test_frame_starts_filtered_in_the_kernel(interp, tmp_path, kernel_filter):
+    """Without debug registers every Python frame start is a breakpoint; the
+    eBPF filter lets a thread stop only where FUNC starts while it is
+    already running further down (and, until FUNC is found, at code not
+    searched yet). Checked against the program's own counts: every frame
+    start ran the filter, the thread stopped exactly at the re-entries, and
+    each was reported; forced unfiltered (PYSCOPE_WATCH_NO_FILTER=1), every
+    frame start stops and the same re-entries are reported."""
+    truth, out = tmp_path / "truth.json", tmp_path / "r.jsonl"
+    env = ["env", "-u", "PYSCOPE_WATCH_NO_FILTER", "PYSCOPE_WATCH_NO_DR=1"] + (
+        [] if kernel_filter else ["PYSCOPE_WATCH_NO_FILTER=1"])
+    result = run_pyscope(["watch", "-v", "--all", "--json", "-o", out, "--reentry", "work",
+                          "--", interp.path, "-c", COUNTED_CALLS, truth], prefix=env,
+                         timeout=WATCH_TIMEOUT)
+    assert result.returncode == 0, result
+    facts = json.loads(truth.read_text())
+    assert facts["reentries"] == 3 and facts["work"] == 3003, facts
+    docs = read_reports(out)
+    assert len(docs) == facts["reentries"], result.stderr
+    for doc in docs:
+        functions = [f["function"] for f in reentering_thread(doc)["frames"]]
+        outer = functions.index("work", 1)
+        assert functions[0] == "work", functions
+        assert python_name(interp, "Finalized.__del__") in functions[1:outer], functions
+    handled = HANDLED_LINE.search(result.stderr)
+    stops = int(handled.group(1)) + int(handled.group(2))
+    counted = FILTER_LINE.search(result.stderr)
+    if kernel_filter:
+        assert "filtered in the kernel by an eBPF program" in result.stderr, result.stderr
+        runs, stopped, again, unseen, undecided, every = (int(g) for g in counted.groups())
+        assert runs >= facts["work"] + facts["other"], (facts, counted.group(0))
+        assert again == facts["reentries"] and undecided == 0 and every == 0, counted.group(0)
+        assert stopped == again + unseen and stops == stopped, (counted.group(0),
+                                                                handled.group(0))
+        assert unseen < facts["work"], counted.group(0)
+    else:
+        assert "not filtered in the kernel: PYSCOPE_WATCH_NO_FILTER=1" in result.stderr
+        assert counted is None
+        assert stops >= facts["work"] + facts["other"], (facts, handled.group(0))
+
+
 def test_usage_errors(tmp_path, pyscope):
     assert pyscope("watch", "-p", "1").returncode == 2
     assert pyscope("watch", "--reentry", "f").returncode == 2
