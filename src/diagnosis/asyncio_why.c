@@ -204,6 +204,27 @@ static const struct report_task *same_task(const struct report_loop *loop, uint6
     return NULL;
 }
 
+/* What would end a wait in a method of a primitive: "set it"... */
+static const char *wait_ender(const struct report_task *t)
+{
+    static const struct { const char *method, *ender; } enders[] = {
+        {"Event.", "set it"},
+        {"Condition.", "notify it"},
+        {"Barrier.", "bring the other parties to it"},
+        {"Lock.", "release it"},
+        {"Semaphore.", "release it"},
+        {"Queue.get", "put an item into it"},
+        {"Queue.put", "take an item from it"},
+        {"Queue.join", "mark its items done"},
+    };
+    for (size_t i = 0; i < sizeof enders / sizeof enders[0]; i++) {
+        const char *at = strstr(t->awaits, enders[i].method);
+        if (at && at < t->awaits + strcspn(t->awaits, " "))
+            return enders[i].ender;
+    }
+    return "end the wait";
+}
+
 int asyncio_orphan_findings(const struct stack_report *first, const struct stack_report *second,
                             struct why_report *why)
 {
@@ -225,7 +246,8 @@ int asyncio_orphan_findings(const struct stack_report *first, const struct stack
                 if (!later || !later->orphan || later->awaits_addr != task->awaits_addr)
                     continue;
             }
-            struct why_finding *f = add_finding(why, WHY_NEVER_NOTIFIED, task->awaits_addr,
+            bool future = task->wait_obj == task->awaits_addr;
+            struct why_finding *f = add_finding(why, WHY_NEVER_NOTIFIED, task->wait_obj,
                                                 task->addr);
             if (!f)
                 return -1;
@@ -234,9 +256,17 @@ int asyncio_orphan_findings(const struct stack_report *first, const struct stack
                     f->threads[f->n_threads++] = (int)k;
             char *s = f->summary;
             size_t size = sizeof f->summary;
-            text_format(s, size, "task \"%s\" awaits a Future (0x%llx) that nothing else refers "
-                                 "to, so nothing can ever complete it", task->name,
-                        (unsigned long long)task->awaits_addr);
+            if (future)
+                text_format(s, size, "task \"%s\" awaits a Future (0x%llx) that nothing else "
+                            "refers to, so nothing can ever complete it", task->name,
+                            (unsigned long long)task->wait_obj);
+            else
+                text_format(s, size, "task \"%s\" waits in %.*s on %s %s (0x%llx) that nothing "
+                            "else refers to, so nothing can ever %s", task->name,
+                            (int)strcspn(task->awaits, " "), task->awaits,
+                            strchr("AEIOU", task->wait_obj_type[0]) ? "an" : "a",
+                            task->wait_obj_type, (unsigned long long)task->wait_obj,
+                            wait_ender(task));
             if (task->n_chain && task->chain[0].function)
                 text_append(s, size, " (it is in %s, %s:%d)", task->chain[0].function,
                             task->chain[0].file ? stack_report_short_path(task->chain[0].file)

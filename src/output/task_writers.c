@@ -83,8 +83,11 @@ static void write_loop_text(FILE *out, const struct report_loop *loop)
                 t->state[0] == 'p' ? "" : t->state[0] == 'c' ? "  cancelled" : "  finished");
         if (t->awaits[0])
             fprintf(out, "  awaiting %s", t->awaits);
-        if (t->orphan)
+        if (t->orphan && t->wait_obj == t->awaits_addr)
             fprintf(out, "; nothing else refers to it, so it can never complete");
+        else if (t->orphan)
+            fprintf(out, "; nothing else refers to the %s (0x%llx), so it can never complete",
+                    t->wait_obj_type, (unsigned long long)t->wait_obj);
         if (t->held_by)
             fprintf(out, "; %s", t->held_by);
         if (t->unretrieved[0])
@@ -225,6 +228,15 @@ void task_report_write_json(struct json_writer *w, const struct report_tasks *ta
                 json_member_string(w, "description", t->awaits);
                 json_member_uint(w, "address", t->awaits_addr);
                 json_member_bool(w, "unreachable", t->orphan);
+                json_key(w, "object");
+                if (t->wait_obj) {
+                    json_begin_object(w);
+                    json_member_uint(w, "address", t->wait_obj);
+                    json_member_string(w, "type", t->wait_obj_type);
+                    json_end_object(w);
+                } else {
+                    json_null(w);
+                }
                 json_key(w, "held_by");
                 if (t->held_by)
                     json_string(w, t->held_by);

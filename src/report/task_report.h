@@ -31,10 +31,17 @@ struct report_task {
     bool chain_complete;
     char awaits[256];            /* what it is suspended on, "" when not suspended */
     uint64_t awaits_addr;        /* the future (or task) it waits on, 0 if none */
-    bool orphan;                 /* a plain Future only this task's chain refers to:
-                                    nothing can ever complete it */
-    int fut_own_refs;            /* references to that plain Future its own chain
-                                    accounts for, -1 when unknown */
+    uint64_t wait_obj;           /* what must act for the wait to end: the plain Future it
+                                    awaits, or the Event, Queue, Lock, Condition, Semaphore
+                                    or Barrier whose method it waits in; 0 none */
+    char wait_obj_type[48];      /* ... its class */
+    int own_refs;                /* references to wait_obj the task itself accounts for (its
+                                    chain's frames; a Future's waiter slot and iterator),
+                                    -1 unknown */
+    bool orphan;                 /* nothing but the tasks waiting on wait_obj refers to it:
+                                    nothing can ever end the wait */
+    uint64_t provider;           /* the one other task that refers to wait_obj, when nothing
+                                    else does: only it can end the wait (why only); 0 none */
     char *held_by;               /* who else holds it (NULL: none found), and how
                                     many references are left unaccounted for */
     size_t *children;            /* indices (same loop) of the tasks it awaits */
@@ -46,6 +53,10 @@ struct report_task {
     uint64_t lock_holder;        /* ... held by this task (inside an async with of it), 0 unknown */
     char stream_peer[96];        /* it awaits a stream read from this "host:port"; "" none */
     bool stream_no_timeout;      /* ... which no wait_for bounds */
+    bool timed;                  /* the wait ends by itself at a deadline (wait_for,
+                                    asyncio.wait's timeout, asyncio.timeout()) */
+    bool awaits_any;             /* it resumes once any of the tasks it awaits ends
+                                    (asyncio.wait FIRST_COMPLETED/FIRST_EXCEPTION) */
     bool stream_opened;          /* ... on a connection the program opened (its
                                     transport belongs to no server) */
 };

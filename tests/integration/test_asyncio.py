@@ -60,11 +60,11 @@ def check_tasks(doc, target, in_selector="selector"):
             assert t["state"] == "pending"
             assert t["chain_complete"]
             assert chain(t["chain"]) == chain(w["chain"]), w["name"]
-            expected_children = list(w["gather_children"])
+            # Task.get_stack(): the outermost coroutine's frame
+            assert chain(t["chain"][-1:]) == chain(w["stack"]), w["name"]
             if w["awaits_task"]:
-                expected_children.append(w["awaits_task"])
                 assert t["awaiting"]["address"] == w["awaits_task"]
-            assert sorted(t["awaits_tasks"]) == sorted(expected_children), w["name"]
+            assert sorted(t["awaits_tasks"]) == w["awaits_tasks"], w["name"]
             assert t["in_cycle"] == (w["address"] in cyclic(want["tasks"])), w["name"]
             assert bool(t["awaiting"] and t["awaiting"]["unreachable"]) == w["orphan"], w["name"]
     return loops
@@ -140,6 +140,39 @@ def test_dump_tasks_uvloop(interp, start_program):
     k = kinds(doc)
     assert k["getter"] == {"Queue.get (_asyncio.Future), 0 items queued"}
     assert k["sleeper"] == {"asyncio.sleep (_asyncio.Future)"}
+
+
+@pytest.mark.parametrize("mode", ["pytask", "nocext"])
+def test_dump_pure_python_tasks(interp, start_program, tmp_path, mode):
+    """asyncio's pure-Python Task: made by each loop's task factory
+    (pytask: the Futures stay the C ones), or everywhere because _asyncio
+    cannot be imported (nocext: Futures and the running loop are Python's
+    too, and a Future's __await__ is a link of each chain). Every task is
+    found, with its chain, what it awaits, the task tree and the orphaned
+    Future, as asyncio reports them; the loops' threads too. nocext, also
+    from a core."""
+    target = start_program(interp, "asyncio_tasks.py", mode)
+    truth = [t for l in target.report["extra"]["loops"] for t in l["tasks"]]
+    assert truth and all(t["pure"] for t in truth)
+    docs = [dump_json(target.pid)]
+    if mode == "nocext":
+        docs.append(dump_json("--core", core_of(interp, target, tmp_path)))
+    for doc in docs:
+        check_tasks(doc, target)
+        shown = {t["address"]: t for l in doc["asyncio"]["loops"] for t in l["tasks"]}
+        for want in truth:
+            got = shown[want["address"]]["awaiting"]["description"]
+            outer = want["chain"][-1]["function"]
+            if outer.endswith("getter"):
+                assert got == "Queue.get (%s), 0 items queued" % want["waiter_type"], got
+            elif outer.endswith("event_waiter"):
+                assert got == "Event.wait (%s)" % want["waiter_type"], got
+            elif outer.endswith("gatherer"):
+                assert got == "gather of 2", got
+            elif want["awaits_task"]:
+                assert got.startswith('Task "'), got
+            elif want["sleep_due"] is not None:
+                assert got.startswith("asyncio.sleep (%s)" % want["waiter_type"]), got
 
 
 def test_dump_tasks_options(interp, start_program):
@@ -395,29 +428,107 @@ def test_dump_unretrieved_exceptions(interp, start_program):
         assert (t["state"] == "finished") == want["done"], (t["state"], want)
 
 
-def test_dump_await_details(interp, start_program):
-    """What a task's await holds, beyond its kind, as the program knows it:
-    the peer of a stream read from a server that never writes, and that no
-    timeout bounds it; the pid of the subprocess a task waits for; how long
-    until wait_for gives up (the program's deadline, on the same clock);
-    which task holds the lock a task waits for, inside its `async with`."""
+def expected_awaiting(w, names, extra):
+    """What dump says a task of asyncio_waits.py awaits, from what the
+    program knows of it, with each time left (or due, from a core) as
+    {when}: (text, the loop-clock time it counts down to, or None)."""
+    inner = [c for c in w["chain"] if "/asyncio/" in c["file"]]
+    fn = inner[0]["function"].rsplit(".", 1)[-1] if inner else None
+    due = None
+    if w["awaits_task"]:
+        text = 'Task "%s"' % names[w["awaits_task"]]
+    elif w["gather"] is not None:
+        text = "gather of %d" % w["gather"]
+    elif w["primitive"]:
+        text = "%s (%s)" % (w["primitive"], w["waiter_type"])
+    elif w["wait"]:
+        text = "asyncio.wait (%s) of %d, %s" % (w["waiter_type"], w["wait"][0], w["wait"][1])
+    elif fn == "sleep":
+        text, due = "asyncio.sleep (%s){left}" % w["waiter_type"], w["sleep_due"]
+    elif fn == "wait_for":
+        text = "asyncio.wait_for (%s)" % w["waiter_type"]
+    elif fn == "_wait" and inner[0]["file"].endswith("base_subprocess.py"):
+        text = "subprocess wait (%s)" % w["waiter_type"]
+    else:
+        raise AssertionError("no rule for %r" % w)
+    if w["queue"]:
+        text += ", %d items queued of maxsize %d" % tuple(w["queue"])
+    if w["holders"]:
+        text += ", held by task%s %s (inside %s async with)" % (
+            "s" if len(w["holders"]) > 1 else "", ", ".join('"%s"' % h for h in w["holders"]),
+            "their" if len(w["holders"]) > 1 else "its")
+    if w["role"] in ("reader", "server_reader"):
+        peer, local, fd = ((extra["peer"], extra["local"], extra["fd"]) if w["role"] == "reader"
+                           else (extra["local"], extra["peer"], extra["server_fd"]))
+        text += ", reading from %s (socket fd %d, local %s)%s" % (
+            peer, fd, local, "" if w["deadline"] else ", no timeout")
+    if w["role"] == "child":
+        text += ", subprocess pid %d" % extra["child_pid"]
+    if w["deadline"] is not None:
+        assert due is None
+        text += ", %s{in}" % ("wait_for times out" if any(
+            c["function"].endswith("wait_for") for c in w["chain"]) else "times out")
+        due = w["deadline"]
+    return text, due
+
+
+def check_await_kinds(doc, extra, before=None, after=None):
+    """dump against asyncio_waits.py's own view: every task of its loop,
+    its name, chain, Task.get_stack(), the tasks it awaits and what it
+    awaits, in full; live (before/after: time.monotonic() around the dump)
+    or from a core."""
+    [loop] = [l for l in doc["asyncio"]["loops"] if l["address"] == extra["loop"]]
+    assert loop["tid"] == extra["loop_tid"] and loop["tasks_not_shown"] == 0
+    shown = {t["address"]: t for t in loop["tasks"]}
+    truth = {t["address"]: t for t in extra["tasks"]}
+    assert set(shown) == set(truth)
+    names = {a: t["name"] for a, t in truth.items()}
+    roles = {w["role"] for w in truth.values()}
+    assert {"timed", "child", "reader", "server_reader", "lock_waiter", "cond_waiter",
+            "sem_waiter", "nested", "wait_any", "wait_all", "putter"} <= roles
+    for w in truth.values():
+        t = shown[w["address"]]
+        assert (t["name"], t["state"], t["chain_complete"]) == (w["name"], "pending", True)
+        assert chain(t["chain"]) == chain(w["chain"]), w["name"]
+        assert chain(t["chain"][-1:]) == chain(w["stack"]), w["name"]
+        assert sorted(t["awaits_tasks"]) == w["awaits_tasks"], w["name"]
+        assert not t["awaiting"]["unreachable"], w["name"]
+        text, due = expected_awaiting(w, names, extra)
+        got = t["awaiting"]["description"]
+        # Holders in the order of the tasks listed; the program's in its own.
+        m = re.search(r"held by tasks (.*) \(inside", got)
+        if m:
+            got = got.replace(m.group(1), ", ".join(sorted(m.group(1).split(", "))))
+        if due is None:
+            assert got == text, (w["name"], got, text)
+            continue
+        if before is None:      # a core: the loop's clock, no time left
+            want = text.format(left=", due at %.3f s of the loop's clock" % due,
+                               **{"in": " at %.3f s of the loop's clock" % due})
+            assert got == want, (w["name"], got, want)
+            continue
+        pattern = re.escape(text).replace(re.escape("{left}"), ", (-?[0-9.]+) s left").replace(
+            re.escape("{in}"), " in (-?[0-9.]+) s")
+        m = re.fullmatch(pattern, got)
+        assert m, (w["name"], got, text)
+        assert due - after - 0.05 <= float(m.group(1)) <= due - before + 0.05, (w["name"], got)
+
+
+def test_dump_await_kinds(interp, start_program, tmp_path):
+    """Every kind of await, as asyncio_waits.py knows it: a stream read's
+    peer, its socket and that no timeout bounds it; a subprocess wait's pid;
+    a lock's and a semaphore's holders (inside their async with); a
+    Condition, a full Queue's put, nested gathers, asyncio.wait (its tasks,
+    until which ends, its timeout), wait_for and asyncio.timeout() (the time
+    left on the program's own deadline), the chains and tasks awaited; live,
+    then from a core (the deadlines in the loop's clock)."""
     target = start_program(interp, "asyncio_waits.py")
     extra = target.report["extra"]
+    before = time.monotonic()
     doc = dump_json(target.pid)
-    now = time.monotonic()
-    [loop] = [l for l in doc["asyncio"]["loops"] if l["tid"] == extra["loop_tid"]]
-    awaits = {t["address"]: t["awaiting"]["description"] for t in loop["tasks"] if t["awaiting"]}
-    tasks = extra["tasks"]
-    assert awaits[tasks["reader"]].endswith(", reading from %s, no timeout" % extra["peer"]), awaits
-    assert awaits[tasks["child"]] == "subprocess wait (_asyncio.Future), subprocess pid %d" % (
-        extra["child_pid"]), awaits
-    # asyncio.Lock records no owner; the holder is the one task inside an
-    # `async with` of it (its __aexit__ on the frame's value stack).
-    assert awaits[tasks["lock_waiter"]] == (
-        'Lock.acquire (_asyncio.Future), held by task "holder" (inside its async with)'), awaits
-    m = re.search(r", wait_for times out in (-?[\d.]+) s$", awaits[tasks["timed"]])
-    assert m, awaits[tasks["timed"]]
-    assert abs(float(m.group(1)) - (extra["deadline"] - now)) < 2.0, (m.group(1), extra, now)
+    after = time.monotonic()
+    check_await_kinds(doc, extra, before, after)
+    check_await_kinds(dump_json("--core", core_of(interp, target, tmp_path)), extra)
 
 
 def test_why_stream_read_without_timeout(interp, start_program):
@@ -432,7 +543,8 @@ def test_why_stream_read_without_timeout(interp, start_program):
     extra = target.report["extra"]
     doc = why_json(target.pid)
     found = [f for f in doc["findings"] if f["kind"] == "network_wait" and f["task"] is not None]
-    assert [f["task"] for f in found] == [extra["tasks"]["reader"]], doc["findings"]
+    [reader] = [t["address"] for t in extra["tasks"] if t["role"] == "reader"]
+    assert [f["task"] for f in found] == [reader], doc["findings"]
     [f] = found
     assert f["grade"] == "probable"
     assert [t["tid"] for t in f["threads"]] == [extra["loop_tid"]]
@@ -468,8 +580,8 @@ def test_why_asyncio_lock_order_deadlock(interp, start_program, tmp_path):
 def test_dump_future_holders(interp, start_program, tmp_path):
     """Who else holds the plain Future a task awaits: another task's local,
     a thread's local, a call_later handle, a global of __main__; a holder
-    pyscope does not look into (a functools.partial) is counted, when the
-    task's own share of the reference count is known (3.11+), never named.
+    pyscope does not look into (a functools.partial) is counted, never
+    named.
     Live, then from a core (where the timer's due time is in the loop's
     clock)."""
     target = start_program(interp, "asyncio_future_holders.py")
@@ -503,13 +615,13 @@ def check_future_holders(interp, doc, extra):
     assert held["by_thread"]["held_by"] == "held by thread %d (local 'fut' in %s(), %s:%d)" % (
         t["tid"], t["function"], t["file"], t["line"])
     assert held["by_global"]["held_by"] == "held by global 'HELD' of __main__"
-    # The task's own share is known where the value stack's depth is (3.11+):
-    # then what KEPT's list does not account for is counted.
+    # The task's own share is known (the value stacks' live depth: the
+    # stack pointer from 3.11, a suspended frame's f_stacktop or
+    # f_stackdepth before): what KEPT's list does not account for is counted.
     kept = "held by KEPT[0] (the list in global 'KEPT' of __main__)"
     n = extra["partial_refs"] - 1
     count = "; %d reference%s unaccounted for" % (n, "" if n == 1 else "s")
-    exact = tuple(int(x) for x in interp.version.split(".")[:2]) >= (3, 11)
-    assert held["by_partial"]["held_by"] == kept + (count if exact else ""), held["by_partial"]
+    assert held["by_partial"]["held_by"] == kept + count, held["by_partial"]
     return held
 
 
