@@ -186,7 +186,7 @@ int cmd_why(int argc, char **argv)
         asyncio_orphan_findings(&first.report, interval > 0 ? &second.report : NULL, &why) != 0 ||
         asyncio_asleep_findings(&first.report, interval > 0 ? &second.report : NULL, &why) != 0 ||
         asyncio_stream_findings(&first.report, interval > 0 ? &second.report : NULL, &why) != 0 ||
-        asyncio_lock_findings(&first.report, interval > 0 ? &second.report : NULL, &why) != 0) {
+        asyncio_cycle_findings(&first.report, interval > 0 ? &second.report : NULL, &why) != 0) {
         error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
     }

@@ -204,6 +204,14 @@ static const struct report_task *same_task(const struct report_loop *loop, uint6
     return NULL;
 }
 
+/* "an Event", "a Queue": the class of what a task waits in a method of. */
+static const char *object_words(const struct report_task *t, char *words, size_t size)
+{
+    snprintf(words, size, "%s %s", strchr("AEIOU", t->wait_obj_type[0]) ? "an" : "a",
+             t->wait_obj_type);
+    return words;
+}
+
 /* What would end a wait in a method of a primitive: "set it"... */
 static const char *wait_ender(const struct report_task *t)
 {
@@ -254,24 +262,28 @@ int asyncio_orphan_findings(const struct stack_report *first, const struct stack
             for (size_t k = 0; k < first->n_threads && loop->tid; k++)
                 if (first->threads[k].tid == loop->tid)
                     f->threads[f->n_threads++] = (int)k;
-            char *s = f->summary;
+            char *s = f->summary, words[64];
             size_t size = sizeof f->summary;
             if (future)
                 text_format(s, size, "task \"%s\" awaits a Future (0x%llx) that nothing else "
                             "refers to, so nothing can ever complete it", task->name,
                             (unsigned long long)task->wait_obj);
             else
-                text_format(s, size, "task \"%s\" waits in %.*s on %s %s (0x%llx) that nothing "
+                text_format(s, size, "task \"%s\" waits in %.*s on %s (0x%llx) that nothing "
                             "else refers to, so nothing can ever %s", task->name,
                             (int)strcspn(task->awaits, " "), task->awaits,
-                            strchr("AEIOU", task->wait_obj_type[0]) ? "an" : "a",
-                            task->wait_obj_type, (unsigned long long)task->wait_obj,
-                            wait_ender(task));
-            if (task->n_chain && task->chain[0].function)
-                text_append(s, size, " (it is in %s, %s:%d)", task->chain[0].function,
-                            task->chain[0].file ? stack_report_short_path(task->chain[0].file)
-                                                : "?",
-                            task->chain[0].line);
+                            object_words(task, words, sizeof words),
+                            (unsigned long long)task->wait_obj, wait_ender(task));
+            /* Where the program waits: the innermost frame of its own code. */
+            const struct task_link *at = task->n_chain ? &task->chain[0] : NULL;
+            for (size_t k = 0; k < task->n_chain; k++)
+                if (task->chain[k].file && !strstr(task->chain[k].file, "/asyncio/")) {
+                    at = &task->chain[k];
+                    break;
+                }
+            if (at && at->function)
+                text_append(s, size, " (it is in %s, %s:%d)", at->function,
+                            at->file ? stack_report_short_path(at->file) : "?", at->line);
             if (loop->tid)
                 text_append(s, size, "; on the loop of thread %d", (int)loop->tid);
             outrank_no_hang(why, f);
@@ -429,10 +441,29 @@ static size_t task_index(const struct report_loop *loop, uint64_t addr)
     return (size_t)-1;
 }
 
-/* The cycle of waits from task start back to it, following "waits for the
- * lock that task holds" and "awaits that task" (its first such edge that
- * leads back), into path; its length, 0 when none. Depth-first, each task
- * visited once (seen). */
+/* The task a waits for through one edge that is certain: the holder of
+ * the lock it waits for, the one task that alone refers to what it waits
+ * on, or a task it awaits (directly, gathered, in a TaskGroup; not when any
+ * one of several ends the wait). A wait with a deadline ends by itself:
+ * none. Fills next (at most max); returns how many. */
+static size_t wait_edges(const struct report_loop *loop, const struct report_task *t,
+                         size_t *next, size_t max)
+{
+    size_t n = 0;
+    if (t->timed || (t->state && strcmp(t->state, "pending") != 0))
+        return 0;
+    if (t->lock_holder && n < max)
+        next[n++] = task_index(loop, t->lock_holder);
+    if (t->provider && n < max)
+        next[n++] = task_index(loop, t->provider);
+    for (size_t k = 0; !t->awaits_any && k < t->n_children && n < max; k++)
+        next[n++] = t->children[k];
+    return n;
+}
+
+/* The cycle of waits from task start back to it, following wait_edges
+ * (the first that leads back), into path; its length, 0 when none.
+ * Depth-first, each task visited once (seen). */
 static size_t wait_cycle(const struct report_loop *loop, size_t start, size_t at, size_t *path,
                          size_t depth, size_t max, unsigned char *seen)
 {
@@ -440,12 +471,8 @@ static size_t wait_cycle(const struct report_loop *loop, size_t start, size_t at
         return 0;
     path[depth] = at;
     seen[at] = 1;
-    const struct report_task *t = &loop->tasks[at];
-    size_t next[1 + 64], n = 0;
-    if (t->lock_holder)
-        next[n++] = task_index(loop, t->lock_holder);
-    for (size_t k = 0; k < t->n_children && n < sizeof next / sizeof next[0]; k++)
-        next[n++] = t->children[k];
+    size_t next[66];
+    size_t n = wait_edges(loop, &loop->tasks[at], next, sizeof next / sizeof next[0]);
     for (size_t k = 0; k < n; k++) {
         if (next[k] == start)
             return depth + 1;
@@ -458,8 +485,27 @@ static size_t wait_cycle(const struct report_loop *loop, size_t start, size_t at
     return 0;
 }
 
-int asyncio_lock_findings(const struct stack_report *first, const struct stack_report *second,
-                          struct why_report *why)
+/* One edge of a cycle, from a to b, in words. */
+static void append_edge(char *s, size_t size, const struct report_task *a,
+                        const struct report_task *b, bool first)
+{
+    char words[64];
+    text_append(s, size, "%s task \"%s\" ", first ? "" : ";", a->name);
+    if (a->lock_holder == b->addr)
+        text_append(s, size, "waits for %s 0x%llx, held by task \"%s\"",
+                    a->wait_obj_type[0] ? a->wait_obj_type : "Lock",
+                    (unsigned long long)a->lock_waited, b->name);
+    else if (a->provider == b->addr)
+        text_append(s, size, "waits in %.*s on %s (0x%llx) that only task \"%s\" refers to",
+                    (int)strcspn(a->awaits, " "), a->awaits,
+                    a->wait_obj == a->awaits_addr ? "a Future" : object_words(a, words, sizeof words),
+                    (unsigned long long)a->wait_obj, b->name);
+    else
+        text_append(s, size, "awaits task \"%s\"", b->name);
+}
+
+int asyncio_cycle_findings(const struct stack_report *first, const struct stack_report *second,
+                           struct why_report *why)
 {
     if (!first->tasks)
         return 0;
@@ -483,27 +529,32 @@ int asyncio_lock_findings(const struct stack_report *first, const struct stack_r
         }
         for (size_t i = 0; i < loop->n_tasks; i++) {
             const struct report_task *t = &loop->tasks[i];
-            if (!t->lock_holder || reported[i])
+            size_t next[1];
+            if (reported[i] || !wait_edges(loop, t, next, 1))
                 continue;
             size_t path[MAX_CYCLE];
             memset(seen, 0, loop->n_tasks);
             size_t len = wait_cycle(loop, i, i, path, 0, MAX_CYCLE, seen);
-            bool through_lock = false;
+            bool known = len > 0;
             for (size_t k = 0; k < len; k++)
-                through_lock |= loop->tasks[path[k]].lock_holder == loop->tasks[path[(k + 1) % len]].addr;
-            if (!len || !through_lock)
+                known = known && !reported[path[k]];
+            if (!known)
                 continue;
-            /* Live: every lock wait of the cycle still the same later. */
+            /* Live: every wait of the cycle still the same later. */
             bool same = true;
             for (size_t k = 0; k < len && second; k++) {
                 const struct report_task *a = &loop->tasks[path[k]];
                 const struct report_task *b = same_task(later_loop, a->addr);
                 same = same && b && b->lock_holder == a->lock_holder &&
-                       b->lock_waited == a->lock_waited && b->awaits_addr == a->awaits_addr;
+                       b->lock_waited == a->lock_waited && b->awaits_addr == a->awaits_addr &&
+                       b->provider == a->provider;
             }
             if (!same)
                 continue;
-            struct why_finding *f = add_finding(why, WHY_DEADLOCK, t->lock_waited, t->addr);
+            const struct report_task *a0 = &loop->tasks[path[0]];
+            struct why_finding *f = add_finding(why, WHY_DEADLOCK,
+                                                a0->wait_obj ? a0->wait_obj : a0->awaits_addr,
+                                                a0->addr);
             if (!f) {
                 free(seen);
                 free(reported);
@@ -511,24 +562,17 @@ int asyncio_lock_findings(const struct stack_report *first, const struct stack_r
             }
             if (th >= 0)
                 f->threads[f->n_threads++] = th;
-            text_format(f->summary, sizeof f->summary, "%zu asyncio tasks wait for each other "
-                        "for ever", len);
+            text_format(f->summary, sizeof f->summary, "%zu asyncio task%s wait%s for each other "
+                        "for ever", len, len == 1 ? "" : "s", len == 1 ? "s" : "");
             if (th >= 0) {
                 text_append(f->summary, sizeof f->summary, " on the loop of ");
                 append_thread(f->summary, sizeof f->summary, &first->threads[th]);
             }
             text_append(f->summary, sizeof f->summary, ":");
             for (size_t k = 0; k < len; k++) {
-                const struct report_task *a = &loop->tasks[path[k]];
-                const struct report_task *b = &loop->tasks[path[(k + 1) % len]];
                 reported[path[k]] = 1;
-                if (a->lock_holder == b->addr)
-                    text_append(f->summary, sizeof f->summary, "%s task \"%s\" waits for Lock "
-                                "0x%llx, held by task \"%s\"", k ? ";" : "", a->name,
-                                (unsigned long long)a->lock_waited, b->name);
-                else
-                    text_append(f->summary, sizeof f->summary, "%s task \"%s\" awaits task "
-                                "\"%s\"", k ? ";" : "", a->name, b->name);
+                append_edge(f->summary, sizeof f->summary, &loop->tasks[path[k]],
+                            &loop->tasks[path[(k + 1) % len]], k == 0);
             }
             outrank_no_hang(why, f);
         }
@@ -537,4 +581,3 @@ int asyncio_lock_findings(const struct stack_report *first, const struct stack_r
     }
     return 0;
 }
-

@@ -41,11 +41,13 @@ int asyncio_stream_findings(const struct stack_report *first, const struct stack
                             struct why_report *why);
 
 /* Adds a deadlock finding for each cycle of asyncio tasks waiting for each
- * other, at least one through a lock another task of the cycle holds
- * (inside its async with), the others through a lock or by awaiting the
- * next task; live, the same in second. When the analysis found no hang, it
- * becomes the verdict. second is NULL for a core. 0, or -1 out of memory. */
-int asyncio_lock_findings(const struct stack_report *first, const struct stack_report *second,
-                          struct why_report *why);
+ * other, each through a wait only the next can end: the lock it waits for
+ * is held by the next (inside its async with), what it waits on (a Future,
+ * an Event, a Queue...) is referred to by the next task alone, or it awaits
+ * the next task (directly, gathered, in a TaskGroup); none with a deadline;
+ * live, the same in second. When the analysis found no hang, it becomes
+ * the verdict. second is NULL for a core. 0, or -1 out of memory. */
+int asyncio_cycle_findings(const struct stack_report *first, const struct stack_report *second,
+                           struct why_report *why);
 
 #endif

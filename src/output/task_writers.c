@@ -156,6 +156,11 @@ void task_report_write_rest_text(FILE *out, const struct report_tasks *tasks)
     }
     if (tasks->truncated)
         fprintf(out, "\nasyncio: more tasks than the walk's bound; the rest were not read\n");
+    if (tasks->done_seen == TASKS_DONE_REACHABLE && !tasks->error[0])
+        fprintf(out, "\nasyncio: this Python keeps finished tasks on no list: those shown were "
+                "reached from __main__'s globals, the loops' handles and the frames of tasks "
+                "and threads%s; others whose exception was never retrieved may exist\n",
+                tasks->done_partial ? " (a bound cut that walk short)" : "");
     if (tasks->error[0])
         fprintf(out, "\nasyncio tasks: %s\n", tasks->error);
 }
@@ -170,6 +175,11 @@ void task_report_write_json(struct json_writer *w, const struct report_tasks *ta
     json_begin_object(w);
     json_member_string(w, "tasks", tasks->mode == TASKS_ALL ? "all" : "pending");
     json_member_bool(w, "truncated", tasks->truncated);
+    /* "reachable": finished tasks are on no list (3.14+), only those a walk
+     * from the roots met are shown */
+    json_member_string(w, "finished_tasks",
+                       tasks->done_seen == TASKS_DONE_REACHABLE ? "reachable" : "all");
+    json_member_bool(w, "finished_tasks_walk_partial", tasks->done_partial);
     if (tasks->error[0])
         json_member_string(w, "error", tasks->error);
     else

@@ -7,6 +7,7 @@
 #include "python/asyncio_tasks.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -73,6 +74,58 @@ static uint64_t u64_at(struct tctx *c, uint64_t addr)
     if (!addr || target_read_u64(c->r.t, addr, &v) != 0)
         return 0;
     return v;
+}
+
+/* The first of n records (size bytes each) sorted by the uint64_t at offset
+ * in each whose key is not below key; n when none. */
+static size_t first_at_least(const void *base, size_t n, size_t size, size_t offset, uint64_t key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t k;
+        memcpy(&k, (const char *)base + mid * size + offset, sizeof k);
+        if (k < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* One read's context: the reader and the caches its walks use, and the
+ * pure-Python task classes a report found (tasks may be NULL); false when
+ * out of memory (tctx_release frees what was made either way). */
+static bool tctx_init(struct tctx *c, struct py_runtime *rt, const struct report_tasks *tasks)
+{
+    memset(c, 0, sizeof *c);
+    py_reader_init(&c->r, rt);
+    if (tasks) {
+        c->py_task_type = tasks->py_task_type;
+        c->py_future_type = tasks->py_future_type;
+    }
+    c->L = c->r.L;
+    c->A = &c->r.L->asyncio;
+    c->codes = calloc(1, sizeof *c->codes);
+    c->vars = calloc(1, sizeof *c->vars);
+    c->frame = malloc(sizeof *c->frame);
+    return c->codes && c->vars && c->frame;
+}
+
+static void tctx_release(struct tctx *c)
+{
+    addrset_free(&c->seen);
+    free(c->found);
+    if (c->codes) {
+        py_code_cache_clear(c->codes);
+        free(c->codes);
+    }
+    if (c->vars) {
+        py_vars_cache_clear(c->vars);
+        free(c->vars);
+    }
+    free(c->frame);
+    memset(c, 0, sizeof *c);
 }
 
 static bool type_named(struct tctx *c, uint64_t obj, const char *name)
@@ -389,6 +442,8 @@ static uint64_t module_dict(struct tctx *c, uint64_t interp, const char *name)
 }
 
 /* ---- the await chain ---------------------------------------------------- */
+
+static int suspended_depth(struct tctx *c, const struct task_link *l);
 
 static char *dup_text(const char *s)
 {
@@ -708,10 +763,15 @@ static int chain_deadline(struct tctx *c, const struct report_task *t, double *w
             *when = due;
             found = true;
         }
+        /* An `async with` keeps its context manager's __aexit__ on the
+         * value stack: only the stack is looked at (a type read for every
+         * variable of every frame cost a page read each). */
         if (link_vars(c, l) != 0)
             continue;
-        int slots = c->frame->n_named + (c->frame->stack_exact ? c->frame->n_stack : 0);
-        for (int i = 0; i < slots; i++) {
+        int depth = c->frame->stack_exact ? c->frame->n_stack : suspended_depth(c, l);
+        if (depth > c->frame->n_stack)
+            depth = -1;
+        for (int i = c->frame->n_named; i < c->frame->n_named + depth; i++) {
             uint64_t v = c->frame->values[i];
             if (type_named(c, v, "method"))
                 v = u64_at(c, v + (uint64_t)c->A->method_self);
@@ -1145,6 +1205,32 @@ static void mark_cycles(struct report_loop *loop)
     free(mark);
 }
 
+/* A task that a task with a deadline awaits (through any number of
+ * others) ends by that deadline too: the awaiting task's timeout cancels
+ * it. Each task is pushed once. */
+static void mark_timed(struct report_loop *loop)
+{
+    size_t *stack = malloc((loop->n_tasks ? loop->n_tasks : 1) * sizeof *stack), n = 0;
+    unsigned char *pushed = calloc(loop->n_tasks ? loop->n_tasks : 1, 1);
+    if (stack && pushed)
+        for (size_t i = 0; i < loop->n_tasks; i++)
+            if (loop->tasks[i].timed) {
+                pushed[i] = 1;
+                stack[n++] = i;
+            }
+    while (stack && pushed && n) {
+        struct report_task *t = &loop->tasks[stack[--n]];
+        t->timed = true;
+        for (size_t k = 0; k < t->n_children; k++)
+            if (t->children[k] < loop->n_tasks && !pushed[t->children[k]]) {
+                pushed[t->children[k]] = 1;
+                stack[n++] = t->children[k];
+            }
+    }
+    free(stack);
+    free(pushed);
+}
+
 /* The tasks a gather gathers, into t's children: its _children, and
  * those of the gathers among them (gather(gather(a, b), c)). */
 static void add_gathered(struct tctx *c, const struct task_index *x, struct report_task *t,
@@ -1184,8 +1270,14 @@ static void link_children(struct tctx *c, struct report_loop *loop)
         }
         const struct task_link *l;
         uint64_t fs, *keys;
+        size_t ci;
         if (type_named(c, w, "_GatheringFuture")) {
             add_gathered(c, &x, t, w, 0);
+        } else if ((l = chain_link(t, "asyncio/tasks.py", "wait_for")) &&
+                   link_local(c, l, "fut", &fs) == 0 && (ci = index_of(&x, fs)) != (size_t)-1) {
+            /* wait_for up to 3.11 runs what it waits for as a task of its
+             * own, and awaits a future that task's end completes */
+            add_child(t, ci);
         } else if ((l = chain_link(t, "asyncio/tasks.py", "_wait")) &&
                    link_local(c, l, "fs", &fs) == 0) {
             /* asyncio.wait(fs): the tasks of its set */
@@ -1215,6 +1307,7 @@ static void link_children(struct tctx *c, struct report_loop *loop)
     for (size_t i = 0; i < loop->n_tasks; i++)
         children_settle(&loop->tasks[i]);
     mark_cycles(loop);
+    mark_timed(loop);
     free(x.keys);
     free(x.values);
 }
@@ -1316,7 +1409,6 @@ static void lock_holders(struct tctx *c, struct report_loop *loop)
 
 /* ---- who can end a wait -------------------------------------------------- */
 
-static int suspended_depth(struct tctx *c, const struct task_link *l);
 static uint64_t callback_task(struct tctx *c, uint64_t cb, int depth);
 
 /* An object's reference count, -1 when unreadable or out of the range a
@@ -1446,6 +1538,66 @@ static void wait_own_refs(struct tctx *c, struct report_task *t, uint64_t task, 
     t->own_refs = frames < 0 ? -1 : base + frames;
 }
 
+/* The frames in the tracebacks of the loop's finished tasks' exceptions:
+ * frames that never run again (a producer that died keeps there the queue
+ * it fed). */
+#define DEAD_FRAMES_MAX 64
+
+struct dead_frames {
+    uint64_t frame[DEAD_FRAMES_MAX], code[DEAD_FRAMES_MAX];   /* as py_frame_vars_read takes them */
+    size_t n;
+};
+
+static void dead_frames_read(struct tctx *c, const struct report_loop *loop, struct dead_frames *d)
+{
+    const struct py_layout *L = c->L;
+    d->n = 0;
+    if (L->exc_traceback == PY_OFF_NONE || L->tb_frame == PY_OFF_NONE || L->tb_next == PY_OFF_NONE)
+        return;
+    for (size_t i = 0; i < loop->n_tasks && d->n < DEAD_FRAMES_MAX; i++) {
+        uint64_t tb = loop->tasks[i].exception ? u64_at(c, loop->tasks[i].exception +
+                                                           (uint64_t)L->exc_traceback) : 0;
+        for (int depth = 0; depth < DEAD_FRAMES_MAX && d->n < DEAD_FRAMES_MAX &&
+                            type_named(c, tb, "traceback");
+             depth++, tb = u64_at(c, tb + (uint64_t)L->tb_next)) {
+            uint64_t frame = u64_at(c, tb + (uint64_t)L->tb_frame);
+            if (!type_named(c, frame, "frame"))
+                break;
+            if (L->frames != PY_FRAMES_OBJECTS)
+                frame = L->frameobj_iframe == PY_OFF_NONE ? 0
+                        : u64_at(c, frame + (uint64_t)L->frameobj_iframe);
+            if (!frame)
+                continue;
+            d->frame[d->n] = frame;
+            d->code[d->n++] = L->frames == PY_FRAMES_OBJECTS
+                                  ? u64_at(c, frame + (uint64_t)L->frame_code)
+                                  : u64_at(c, frame + (uint64_t)L->iframe_executable) &
+                                        (L->stackref_tagged ? ~(uint64_t)7 : ~(uint64_t)0);
+        }
+    }
+}
+
+/* The references to obj the variables of those frames hold; -1 when one
+ * is in a cell, shared with who knows what. Value stacks, unwound by the
+ * exception, are not read: a reference missed only makes "nothing else
+ * refers to it" fail. */
+static int dead_refs(struct tctx *c, const struct dead_frames *d, uint64_t obj)
+{
+    int n = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        c->frame_read = 0;
+        if (py_frame_vars_read(c->vars, &c->r, d->frame[i], d->code[i], c->frame) != 0)
+            continue;
+        for (int v = 0; v < c->frame->n_named; v++)
+            if (c->frame->values[v] == obj) {
+                if (c->frame->code->is_cell[v])
+                    return -1;
+                n += !c->frame->uncounted[v];
+            }
+    }
+    return n;
+}
+
 static int by_wait_obj(const void *a, const void *b)
 {
     const struct report_task *x = *(const struct report_task *const *)a;
@@ -1459,8 +1611,13 @@ static void settle_orphans(struct tctx *c, struct report_loop *loop)
 {
     size_t n = 0;
     struct report_task **w = malloc((loop->n_tasks ? loop->n_tasks : 1) * sizeof *w);
-    if (!w)
+    struct dead_frames *dead = malloc(sizeof *dead);
+    if (!w || !dead) {
+        free(w);
+        free(dead);
         return;
+    }
+    dead_frames_read(c, loop, dead);
     for (size_t i = 0; i < loop->n_tasks; i++)
         if (loop->tasks[i].wait_obj && loop->tasks[i].own_refs >= 0)
             w[n++] = &loop->tasks[i];
@@ -1471,11 +1628,18 @@ static void settle_orphans(struct tctx *c, struct report_loop *loop)
             own += w[end]->own_refs;
         /* A waiter past the cap, or running, holds references not counted. */
         int64_t refs = refcount(c, w[i]->wait_obj);
+        int64_t dead_n = refs > own && dead->n ? dead_refs(c, dead, w[i]->wait_obj) : 0;
         /* A wait with a deadline ends by itself. */
-        for (size_t k = i; k < end; k++)
-            w[k]->orphan = refs > 0 && refs == own && !w[k]->timed;
+        for (size_t k = i; k < end; k++) {
+            w[k]->orphan = refs > 0 && dead_n >= 0 && refs == own + dead_n && !w[k]->timed;
+            if (w[k]->orphan) {
+                free(w[k]->held_by);     /* the dead frames' references, counted */
+                w[k]->held_by = NULL;
+            }
+        }
     }
     free(w);
+    free(dead);
 }
 
 /* A finished task's exception that nobody has looked at: asyncio would log
@@ -1519,12 +1683,50 @@ static void fill_task(struct tctx *c, struct report_task *t, uint64_t task, enum
         t->chain_complete = true;     /* a done task's coroutine has no frame left */
     uint64_t waiter = task_waiter(c, task, kind);
     t->own_refs = -1;
+    if (state == 2)
+        t->exception = kind == KIND_PY ? py_field(c, task, "_exception")
+                                       : u64_at(c, task + (uint64_t)c->A->fut_exception);
     if (waiter)
         describe_wait(c, t, waiter);
     else if (yielded && state == 0 && !t->running)
         describe_wait(c, t, yielded);
     if (waiter && state == 0 && !t->running)
         wait_own_refs(c, t, task, waiter, yielded == waiter);
+}
+
+/* A task of the given state into its loop's report, as the mode asks: a
+ * pending one, a finished one whose exception nobody retrieved, any with
+ * --tasks=all; past the loop's cap, counted. 0, or -1 out of memory. */
+static int report_task_add(struct tctx *c, struct report_tasks *out, uint64_t task,
+                           enum task_kind kind, int32_t state, uint64_t loop_addr,
+                           const struct loop_thread *lt, int n_lt)
+{
+    char unretrieved[96] = "";
+    if (state == 2)
+        exception_unretrieved(c, task, kind, unretrieved, sizeof unretrieved);
+    if (state != 0 && out->mode != TASKS_ALL && !unretrieved[0])
+        return 0;
+    struct report_loop *loop = loop_for(out, loop_addr);
+    if (!loop)
+        return -1;
+    out->n_found++;
+    if (loop->n_tasks >= out->max_shown) {
+        loop->n_hidden++;
+        return 0;
+    }
+    if (loop->n_tasks == loop->cap_tasks) {
+        size_t cap = loop->cap_tasks ? 2 * loop->cap_tasks : 64;
+        struct report_task *grown = realloc(loop->tasks, cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        loop->tasks = grown;
+        loop->cap_tasks = cap;
+    }
+    struct report_task *t = &loop->tasks[loop->n_tasks++];
+    memset(t, 0, sizeof *t);
+    fill_task(c, t, task, kind, state, lt, n_lt);
+    memcpy(t->unretrieved, unretrieved, sizeof t->unretrieved);
+    return 0;
 }
 
 /* What reading each task will touch, brought into the page cache a stage
@@ -1576,23 +1778,22 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
 {
     if (mode == TASKS_NONE)
         return NULL;
-    struct tctx c = {0};
-    py_reader_init(&c.r, rt);
-    c.L = c.r.L;
-    c.A = &c.r.L->asyncio;
-    if (c.A->task_coro == PY_OFF_NONE || c.A->task_coro == 0)
+    const struct py_asyncio_layout *A = &rt->layout.asyncio;
+    if (A->task_coro == PY_OFF_NONE || A->task_coro == 0)
         return NULL;
+    struct tctx c;
+    bool ready = tctx_init(&c, rt, NULL);
     struct report_tasks *out = calloc(1, sizeof *out);
-    c.codes = calloc(1, sizeof *c.codes);
-    c.vars = calloc(1, sizeof *c.vars);
-    c.frame = malloc(sizeof *c.frame);
     pid_t *tids = calloc(MAX_TIDS, sizeof *tids);
     struct py_snapshot snap = {0};
     struct loop_thread lt[64];
     int n_lt = 0;
-    if (!out || !c.codes || !c.vars || !c.frame || !tids || addrset_init(&c.seen, 1024) != 0)
+    if (!ready || !out || !tids || addrset_init(&c.seen, 1024) != 0)
         goto fail;
     out->mode = mode;
+    out->max_shown = max_shown;
+    /* From 3.14 a task leaves its thread's list once done. */
+    out->done_seen = c.A->tstate_tasks_head != PY_OFF_NONE ? TASKS_DONE_REACHABLE : TASKS_DONE_ALL;
     int n_tids = target_list_threads(c.r.t, tids, MAX_TIDS);
     if (py_snapshot_read(&c.r, tids, n_tids > 0 ? n_tids : 0, &snap) != 0 || snap.n_interps == 0)
         goto fail;
@@ -1605,6 +1806,8 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
         goto done;
     }
     py_task_classes(&c, interp, tasks_dict);
+    out->py_task_type = c.py_task_type;
+    out->py_future_type = c.py_future_type;
     /* Registries that hold tasks: 3.8-3.11 one WeakSet, 3.12-3.13 the
      * scheduled WeakSet and the eager set; 3.14+ tasks of pure-Python
      * Task classes (the C ones are on the lists read below). */
@@ -1647,32 +1850,9 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
         int32_t state = c.found[i].state;
         if (state < 0 || state > 2)
             continue;
-        char unretrieved[96] = "";
-        enum task_kind kind = (enum task_kind)c.found[i].kind;
-        if (state == 2)
-            exception_unretrieved(&c, task, kind, unretrieved, sizeof unretrieved);
-        if (state != 0 && mode != TASKS_ALL && !unretrieved[0])
-            continue;
-        out->n_found++;
-        struct report_loop *loop = loop_for(out, c.found[i].loop);
-        if (!loop)
+        if (report_task_add(&c, out, task, (enum task_kind)c.found[i].kind, state,
+                            c.found[i].loop, lt, n_lt) != 0)
             goto fail;
-        if (loop->n_tasks >= max_shown) {
-            loop->n_hidden++;
-            continue;
-        }
-        if (loop->n_tasks == loop->cap_tasks) {
-            size_t cap = loop->cap_tasks ? 2 * loop->cap_tasks : 64;
-            struct report_task *grown = realloc(loop->tasks, cap * sizeof *grown);
-            if (!grown)
-                goto fail;
-            loop->tasks = grown;
-            loop->cap_tasks = cap;
-        }
-        struct report_task *t = &loop->tasks[loop->n_tasks++];
-        memset(t, 0, sizeof *t);
-        fill_task(&c, t, task, kind, state, lt, n_lt);
-        memcpy(t->unretrieved, unretrieved, sizeof t->unretrieved);
     }
     for (size_t l = 0; l < out->n_loops; l++) {
         for (int i = 0; i < n_lt; i++)
@@ -1680,7 +1860,6 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
                 out->loops[l].tid = lt[i].tid;
         link_children(&c, &out->loops[l]);
         lock_holders(&c, &out->loops[l]);
-        settle_orphans(&c, &out->loops[l]);
     }
     goto done;
 fail:
@@ -1693,17 +1872,7 @@ fail:
     }
 done:
     py_snapshot_free(&snap);
-    addrset_free(&c.seen);
-    free(c.found);
-    if (c.codes) {
-        py_code_cache_clear(c.codes);
-        free(c.codes);
-    }
-    if (c.vars) {
-        py_vars_cache_clear(c.vars);
-        free(c.vars);
-    }
-    free(c.frame);
+    tctx_release(&c);
     free(tids);
     return out;
 }
@@ -1867,6 +2036,8 @@ struct hold_root {                 /* where a walk started */
     int line;
 };
 
+#define HOLDER_MAX_DONE 256        /* finished tasks found on the way, per dump */
+
 struct hold_scan {
     struct tctx *c;
     struct hold_cand *cand;        /* sorted by fut */
@@ -1874,11 +2045,30 @@ struct hold_scan {
     struct addrset futs, visited;
     int frames, objects, items;
     bool partial;                  /* a bound cut the scan short: no counts */
+    /* Finished tasks, where the interpreter keeps them on no list (3.14+):
+     * every task met on the way not in the report yet. */
+    bool find_done;
+    struct addrset known;          /* tasks in the report, or met */
+    uint64_t done[HOLDER_MAX_DONE];
+    size_t n_done;
     const struct hold_root *root;
     char path[256];                /* from the root's object to the one walked */
     char what[16];                 /* the root's object: "the object", "the dict" */
     int depth;
 };
+
+/* A finished (or cancelled) task met on the way that the report lacks. */
+static void hold_task(struct hold_scan *s, uint64_t value)
+{
+    if (!s->find_done || !value || s->n_done == HOLDER_MAX_DONE || addrset_has(&s->known, value))
+        return;
+    enum task_kind kind = task_kind(s->c, value);
+    if (kind == KIND_NONE || !addrset_add(&s->known, value))
+        return;
+    int32_t state = fut_state(s->c, value, kind);
+    if (state == 1 || state == 2)
+        s->done[s->n_done++] = value;
+}
 
 static void holder_add(struct holders *h, const char *text)
 {
@@ -1907,14 +2097,7 @@ static int cand_cmp(const void *a, const void *b)
 static void credit(struct hold_scan *s, uint64_t fut, const struct report_task *not_for,
                    const char *text)
 {
-    size_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->cand[mid].fut < fut)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = first_at_least(s->cand, s->n, sizeof *s->cand, offsetof(struct hold_cand, fut), fut);
     for (size_t i = lo; i < s->n && s->cand[i].fut == fut; i++)
         if (s->cand[i].t != not_for)
             holder_add(&s->cand[i].h, text);
@@ -1976,6 +2159,7 @@ static void hold_ref(struct hold_scan *s, uint64_t value, const char *how, const
         s->partial = true;
         return;
     }
+    hold_task(s, value);
     if (addrset_has(&s->futs, value)) {
         credit_in(s, value, how, suffix);
         return;
@@ -2095,9 +2279,11 @@ static void hold_walk(struct hold_scan *s, uint64_t obj)
         long n = set_keys(c, obj, (size_t)limit, &keys);
         if (n < 0)
             s->partial = true;
-        for (long i = 0; i < n && !s->partial; i++)
+        for (long i = 0; i < n && !s->partial; i++) {
+            hold_task(s, keys[i]);
             if (addrset_has(&s->futs, keys[i]))
                 hold_ref(s, keys[i], "a member of ", "", false);
+        }
         s->items += n > 0 ? (int)n : 0;
         free(keys);
     } else {
@@ -2121,6 +2307,7 @@ static void hold_root_value(struct hold_scan *s, const struct hold_root *root, u
 {
     if (!value)
         return;
+    hold_task(s, value);
     if (addrset_has(&s->futs, value)) {
         char text[400];
         if (!direct)
@@ -2250,6 +2437,7 @@ static void hold_handles(struct hold_scan *s, uint64_t loop, bool ready)
             n_args >= 0 && n_args <= 64)
             for (int64_t a = 0; a < n_args; a++) {
                 uint64_t arg = u64_at(c, args + (uint64_t)c->L->tuple_items + 8 * (uint64_t)a);
+                hold_task(s, arg);
                 if (addrset_has(&s->futs, arg) && (!fut || arg == fut)) {
                     fut = arg;
                     refs++;
@@ -2273,13 +2461,23 @@ static void hold_handles(struct hold_scan *s, uint64_t loop, bool ready)
     free(items);
 }
 
+/* A finished task the walk from the roots met (3.14+ keep them on no
+ * list): into its loop's tasks, as the registries' would have been. */
+static void add_done_task(struct tctx *c, struct report_tasks *tasks, uint64_t task)
+{
+    enum task_kind kind = task_kind(c, task);
+    int32_t state = fut_state(c, task, kind);
+    if (state == 1 || state == 2)
+        report_task_add(c, tasks, task, kind, state, fut_loop(c, task, kind), NULL, 0);
+}
+
 /* For each task awaiting a plain Future someone else holds: who, and when
  * the reference count says more than were found (and the task's own share
  * is known), how many are unaccounted for. */
 static void future_holders(struct tctx *c, struct report_tasks *tasks,
                            const struct stack_report *report)
 {
-    struct hold_scan s = {.c = c};
+    struct hold_scan s = {.c = c, .find_done = tasks->done_seen == TASKS_DONE_REACHABLE};
     size_t shown = 0;
     for (size_t l = 0; l < tasks->n_loops; l++) {
         shown += tasks->loops[l].n_tasks;
@@ -2287,8 +2485,12 @@ static void future_holders(struct tctx *c, struct report_tasks *tasks,
     }
     s.cand = calloc(shown ? shown : 1, sizeof *s.cand);
     if (!s.cand || addrset_init(&s.futs, shown) != 0 ||
-        addrset_init(&s.visited, HOLDER_MAX_OBJECTS + HOLDER_MAX_HANDLES) != 0)
+        addrset_init(&s.visited, HOLDER_MAX_OBJECTS + HOLDER_MAX_HANDLES) != 0 ||
+        addrset_init(&s.known, 2 * shown + 2 * HOLDER_MAX_DONE) != 0)
         goto done;
+    for (size_t l = 0; l < tasks->n_loops; l++)
+        for (size_t i = 0; i < tasks->loops[l].n_tasks; i++)
+            addrset_add(&s.known, tasks->loops[l].tasks[i].addr);
     for (size_t l = 0; l < tasks->n_loops; l++)
         for (size_t i = 0; i < tasks->loops[l].n_tasks; i++) {
             struct report_task *t = &tasks->loops[l].tasks[i];
@@ -2298,7 +2500,7 @@ static void future_holders(struct tctx *c, struct report_tasks *tasks,
             s.cand[s.n++] = (struct hold_cand){.t = t, .fut = t->awaits_addr};
             addrset_add(&s.futs, t->awaits_addr);
         }
-    if (!s.n)
+    if (!s.n && !s.find_done)
         goto done;
     qsort(s.cand, s.n, sizeof *s.cand, cand_cmp);
     for (size_t i = 0; i < s.n; i++) {
@@ -2333,12 +2535,16 @@ static void future_holders(struct tctx *c, struct report_tasks *tasks,
             k->text = NULL;
         }
     }
+    tasks->done_partial = s.partial;
+    for (size_t i = 0; i < s.n_done; i++)
+        add_done_task(c, tasks, s.done[i]);
 done:
     for (size_t i = 0; s.cand && i < s.n; i++)
         free(s.cand[i].text);
     free(s.cand);
     addrset_free(&s.futs);
     addrset_free(&s.visited);
+    addrset_free(&s.known);
 }
 
 void asyncio_loop_steps_read(struct py_runtime *rt, struct report_tasks *tasks,
@@ -2346,24 +2552,114 @@ void asyncio_loop_steps_read(struct py_runtime *rt, struct report_tasks *tasks,
 {
     if (!tasks)
         return;
-    struct tctx c = {0};
-    py_reader_init(&c.r, rt);
-    c.L = c.r.L;
-    c.A = &c.r.L->asyncio;
-    c.vars = calloc(1, sizeof *c.vars);
-    c.frame = malloc(sizeof *c.frame);
-    if (c.vars && c.frame)
+    struct tctx c;
+    if (tctx_init(&c, rt, tasks)) {
         for (size_t l = 0; l < tasks->n_loops; l++)
             for (size_t i = 0; tasks->loops[l].tid && i < report->n_threads; i++)
                 if (report->threads[i].tid == tasks->loops[l].tid)
                     loop_step(&c, &tasks->loops[l], &report->threads[i], stacks_at);
-    if (c.vars && c.frame)
+        /* Finished tasks found on the way may hold, in their exceptions'
+         * tracebacks, the last references to what others wait on. */
         future_holders(&c, tasks, report);
-    if (c.vars) {
-        py_vars_cache_clear(c.vars);
-        free(c.vars);
+        for (size_t l = 0; l < tasks->n_loops; l++)
+            settle_orphans(&c, &tasks->loops[l]);
     }
-    free(c.frame);
+    tctx_release(&c);
+}
+
+/* ---- who alone can end a wait (why) --------------------------------------- */
+
+/* The tasks of a loop waiting on one object, and the references to it the
+ * loop's other tasks' frames own. */
+struct provided {
+    uint64_t obj;
+    int64_t own;                 /* the waiters' own references */
+    int64_t others;              /* ... the other tasks' */
+    const struct report_task *provider;   /* the first other task holding one */
+    int n_providers;
+    bool unknown;                /* one in a cell: shared, not only that task's */
+};
+
+struct provider_scan {
+    struct provided *groups;     /* sorted by obj */
+    size_t n;
+    const struct report_task *task;   /* whose frames are being read */
+};
+
+static void credit_provider(void *ctx, uint64_t obj, bool in_cell)
+{
+    struct provider_scan *ps = ctx;
+    size_t lo = first_at_least(ps->groups, ps->n, sizeof *ps->groups,
+                               offsetof(struct provided, obj), obj);
+    if (lo == ps->n || ps->groups[lo].obj != obj || ps->task->wait_obj == obj)
+        return;              /* not waited on, or a waiter's own (counted) */
+    struct provided *g = &ps->groups[lo];
+    g->unknown = g->unknown || in_cell;
+    g->others++;
+    if (!g->provider)
+        g->provider = ps->task;
+    if (g->provider != ps->task)
+        g->n_providers = 2;
+    else if (!g->n_providers)
+        g->n_providers = 1;
+}
+
+/* For each wait of the loop on an object that the waiters and exactly one
+ * other task of the loop refer to, and nothing else (the reference count
+ * says all are accounted for), that task: it alone can end the wait. */
+static void loop_providers(struct tctx *c, struct report_loop *loop)
+{
+    size_t n = 0;
+    struct report_task **w = malloc((loop->n_tasks ? loop->n_tasks : 1) * sizeof *w);
+    struct provided *groups = calloc(loop->n_tasks ? loop->n_tasks : 1, sizeof *groups);
+    struct dead_frames *dead = malloc(sizeof *dead);
+    if (!w || !groups || !dead)
+        goto done;
+    dead_frames_read(c, loop, dead);
+    for (size_t i = 0; i < loop->n_tasks; i++) {
+        struct report_task *t = &loop->tasks[i];
+        if (t->wait_obj && t->own_refs >= 0 && !t->orphan && !t->timed && !t->running)
+            w[n++] = t;
+    }
+    qsort(w, n, sizeof *w, by_wait_obj);
+    struct provider_scan ps = {.groups = groups};
+    for (size_t i = 0; i < n; i++) {
+        if (ps.n && groups[ps.n - 1].obj == w[i]->wait_obj) {
+            groups[ps.n - 1].own += w[i]->own_refs;
+            continue;
+        }
+        groups[ps.n++] = (struct provided){.obj = w[i]->wait_obj, .own = w[i]->own_refs};
+    }
+    /* A running task's frames move under the read: it provides nothing. */
+    for (size_t i = 0; ps.n && i < loop->n_tasks; i++) {
+        ps.task = &loop->tasks[i];
+        for (size_t k = 0; !ps.task->running && k < ps.task->n_chain; k++)
+            frame_owned(c, &ps.task->chain[k], credit_provider, &ps);
+    }
+    for (size_t i = 0, g = 0; i < n; i++) {
+        while (groups[g].obj != w[i]->wait_obj)
+            g++;
+        int64_t refs = refcount(c, groups[g].obj), known = groups[g].own + groups[g].others;
+        int64_t dead_n = refs > known && dead->n ? dead_refs(c, dead, groups[g].obj) : 0;
+        if (!groups[g].unknown && groups[g].n_providers == 1 && dead_n >= 0 &&
+            refs == known + dead_n)
+            w[i]->provider = groups[g].provider->addr;
+    }
+done:
+    free(w);
+    free(groups);
+    free(dead);
+}
+
+void asyncio_wait_providers(struct py_runtime *rt, struct report_tasks *tasks)
+{
+    if (!tasks)
+        return;
+    struct tctx c;
+    if (tctx_init(&c, rt, tasks))
+        for (size_t l = 0; l < tasks->n_loops; l++)
+            loop_providers(&c, &tasks->loops[l]);
+    tctx_release(&c);
 }
 
 /* ---- for samplers: the running task and the tasks awaiting it ------------- */

@@ -47,6 +47,7 @@ struct report_task {
     size_t *children;            /* indices (same loop) of the tasks it awaits */
     size_t n_children;
     bool in_cycle;               /* it awaits, through others, itself */
+    uint64_t exception;          /* a finished task's exception, 0 none */
     char unretrieved[96];        /* finished with an exception nobody has retrieved
                                     (its type), "" otherwise */
     uint64_t lock_waited;        /* it waits in Lock.acquire of this held lock, 0 otherwise */
@@ -54,7 +55,8 @@ struct report_task {
     char stream_peer[96];        /* it awaits a stream read from this "host:port"; "" none */
     bool stream_no_timeout;      /* ... which no wait_for bounds */
     bool timed;                  /* the wait ends by itself at a deadline (wait_for,
-                                    asyncio.wait's timeout, asyncio.timeout()) */
+                                    asyncio.wait's timeout, asyncio.timeout()), its own or
+                                    that of a task awaiting it (which cancels it then) */
     bool awaits_any;             /* it resumes once any of the tasks it awaits ends
                                     (asyncio.wait FIRST_COMPLETED/FIRST_EXCEPTION) */
     bool stream_opened;          /* ... on a connection the program opened (its
@@ -91,13 +93,25 @@ struct report_loop {
     size_t n_hidden;             /* tasks past the cap, counted, not shown */
 };
 
+/* Which finished tasks could be seen. */
+enum tasks_done_seen {
+    TASKS_DONE_ALL = 0,          /* the registries keep every task still referenced (<=3.13) */
+    TASKS_DONE_REACHABLE,        /* none is kept (3.14+): only those a walk from the roots
+                                    (__main__'s globals, the loops' handles, the frames of
+                                    tasks and threads, 3 levels into containers) met */
+};
+
 struct report_tasks {
     enum tasks_mode mode;
+    size_t max_shown;            /* tasks per loop shown in detail (--max-tasks) */
+    enum tasks_done_seen done_seen;
+    bool done_partial;           /* ... and a bound cut that walk short */
     struct report_loop *loops;
     size_t n_loops;
     size_t n_found;              /* tasks read, on all loops */
     bool truncated;              /* a registry held more than the walk's bound */
     uint64_t main_dict;          /* __main__'s globals, where Future holders are looked for */
+    uint64_t py_task_type, py_future_type;   /* the pure-Python classes, 0 when unknown */
     char error[160];             /* why the tasks could not be read, "" otherwise */
 };
 

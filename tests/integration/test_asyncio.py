@@ -395,12 +395,15 @@ def test_dump_unretrieved_exceptions(interp, start_program):
     with the exception's type, beside the pending tasks; done tasks whose
     exception was retrieved, or that returned, are not. Truth: each task's
     own _log_traceback. From 3.14 a done task leaves the per-thread lists
-    that pyscope reads, so it cannot be found."""
-    if tuple(int(x) for x in interp.version.split(".")[:2]) >= (3, 14):
-        pytest.skip("3.14+ keep done tasks on no list pyscope can read")
+    that pyscope reads: the program keeps them in a local of its main task,
+    where the walk from the roots finds them, and dump says that only such
+    finished tasks can be seen."""
     target = start_program(interp, "asyncio_unretrieved.py")
     extra = target.report["extra"]
     doc = dump_json(target.pid)
+    reachable = tuple(int(x) for x in interp.version.split(".")[:2]) >= (3, 14)
+    assert doc["asyncio"]["finished_tasks"] == ("reachable" if reachable else "all")
+    assert doc["asyncio"]["finished_tasks_walk_partial"] is False
     [loop] = [l for l in doc["asyncio"]["loops"] if l["tid"] == extra["loop_tid"]]
     shown = {t["address"]: t for t in loop["tasks"]}
     for want in extra["tasks"]:
@@ -415,6 +418,8 @@ def test_dump_unretrieved_exceptions(interp, start_program):
     assert any(t["log_traceback"] for t in extra["tasks"])
     text = run_pyscope(["dump", target.pid])
     assert 'Task "failed"' in text.stdout and "with ValueError, never retrieved" in text.stdout
+    assert ("this Python keeps finished tasks on no list: those shown were reached from "
+            "__main__'s globals" in text.stdout) == reachable
     # --tasks=all: the done tasks the program still holds are shown too,
     # finished, whatever became of their result.
     doc = dump_json("--tasks=all", target.pid)
@@ -574,6 +579,82 @@ def test_why_asyncio_lock_order_deadlock(interp, start_program, tmp_path):
             f["summary"]), f["summary"]
         assert 'task "second" waits for Lock 0x%x, held by task "first"' % locks["lock_a"] in (
             f["summary"]), f["summary"]
+        assert (doc["verdict"], doc["grade"]) == ("deadlock", "certain"), doc["summary"]
+
+
+def test_why_waits_nothing_can_end(interp, start_program, tmp_path):
+    """A consumer whose producer died, a task waiting for an Event it made
+    itself, a Condition only its waiter refers to, a Semaphore whose permit
+    a dead task took: each waits for what nothing else in the program can
+    reach (gc's referrers, as the program reports them, but the dead tasks'
+    traceback frames, which never run again). why: a certain never_notified
+    finding for each, naming the task, the object and what would have ended
+    the wait, and the verdict; dump marks each wait. The controls, a queue
+    main holds, an Event a timer will set, an Event only its waiter refers
+    to but waited for with a timeout: nothing. Live and from a core."""
+    target = start_program(interp, "asyncio_orphans.py")
+    extra = target.report["extra"]
+    tasks = extra["tasks"]
+    stuck = {"consumer": "put an item into it", "waiter": "set it",
+             "cond_waiter": "notify it", "sem_waiter": "release it"}
+    for role in stuck:
+        assert tasks[role]["outside"] == [], (role, tasks[role])
+    assert tasks["fed"]["outside"] and tasks["timer_waiter"]["outside"]
+    live = [why_json(target.pid), dump_json(target.pid)]
+    core = core_of(interp, target, tmp_path)
+    for doc in (live[0], why_json("--core", core)):
+        found = {f["task"]: f for f in doc["findings"]
+                 if f["kind"] == "never_notified" and f["task"] is not None}
+        assert set(found) == {tasks[r]["address"] for r in stuck}, doc["findings"]
+        for role, ender in stuck.items():
+            t = tasks[role]
+            f = found[t["address"]]
+            assert f["object"] == t["object"] and f["certain"], f
+            article = "an" if t["type"][0] in "AEIOU" else "a"
+            assert f["summary"].startswith(
+                'task "%s" waits in %s on %s %s (0x%x) that nothing else refers to, so nothing '
+                "can ever %s (it is in " % (role, t["method"], article, t["type"], t["object"],
+                                            ender)), f["summary"]
+        assert (doc["verdict"], doc["grade"]) == ("never_notified", "certain"), doc["summary"]
+    for doc in (live[1], dump_json("--core", core)):
+        shown = {t["address"]: t for l in doc["asyncio"]["loops"] for t in l["tasks"]}
+        for role, t in tasks.items():
+            awaiting = shown[t["address"]]["awaiting"]
+            assert awaiting["unreachable"] == (role in stuck), (role, awaiting)
+            if role in stuck:
+                assert awaiting["object"] == {"address": t["object"], "type": t["type"]}
+
+
+def test_why_asyncio_wait_cycles(interp, start_program, tmp_path):
+    """Tasks waiting in a cycle, each for what only the next can do: a lock
+    it holds, an Event or a Queue nothing but the next task refers to
+    (gc's referrers, as the program reports them), or the next task itself.
+    why: one certain deadlock finding per cycle, each wait of it in words,
+    and the verdict; none for the pair whose Event main keeps too. Live
+    and from a core."""
+    target = start_program(interp, "asyncio_wait_cycles.py")
+    extra = target.report["extra"]
+    objects = extra["objects"]
+    assert extra["outside"]["event"] == [] and extra["outside"]["queue"] == []
+    assert extra["outside"]["event_2"] == ["list"]
+    cycles = [
+        {'task "a" waits in Event.wait on an Event (0x%x) that only task "b" refers to'
+         % objects["event"], 'task "b" waits for Lock 0x%x, held by task "a"' % objects["lock"]},
+        {'task "z" waits in Queue.get on a Queue (0x%x) that only task "x" refers to'
+         % objects["queue"], 'task "x" waits for Lock 0x%x, held by task "y"' % objects["lock_1"],
+         'task "y" awaits task "z"'},
+        {'task "peer_1" awaits task "peer_2"', 'task "peer_2" awaits task "peer_1"'},
+    ]
+    for doc in (why_json(target.pid), why_json("--core", core_of(interp, target, tmp_path))):
+        found = [f for f in doc["findings"] if f["kind"] == "deadlock"]
+        got = []
+        for f in found:
+            head, _, edges = f["summary"].partition(": ")
+            assert head == "%d asyncio tasks wait for each other for ever on the loop of " \
+                "thread %d \"MainThread\"" % (len(edges.split("; ")), extra["loop_tid"]), f
+            got.append(set(edges.split("; ")))
+            assert [t["tid"] for t in f["threads"]] == [extra["loop_tid"]]
+        assert sorted(map(sorted, got)) == sorted(map(sorted, cycles)), found
         assert (doc["verdict"], doc["grade"]) == ("deadlock", "certain"), doc["summary"]
 
 

@@ -102,7 +102,8 @@ def gathered(fut, depth=0):
 
 def awaited_tasks(task):
     """The tasks task waits on to finish: the one it awaits, a gather's, a
-    TaskGroup's (its owner waits in __aexit__), asyncio.wait's set."""
+    TaskGroup's (its owner waits in __aexit__), asyncio.wait's set, the one
+    wait_for made."""
     waiter = getattr(task, "_fut_waiter", None)
     if isinstance(waiter, TASKS):
         return [waiter]
@@ -111,12 +112,15 @@ def awaited_tasks(task):
         name = frame.f_code.co_name
         file = frame.f_code.co_filename
         if name in ("__aexit__", "_aexit") and "asyncio" in file or (
-                name == "_wait" and file.endswith("asyncio/tasks.py")):
+                name in ("_wait", "wait_for") and file.endswith("asyncio/tasks.py")):
             local = locals_of(frame)
             if isinstance(local.get("self"), getattr(asyncio, "TaskGroup", ())):
                 return list(local["self"]._tasks)
             if name == "_wait":
                 return [f for f in local["fs"] if isinstance(f, TASKS)]
+            # wait_for up to 3.11 runs what it waits for as a task of its own
+            if name == "wait_for" and isinstance(local.get("fut"), TASKS):
+                return [local["fut"]]
     return out
 
 
@@ -155,6 +159,19 @@ def timer_due(loop, waiter):
     return due[0] if due else None
 
 
+def traceback_frames(tasks):
+    """The frames in the tracebacks of the exceptions of finished tasks:
+    frames that never run again."""
+    out = []
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            tb = task._exception.__traceback__ if task._exception is not None else None
+            while tb is not None:
+                out.append(tb.tb_frame)
+                tb = tb.tb_next
+    return out
+
+
 def referrers_outside(obj, tasks, allowed=()):
     """gc's referrers of obj that are no part of the given tasks' chains
     (their frames and coroutines, a Future's FutureIter, a bound method of
@@ -166,12 +183,16 @@ def referrers_outside(obj, tasks, allowed=()):
             mine.add(id(task.__dict__))
         for frame, gen in chain_frames(task):
             mine.update((id(frame), id(gen)))
+    refs = gc.get_referrers(obj)
+    mine.add(id(refs))
     out = []
-    for ref in gc.get_referrers(obj):
+    for ref in refs:
         if id(ref) in mine or type(ref).__name__.endswith("FutureIter"):
             continue
-        if getattr(ref, "__self__", None) is obj and all(
-                id(r) in mine for r in gc.get_referrers(ref) if r is not sys._getframe()):
-            continue    # an `async with`'s bound __aexit__ on a frame of theirs
+        if getattr(ref, "__self__", None) is obj:
+            # an `async with`'s bound __aexit__ on a frame of theirs
+            owners = gc.get_referrers(ref)
+            if all(id(r) in mine for r in owners):
+                continue
         out.append(ref)
     return out
