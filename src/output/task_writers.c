@@ -184,6 +184,10 @@ void task_report_write_json(struct json_writer *w, const struct report_tasks *ta
         json_member_string(w, "error", tasks->error);
     else
         json_member_null(w, "error");
+    if (tasks->offsets[0])
+        json_member_string(w, "offsets", tasks->offsets);
+    else
+        json_member_null(w, "offsets");
     json_key(w, "loops");
     json_begin_array(w);
     for (size_t l = 0; l < tasks->n_loops; l++) {

@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "elf/elf_image.h"
 #include "python/callable.h"
 #include "python/code.h"
+#include "python/debug_offsets.h"
 #include "python/frame_vars.h"
 #include "python/objects.h"
 #include "python/primitives.h"
@@ -439,6 +441,51 @@ static uint64_t module_dict(struct tctx *c, uint64_t interp, const char *name)
     if (!modules || py_dict_get_str(&c->r, modules, name, &mod) != 0)
         return 0;
     return u64_at(c, mod + (uint64_t)c->L->module_dict);
+}
+
+/* ---- the offsets ---------------------------------------------------------- */
+
+/* 3.14+: the asyncio offsets checked against the AsyncioDebug section of
+ * the file holding _asyncio (the executable where it is built in, else its
+ * extension module, mapped once asyncio is imported): once one is found. */
+static void asyncio_offsets_check(struct py_runtime *rt)
+{
+    if (rt->asyncio_checked || rt->layout.asyncio.task_node == PY_OFF_NONE)
+        return;
+    const struct target *t = rt->target;
+    for (size_t i = 0; i <= t->nmaps && !rt->asyncio_checked; i++) {
+        const char *path = i == 0 ? rt->binary : t->maps[i - 1].path;
+        if (!path || !path[0])
+            continue;
+        const char *base = strrchr(path, '/');
+        if (i > 0 && strncmp(base ? base + 1 : path, "_asyncio", 8) != 0)
+            continue;
+        bool seen = false;
+        for (size_t k = 0; i > 0 && k + 1 < i && !seen; k++)
+            seen = t->maps[k].path && strcmp(t->maps[k].path, path) == 0;
+        if (seen)
+            continue;
+        int fd = target_open_file(t, path);
+        struct elf_image *img = fd >= 0 ? elf_image_open_fd(fd) : NULL;
+        size_t len = 0;
+        const void *bytes = img ? elf_image_section_bytes(img, ".AsyncioDebug", &len) : NULL;
+        if (bytes) {
+            char err[256];
+            struct py_asyncio_layout A = rt->layout.asyncio;
+            rt->asyncio_checked = true;
+            if (py_asyncio_debug_decode(bytes, len, &A, err, sizeof err) == 0) {
+                rt->layout.asyncio = A;
+                snprintf(rt->asyncio_offsets, sizeof rt->asyncio_offsets,
+                         "checked against the AsyncioDebug section of %.3900s", path);
+            } else {
+                rt->asyncio_mismatch = true;
+                snprintf(rt->asyncio_offsets, sizeof rt->asyncio_offsets, "%.250s (%.3900s)", err,
+                         path);
+            }
+        }
+        if (img)
+            elf_image_close(img);
+    }
 }
 
 /* ---- the await chain ---------------------------------------------------- */
@@ -1781,6 +1828,7 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
     const struct py_asyncio_layout *A = &rt->layout.asyncio;
     if (A->task_coro == PY_OFF_NONE || A->task_coro == 0)
         return NULL;
+    asyncio_offsets_check(rt);
     struct tctx c;
     bool ready = tctx_init(&c, rt, NULL);
     struct report_tasks *out = calloc(1, sizeof *out);
@@ -1792,6 +1840,14 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
         goto fail;
     out->mode = mode;
     out->max_shown = max_shown;
+    if (rt->asyncio_checked)
+        snprintf(out->offsets, sizeof out->offsets, "%.*s", (int)sizeof out->offsets - 1,
+                 rt->asyncio_offsets);
+    if (rt->asyncio_mismatch) {
+        snprintf(out->error, sizeof out->error, "cannot be read: %.*s",
+                 (int)sizeof out->error - 20, rt->asyncio_offsets);
+        goto done;
+    }
     /* From 3.14 a task leaves its thread's list once done. */
     out->done_seen = c.A->tstate_tasks_head != PY_OFF_NONE ? TASKS_DONE_REACHABLE : TASKS_DONE_ALL;
     int n_tids = target_list_threads(c.r.t, tids, MAX_TIDS);
@@ -2676,6 +2732,7 @@ struct asyncio_sampler *asyncio_sampler_new(struct py_runtime *rt)
     struct asyncio_sampler *as = calloc(1, sizeof *as);
     if (!as)
         return NULL;
+    asyncio_offsets_check(rt);
     py_reader_init(&as->c.r, rt);
     as->c.L = as->c.r.L;
     as->c.A = &as->c.r.L->asyncio;
@@ -2713,6 +2770,8 @@ void asyncio_sampler_flush(struct asyncio_sampler *as)
 uint64_t asyncio_running_task(struct asyncio_sampler *as, uint64_t interp, uint64_t tstate)
 {
     struct tctx *c = &as->c;
+    if (c->r.rt->asyncio_mismatch)
+        return 0;          /* the Task's fields are not where the tables say */
     if (c->A->tstate_running_task != PY_OFF_NONE)
         return u64_at(c, tstate + (uint64_t)c->A->tstate_running_task);
     uint64_t loop = running_loop_of(c, tstate);
@@ -2726,6 +2785,7 @@ uint64_t asyncio_running_task(struct asyncio_sampler *as, uint64_t interp, uint6
             as->current_dict = current;
         if (dict)
             py_task_classes(c, interp, dict);
+        asyncio_offsets_check(c->r.rt);
         as->interp = interp;
     }
     if (!as->current_dict)

@@ -112,7 +112,9 @@ struct report_tasks {
     bool truncated;              /* a registry held more than the walk's bound */
     uint64_t main_dict;          /* __main__'s globals, where Future holders are looked for */
     uint64_t py_task_type, py_future_type;   /* the pure-Python classes, 0 when unknown */
-    char error[160];             /* why the tasks could not be read, "" otherwise */
+    char offsets[320];           /* 3.14+: what the offsets were checked against, "" when
+                                    only the tables (<=3.13, or _asyncio not found) */
+    char error[400];             /* why the tasks could not be read, "" otherwise */
 };
 
 void task_report_free(struct report_tasks *tasks);

@@ -81,12 +81,23 @@ def kinds(doc):
     return out
 
 
+def check_offsets(interp, doc, target):
+    """3.14+: the offsets checked against the _asyncio module's own, in the
+    AsyncioDebug section of the file that holds it."""
+    if tuple(int(x) for x in interp.version.split(".")[:2]) >= (3, 14):
+        assert doc["asyncio"]["offsets"] == "checked against the AsyncioDebug section of %s" % (
+            target.report["extra"]["asyncio_file"])
+    else:
+        assert doc["asyncio"]["offsets"] is None
+
+
 def test_dump_tasks_live(interp, start_program):
     target = start_program(interp, "asyncio_tasks.py")
     before = time.monotonic()
     doc = dump_json(target.pid)
     after = time.monotonic()
     check_tasks(doc, target)
+    check_offsets(interp, doc, target)
     # asyncio.sleep: the time left on its timer (the loops' clock is
     # time.monotonic), one decimal.
     sleeping = 0
@@ -192,6 +203,7 @@ def test_dump_tasks_core(interp, start_program, tmp_path):
     core = core_of(interp, target, tmp_path)
     doc = dump_json("--core", core)
     check_tasks(doc, target)
+    check_offsets(interp, doc, target)
 
 
 @pytest.mark.parametrize("mode", ["task", "callback"])

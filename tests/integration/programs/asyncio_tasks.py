@@ -1,7 +1,8 @@
 """Tasks suspended in each kind of await, on two event loops (the main
 thread's and a second thread's), reported as asyncio sees them.
 
-extra: {"loops": [{"loop": id(loop), "tid": native id of its thread,
+extra: {"asyncio_file": the file holding _asyncio (its extension module or the
+        interpreter), "loops": [{"loop": id(loop), "tid": native id of its thread,
                    "tasks": [_asyncio_truth.task_truth(task), with
                              "sleep_due": loop.time() its asyncio.sleep ends, or null,
                              "orphan": nothing else refers to the Future it awaits]}]}
@@ -23,6 +24,7 @@ if sys.argv[2:] == ["nocext"]:
 
 import asyncio
 import gc
+import os
 import threading
 import time
 
@@ -136,6 +138,15 @@ async def main_loop(done, out):
     return keep
 
 
+def asyncio_file():
+    """The file holding the _asyncio module: its extension module, or the
+    interpreter when it is built in (null without _asyncio)."""
+    module = sys.modules.get("_asyncio")
+    if module is None:
+        return None
+    return os.path.realpath(getattr(module, "__file__", None) or sys.executable)
+
+
 def pure_tasks(loop):
     """With "pytask": the loop makes asyncio's pure-Python Tasks."""
     if sys.argv[2:] == ["pytask"]:
@@ -181,7 +192,8 @@ def main():
         done.wait()
         _target.wait_settled()
         # The loops are idle in their selectors: their tasks stay as read.
-        extra = {"loops": [snapshot(loop, tid) for loop, tid in loops]}
+        extra = {"loops": [snapshot(loop, tid) for loop, tid in loops],
+                 "asyncio_file": asyncio_file()}
         _target.write_report(path, _target.build_report("asyncio_tasks.py", [], extra))
         while True:
             time.sleep(3600)
