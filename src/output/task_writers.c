@@ -70,10 +70,11 @@ static void write_callback_text(FILE *out, const struct report_loop *loop)
         fputc('\n', out);
 }
 
-static void write_loop_text(FILE *out, const struct report_loop *loop)
+static void write_loop_text(FILE *out, const struct report_loop *loop, bool truncated)
 {
-    fprintf(out, "    asyncio loop 0x%llx: %zu task%s\n", (unsigned long long)loop->addr,
-            loop->n_tasks + loop->n_hidden, loop->n_tasks + loop->n_hidden == 1 ? "" : "s");
+    fprintf(out, "    asyncio loop 0x%llx: %zu task%s%s\n", (unsigned long long)loop->addr,
+            loop->n_tasks + loop->n_hidden, loop->n_tasks + loop->n_hidden == 1 ? "" : "s",
+            truncated ? " read, and more than the walk reads" : "");
     write_callback_text(out, loop);
     bool edges = false;
     for (size_t i = 0; i < loop->n_tasks; i++) {
@@ -138,7 +139,7 @@ void task_report_write_thread_text(FILE *out, const struct report_tasks *tasks, 
         return;
     for (size_t l = 0; l < tasks->n_loops; l++)
         if (tasks->loops[l].tid == tid)
-            write_loop_text(out, &tasks->loops[l]);
+            write_loop_text(out, &tasks->loops[l], tasks->truncated);
 }
 
 void task_report_write_rest_text(FILE *out, const struct report_tasks *tasks)
@@ -152,10 +153,11 @@ void task_report_write_rest_text(FILE *out, const struct report_tasks *tasks)
         if (!header)
             fprintf(out, "\nasyncio loops no thread is running:\n");
         header = true;
-        write_loop_text(out, &tasks->loops[l]);
+        write_loop_text(out, &tasks->loops[l], tasks->truncated);
     }
     if (tasks->truncated)
-        fprintf(out, "\nasyncio: more tasks than the walk's bound; the rest were not read\n");
+        fprintf(out, "\nasyncio: more tasks than the walk reads (%zu): the rest were not read\n",
+                tasks->walk_max);
     if (tasks->done_seen == TASKS_DONE_REACHABLE && !tasks->error[0])
         fprintf(out, "\nasyncio: this Python keeps finished tasks on no list: those shown were "
                 "reached from __main__'s globals, the loops' handles and the frames of tasks "
@@ -175,6 +177,7 @@ void task_report_write_json(struct json_writer *w, const struct report_tasks *ta
     json_begin_object(w);
     json_member_string(w, "tasks", tasks->mode == TASKS_ALL ? "all" : "pending");
     json_member_bool(w, "truncated", tasks->truncated);
+    json_member_uint(w, "walk_max", tasks->walk_max);
     /* "reachable": finished tasks are on no list (3.14+), only those a walk
      * from the roots met are shown */
     json_member_string(w, "finished_tasks",

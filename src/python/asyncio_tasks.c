@@ -1840,6 +1840,7 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
         goto fail;
     out->mode = mode;
     out->max_shown = max_shown;
+    out->walk_max = ASYNCIO_MAX_TASKS;
     if (rt->asyncio_checked)
         snprintf(out->offsets, sizeof out->offsets, "%.*s", (int)sizeof out->offsets - 1,
                  rt->asyncio_offsets);

@@ -110,6 +110,7 @@ struct report_tasks {
     size_t n_loops;
     size_t n_found;              /* tasks read, on all loops */
     bool truncated;              /* a registry held more than the walk's bound */
+    size_t walk_max;             /* ... which is this many tasks */
     uint64_t main_dict;          /* __main__'s globals, where Future holders are looked for */
     uint64_t py_task_type, py_future_type;   /* the pure-Python classes, 0 when unknown */
     char offsets[320];           /* 3.14+: what the offsets were checked against, "" when

@@ -186,6 +186,29 @@ def test_dump_pure_python_tasks(interp, start_program, tmp_path, mode):
                 assert got.startswith("asyncio.sleep (%s)" % want["waiter_type"]), got
 
 
+def test_dump_more_tasks_than_the_walk_reads(interp, start_program):
+    """A loop with more tasks than the walk reads (asyncio_many.py: 100,050
+    pending tasks and main, as asyncio.all_tasks() counts them): dump reads
+    its bound's worth and says so, shows --max-tasks of them in detail and
+    counts the rest: "... and N more"."""
+    target = start_program(interp, "asyncio_many.py", "100050")
+    extra = target.report["extra"]
+    assert extra["tasks"] == 100051
+    doc = dump_json(target.pid)
+    walk_max = doc["asyncio"]["walk_max"]
+    assert doc["asyncio"]["truncated"] is True and walk_max < extra["tasks"]
+    [loop] = doc["asyncio"]["loops"]
+    assert loop["tid"] == extra["loop_tid"]
+    assert (len(loop["tasks"]), loop["tasks_not_shown"]) == (1000, walk_max - 1000)
+    text = run_pyscope(["dump", "--max-tasks", "7", str(target.pid)], timeout=30).stdout
+    assert "asyncio loop 0x%x: %d tasks read, and more than the walk reads\n" % (
+        loop["address"], walk_max) in text
+    assert len(re.findall(r"\n      Task \"", text)) == 7
+    assert "\n      ... and %d more tasks not shown (--max-tasks)\n" % (walk_max - 7) in text
+    assert "\nasyncio: more tasks than the walk reads (%d): the rest were not read\n" % (
+        walk_max) in text
+
+
 def test_dump_tasks_options(interp, start_program):
     target = start_program(interp, "asyncio_tasks.py")
     doc = dump_json("--tasks=none", target.pid)
