@@ -303,6 +303,54 @@ def test_task_tree_matches_pstree(interp, start_program):
         assert [c["function"] for c in t["chain"]] == stacks[t["address"]]
 
 
+def parse_pstree(text):
+    """`python -m asyncio pstree`'s tree: {task name: {"frames": [(function,
+    file, line)] outermost first, "parent": the task it is drawn under}}."""
+    tasks, stack = {}, []
+    for line in text.splitlines():
+        m = re.match(r"^((?:\u2502   |    )*)(?:\u2514\u2500\u2500 |\u251c\u2500\u2500 )(.*)$", line)
+        assert m, line
+        depth, body = len(m.group(1)) // 4, m.group(2)
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        owner = next((name for _, name in reversed(stack) if name), None)
+        if body.startswith("(T) "):
+            tasks[body[4:]] = {"frames": [], "parent": owner}
+            stack.append((depth, body[4:]))
+        else:
+            function, where = body.strip().rsplit(" ", 1)
+            file, lineno = where.rsplit(":", 1)
+            tasks[owner]["frames"].append((function, file, int(lineno)))
+            stack.append((depth, None))
+    return tasks
+
+
+def test_task_tree_matches_pstree_of_every_await(interp, start_program):
+    """CPython 3.14's own tree of the same process, `python3.14 -m asyncio
+    pstree`, on asyncio_waits.py (every kind of await, nested gathers and
+    asyncio.wait's tasks, no cycle, which pstree refuses): the same tasks,
+    each with the same coroutine stack, under the same awaiting task."""
+    if interp.id != "debian-3.14":
+        pytest.skip("python -m asyncio pstree reads 3.14 targets only, and 3.15's differs")
+    target = start_program(interp, "asyncio_waits.py")
+    doc = dump_json(target.pid)
+    tree = subprocess.run([interp.path, "-m", "asyncio", "pstree", str(target.pid)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                          universal_newlines=True)
+    assert tree.returncode == 0, tree.stderr
+    theirs = parse_pstree(tree.stdout)
+    [loop] = [l for l in doc["asyncio"]["loops"] if l["tid"] == target.report["extra"]["loop_tid"]]
+    names = {t["address"]: t["name"] for t in loop["tasks"]}
+    parents = {}
+    for t in loop["tasks"]:
+        for child in t["awaits_tasks"]:
+            parents[names[child]] = t["name"]
+    ours = {t["name"]: {"frames": chain(reversed(t["chain"])), "parent": parents.get(t["name"])}
+            for t in loop["tasks"]}
+    assert len(ours) == len(loop["tasks"])       # names are unique in the program
+    assert ours == theirs
+
+
 def why_json(*args):
     result = run_pyscope(["why", "--json"] + [str(a) for a in args], timeout=30)
     assert result.returncode == 0, result
