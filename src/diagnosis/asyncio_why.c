@@ -1,10 +1,10 @@
 /* why's asyncio findings: an event loop whose thread has stayed inside one
  * step of one task across both snapshots, instead of returning to its
- * selector, so no other task or callback of that loop can run (asyncio's
- * debug-mode "Executing <Task ...> took 1.2 seconds", seen from outside);
- * a task suspended on a Future nothing else refers to; and a loop whose
- * every task sleeps with nothing left that could wake one (Go's "all
- * goroutines are asleep"). */
+ * selector (asyncio's debug-mode "Executing <Task ...> took 1.2 seconds",
+ * seen from outside); a task waiting on what nothing else refers to; a loop
+ * whose every task sleeps with nothing left that could wake one (Go's "all
+ * goroutines are asleep"); a stream read with no timeout; and cycles of
+ * tasks each waiting for what only the next can do. */
 #include "diagnosis/asyncio_why.h"
 
 #include <signal.h>

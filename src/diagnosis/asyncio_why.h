@@ -1,5 +1,6 @@
-/* why: event loops blocked inside one task step, tasks awaiting a Future
- * nothing can complete (diagnosis/asyncio_why.c; no target reads). */
+/* why: event loops blocked inside one task step, tasks waiting on what
+ * nothing can reach, and tasks waiting for each other in a cycle
+ * (diagnosis/asyncio_why.c; no target reads). */
 #ifndef PYSCOPE_DIAGNOSIS_ASYNCIO_WHY_H
 #define PYSCOPE_DIAGNOSIS_ASYNCIO_WHY_H
 
@@ -15,10 +16,11 @@
 int asyncio_blocked_findings(const struct stack_report *first, const struct stack_report *second,
                              int interval_ms, struct why_report *why);
 
-/* Adds a never_notified finding for each task of first->tasks suspended on
- * a plain Future that nothing but the task refers to (and, live, still so in
- * second); when the analysis found no hang, it becomes the verdict. second
- * is NULL for a core. 0, or -1 out of memory. */
+/* Adds a never_notified finding for each task of first->tasks waiting on
+ * what nothing but its waiters refers to (report_task.orphan: a plain
+ * Future, or the Event, Queue, Lock... whose method it waits in; live,
+ * still so in second); when the analysis found no hang, it becomes the
+ * verdict. second is NULL for a core. 0, or -1 out of memory. */
 int asyncio_orphan_findings(const struct stack_report *first, const struct stack_report *second,
                             struct why_report *why);
 
