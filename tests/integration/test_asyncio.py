@@ -268,6 +268,32 @@ def test_dump_callback_running_time(interp, start_program, tmp_path, mode):
     assert (loop["callback"]["index"], loop["callback"]["of"]) == (run_once["index"], run_once["of"])
 
 
+@pytest.mark.parametrize("eager", [False, True], ids=["scheduled", "eager"])
+def test_dump_blocked_loop_tasks(interp, start_program, tmp_path, eager):
+    """A loop blocked by a coroutine calling time.sleep(2) (eager: stuck in
+    its first step, inside create_task, 3.12+): every task of the loop as
+    asyncio reports it, its name, chain, Task.get_stack() and the tasks it
+    awaits, the blocker running at its time.sleep line; live and from a
+    core."""
+    if eager and tuple(int(x) for x in interp.version.split(".")[:2]) < (3, 12):
+        pytest.skip("asyncio.eager_task_factory is new in 3.12")
+    target = start_program(interp, "asyncio_blocked.py", *(["eager"] if eager else []))
+    extra = target.report["extra"]
+    live = dump_json(target.pid)
+    for doc in (live, dump_json("--core", core_of(interp, target, tmp_path))):
+        [loop] = [l for l in doc["asyncio"]["loops"] if l["address"] == extra["loop"]]
+        assert loop["tid"] == extra["loop_tid"]
+        shown = {t["address"]: t for t in loop["tasks"]}
+        assert set(shown) == {t["address"] for t in extra["tasks"]}
+        for w in extra["tasks"]:
+            t = shown[w["address"]]
+            assert t["name"] == w["name"] and t["chain_complete"], (t, w)
+            assert chain(t["chain"]) == chain(w["chain"]), w["name"]
+            assert chain(t["chain"][-1:]) == chain(w["stack"][-1:]), w["name"]
+            assert sorted(t["awaits_tasks"]) == w["awaits_tasks"], w["name"]
+            assert t["running"] == (w["address"] == extra["blocker_address"]), w["name"]
+
+
 def test_task_tree_matches_pstree(interp, start_program):
     """CPython 3.14's own reader of the same process: the same tasks
     awaiting the same tasks (its 3.14.10 shows only the main thread's)."""
