@@ -2199,8 +2199,11 @@ static enum hold_kind hold_kind_of(struct tctx *c, uint64_t obj, char *name, siz
     for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
         if (strcmp(name, builtin[i].name) == 0)
             return builtin[i].kind;
+    /* A task's or a Future's attributes are asyncio's (a pure-Python
+     * task's own _fut_waiter among them), not a holder of the program's. */
     if (target_read_u64(c->r.t, type + (uint64_t)c->L->type_flags, &flags) != 0 ||
-        !(flags & (uint64_t)c->L->tpflags_heaptype) || py_type_is_or_inherits(&c->r, obj, "type"))
+        !(flags & (uint64_t)c->L->tpflags_heaptype) || py_type_is_or_inherits(&c->r, obj, "type") ||
+        future_kind(c, obj) != KIND_NONE)
         return HOLD_NONE;
     return HOLD_INSTANCE;
 }
@@ -2503,7 +2506,14 @@ static void hold_handles(struct hold_scan *s, uint64_t loop, bool ready)
         if (!refs)
             continue;
         char name[128] = "?", due[64] = ", ready to run", text[256];
-        py_c_callable_name(&c->r, cb, name, sizeof name);
+        const struct py_code *code;
+        if (type_named(c, cb, "method") &&    /* a pure-Python Future's own */
+            (code = py_code_get(c->codes, &c->r,
+                                u64_at(c, u64_at(c, cb + (uint64_t)c->L->method_func) +
+                                              (uint64_t)c->L->func_code))))
+            snprintf(name, sizeof name, "%.127s", code->qualname);
+        else
+            py_c_callable_name(&c->r, cb, name, sizeof name);
         double when;
         if (!ready && slot_get(c, handle, "_when", &when_offset, &when_type, &value) == 0 &&
             py_number(&c->r, value, &when) == 0)
@@ -2551,8 +2561,10 @@ static void future_holders(struct tctx *c, struct report_tasks *tasks,
     for (size_t l = 0; l < tasks->n_loops; l++)
         for (size_t i = 0; i < tasks->loops[l].n_tasks; i++) {
             struct report_task *t = &tasks->loops[l].tasks[i];
-            if (!t->awaits_addr || t->orphan || strcmp(t->awaits, "_asyncio.Future") != 0 ||
-                t->state[0] != 'p')
+            /* a plain Future (C or pure-Python) awaited directly: not a
+             * sleep's, whose timer holds it */
+            if (!t->awaits_addr || t->orphan || t->wait_obj != t->awaits_addr ||
+                strcmp(t->awaits, t->wait_obj_type) != 0 || t->state[0] != 'p')
                 continue;
             s.cand[s.n++] = (struct hold_cand){.t = t, .fut = t->awaits_addr};
             addrset_add(&s.futs, t->awaits_addr);

@@ -184,6 +184,13 @@ def test_dump_pure_python_tasks(interp, start_program, tmp_path, mode):
                 assert got.startswith('Task "'), got
             elif want["sleep_due"] is not None:
                 assert got.startswith("asyncio.sleep (%s)" % want["waiter_type"]), got
+        # The Future future_waiter awaits: main_loop's local keeps it.
+        [main] = [t["name"] for t in truth if t["chain"][-1]["function"].endswith("main_loop")]
+        [held] = [shown[t["address"]]["awaiting"] for t in truth if not t["orphan"] and
+                  t["chain"][-1]["function"].endswith("future_waiter")]
+        assert held["description"] == held["object"]["type"]
+        assert held["held_by"].startswith(
+            "held by task \"%s\" (local 'future' in main_loop(), " % main), held
 
 
 def test_dump_more_tasks_than_the_walk_reads(interp, start_program):
