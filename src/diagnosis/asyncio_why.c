@@ -125,6 +125,21 @@ static void append_running(char *s, size_t size, const struct report_loop *loop,
                     later->callback_index, later->callback_count);
 }
 
+/* How long, at least, the loop has been in the callback both snapshots
+ * saw: the interval between them, or longer when both saw the same loop
+ * iteration and asyncio's clock times the callback exactly. */
+static int lasted_ms(const struct report_loop *loop, const struct report_loop *later,
+                     int interval_ms)
+{
+    if (loop->step == LOOP_STEP_CALLBACK && later && later->step == LOOP_STEP_CALLBACK &&
+        later->callback_s >= 0 && later->callback_exact &&
+        loop->left_selector == later->left_selector &&
+        loop->callback_index == later->callback_index && later->callback_s * 1000 > interval_ms &&
+        later->callback_s < 1e6)
+        return (int)(later->callback_s * 1000);
+    return interval_ms;
+}
+
 /* No task step in either snapshot, the same stack in both, and inside a
  * callback that Handle._run called: the loop is blocked by that callback. */
 static int callback_blocked(const struct stack_report *first, const struct report_loop *loop,
@@ -158,15 +173,19 @@ static int callback_blocked(const struct stack_report *first, const struct repor
 }
 
 int asyncio_blocked_findings(const struct stack_report *first, const struct stack_report *second,
-                             int interval_ms, struct why_report *why)
+                             int interval_ms, int threshold_ms, struct why_report *why)
 {
-    if (!first->tasks || !second || !second->tasks || interval_ms < ASYNCIO_BLOCKED_MS)
+    if (!first->tasks || !second || !second->tasks)
         return 0;
     for (size_t l = 0; l < first->tasks->n_loops; l++) {
         const struct report_loop *loop = &first->tasks->loops[l];
         const struct report_task *task = running_task(loop);
         const struct report_loop *later = same_loop(second->tasks, loop->addr);
         const struct report_task *later_task = later ? running_task(later) : NULL;
+        /* The snapshots' interval says "at least"; asyncio's clock may say
+         * longer. */
+        if (lasted_ms(loop, later, interval_ms) < threshold_ms)
+            continue;
         if (!task && !later_task && later && loop->tid) {
             if (callback_blocked(first, loop, later, interval_ms, why) != 0)
                 return -1;

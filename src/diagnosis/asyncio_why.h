@@ -11,10 +11,13 @@
 #define ASYNCIO_BLOCKED_MS 100
 
 /* Adds a loop_blocked finding for each loop of first->tasks whose thread ran
- * the same task, with the same stack, in second; when the analysis found no
- * hang, it becomes the verdict. 0, or -1 out of memory. */
+ * the same task (or plain callback), with the same stack, in second, for
+ * threshold_ms or longer: the interval between the snapshots, or the time
+ * the callback has run, when both saw the same loop iteration and asyncio
+ * timed it exactly; when the analysis found no hang, it becomes the
+ * verdict. 0, or -1 out of memory. */
 int asyncio_blocked_findings(const struct stack_report *first, const struct stack_report *second,
-                             int interval_ms, struct why_report *why);
+                             int interval_ms, int threshold_ms, struct why_report *why);
 
 /* Adds a never_notified finding for each task of first->tasks waiting on
  * what nothing but its waiters refers to (report_task.orphan: a plain

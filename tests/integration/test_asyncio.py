@@ -411,6 +411,27 @@ def test_why_loop_blocked(interp, start_program, eager):
     check_running(f["summary"], extra["run_once"], before, after)
 
 
+def test_why_loop_threshold(interp, start_program):
+    """--loop-threshold: the loop of asyncio_blocked.py has been inside the
+    blocker's step for as long as its _run_once frame's end_time says (the
+    program reads it): with a threshold of 60 s, no loop_blocked finding;
+    once the step has run over a second, a 1 s threshold is met although the
+    snapshots are only 150 ms apart (asyncio's clock times the first
+    callback of an iteration exactly)."""
+    target = start_program(interp, "asyncio_blocked.py")
+    extra = target.report["extra"]
+    doc = why_json("--loop-threshold", "60s", target.pid)
+    assert all(f["kind"] != "loop_blocked" for f in doc["findings"]), doc["findings"]
+    while time.monotonic() < extra["run_once"]["end_time"] + 1.2:
+        time.sleep(0.1)
+    doc = why_json("--loop-threshold", "1s", "--interval", "150ms", target.pid)
+    assert doc["verdict"] == "loop_blocked", doc["summary"]
+    [f] = [f for f in doc["findings"] if f["kind"] == "loop_blocked"]
+    assert f["object"] == extra["blocker_address"]
+    assert 'has been inside one step of task "%s" for at least 150 ms' % extra["blocker"] in (
+        f["summary"]), f["summary"]
+
+
 @pytest.mark.parametrize("mode", ["task", "callback"])
 def test_why_loop_blocked_uvloop(interp, start_program, mode):
     """The same blocking task, and the same blocking call_soon callback,
