@@ -213,6 +213,16 @@ int cli_take_color(const char *arg, void *value)
     return cli_parse_color(arg, value) ? 0 : PYSCOPE_ERR_USAGE;
 }
 
+int cli_take_loop_threshold(const char *arg, void *value)
+{
+    if (!cli_parse_duration_ms(arg, 60000, value) || *(long *)value < 1) {
+        fprintf(stderr, "pyscope: --loop-threshold takes a duration such as 100ms or 2s (a "
+                        "bare number is milliseconds), from 1 ms to 60 s\n");
+        return PYSCOPE_ERR_USAGE;
+    }
+    return 0;
+}
+
 /* ---- option tables ---- */
 
 #define CLI_MAX_OPTIONS 64

@@ -106,6 +106,11 @@ struct cli_command {
  * (const char *), --color (int, as cli_parse_color). */
 int cli_take_format(const char *arg, void *value);
 int cli_take_color(const char *arg, void *value);
+/* --loop-threshold: how long a loop thread must stay in one callback or task
+ * step, outside its selector, to count as blocking its loop (why's
+ * loop_blocked, record's episodes): a duration (long milliseconds, 1 ms to
+ * 60 s). */
+int cli_take_loop_threshold(const char *arg, void *value);
 
 /* The status cli_parse returns when the command goes on. */
 #define CLI_CONTINUE (-1)

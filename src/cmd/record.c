@@ -49,6 +49,7 @@ int cmd_record(int argc, char **argv)
     struct session_options opts = {.rate_hz = 100, .record_timeline = true};
     struct profile_write_options wopts = {0};
     bool quiet = false, native = false, native_all = false;
+    long loop_threshold_ms = 0;
     const char *native_mode = NULL;
     const struct cli_option options[] = {
         CLI_OPT('p', "pid", "PID", "sample this running process", CLI_PID, &pid),
@@ -79,6 +80,11 @@ int cmd_record(int argc, char **argv)
                 "asyncio task it runs, under the tasks awaiting it;\n"
                 "with --idle, suspended tasks are kept as idle samples", CLI_FLAG,
                 &opts.async_tasks),
+        CLI_OPT(0, "loop-threshold", "TIME",
+                "how long an event loop's thread must stay in one callback\n"
+                "or task step, outside its selector, for the summary to\n"
+                "count a loop-blocking episode (default 100ms)", CLI_CALL,
+                &loop_threshold_ms, .call = cli_take_loop_threshold),
         CLI_OPT('q', "quiet", NULL, "no progress line on stderr", CLI_FLAG, &quiet),
         CLI_OPT('n', "native", NULL,
                 "also each sample's C stack, merged with its Python stack\n"
@@ -163,6 +169,7 @@ int cmd_record(int argc, char **argv)
     /* The profile is written before a started command is waited for: it may
      * run for long after the recording stopped. */
     session_stop(&session);
+    profile.meta.loop_blocked_ms = loop_threshold_ms;
     if (progress)
         fputc('\n', stderr);
     if (session.fds_exhausted && !quiet) {

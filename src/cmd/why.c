@@ -52,7 +52,7 @@ int cmd_why(int argc, char **argv)
         return tree_run(argc, argv, cmd_why);
     bool json = false, verbose = false;
     int color = -1;
-    long interval = DEFAULT_INTERVAL_MS;
+    long interval = DEFAULT_INTERVAL_MS, loop_threshold = ASYNCIO_BLOCKED_MS;
     const char *core_arg = NULL;
     struct core_options copts = {.warnings = stderr, .cache = true};
     const struct cli_option options[] = {
@@ -63,6 +63,10 @@ int cmd_why(int argc, char **argv)
                 &interval, .call = take_interval, .help_value = default_interval),
         CLI_OPT('v', "verbose", NULL, "also print the liveness computation behind the verdict",
                 CLI_FLAG, &verbose),
+        CLI_OPT(0, "loop-threshold", "=TIME", "how long an asyncio loop's thread must have been\n"
+                "inside one callback or task step, not in its selector,\n"
+                "to be loop_blocked (default 100ms)", CLI_CALL, &loop_threshold,
+                .call = cli_take_loop_threshold),
         CLI_OPT(0, "core", "FILE", "the moment a core file was taken instead of a live process\n"
                 "(no progress check; PID and latest as for dump --core)", CLI_STRING, &core_arg),
         CLI_OPT(0, "sysroot", "DIR", "with --core: as for dump --core", CLI_STRING,
@@ -182,11 +186,11 @@ int cmd_why(int argc, char **argv)
         goto fail;
     }
     if (asyncio_blocked_findings(&first.report, interval > 0 ? &second.report : NULL,
-                                 (int)interval, &why) != 0 ||
+                                 (int)interval, (int)loop_threshold, &why) != 0 ||
         asyncio_orphan_findings(&first.report, interval > 0 ? &second.report : NULL, &why) != 0 ||
         asyncio_asleep_findings(&first.report, interval > 0 ? &second.report : NULL, &why) != 0 ||
         asyncio_stream_findings(&first.report, interval > 0 ? &second.report : NULL, &why) != 0 ||
-        asyncio_lock_findings(&first.report, interval > 0 ? &second.report : NULL, &why) != 0) {
+        asyncio_cycle_findings(&first.report, interval > 0 ? &second.report : NULL, &why) != 0) {
         error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
     }

@@ -1,10 +1,10 @@
 /* why's asyncio findings: an event loop whose thread has stayed inside one
  * step of one task across both snapshots, instead of returning to its
- * selector, so no other task or callback of that loop can run (asyncio's
- * debug-mode "Executing <Task ...> took 1.2 seconds", seen from outside);
- * a task suspended on a Future nothing else refers to; and a loop whose
- * every task sleeps with nothing left that could wake one (Go's "all
- * goroutines are asleep"). */
+ * selector (asyncio's debug-mode "Executing <Task ...> took 1.2 seconds",
+ * seen from outside); a task waiting on what nothing else refers to; a loop
+ * whose every task sleeps with nothing left that could wake one (Go's "all
+ * goroutines are asleep"); a stream read with no timeout; and cycles of
+ * tasks each waiting for what only the next can do. */
 #include "diagnosis/asyncio_why.h"
 
 #include <signal.h>
@@ -125,6 +125,21 @@ static void append_running(char *s, size_t size, const struct report_loop *loop,
                     later->callback_index, later->callback_count);
 }
 
+/* How long, at least, the loop has been in the callback both snapshots
+ * saw: the interval between them, or longer when both saw the same loop
+ * iteration and asyncio's clock times the callback exactly. */
+static int lasted_ms(const struct report_loop *loop, const struct report_loop *later,
+                     int interval_ms)
+{
+    if (loop->step == LOOP_STEP_CALLBACK && later && later->step == LOOP_STEP_CALLBACK &&
+        later->callback_s >= 0 && later->callback_exact &&
+        loop->left_selector == later->left_selector &&
+        loop->callback_index == later->callback_index && later->callback_s * 1000 > interval_ms &&
+        later->callback_s < 1e6)
+        return (int)(later->callback_s * 1000);
+    return interval_ms;
+}
+
 /* No task step in either snapshot, the same stack in both, and inside a
  * callback that Handle._run called: the loop is blocked by that callback. */
 static int callback_blocked(const struct stack_report *first, const struct report_loop *loop,
@@ -158,15 +173,19 @@ static int callback_blocked(const struct stack_report *first, const struct repor
 }
 
 int asyncio_blocked_findings(const struct stack_report *first, const struct stack_report *second,
-                             int interval_ms, struct why_report *why)
+                             int interval_ms, int threshold_ms, struct why_report *why)
 {
-    if (!first->tasks || !second || !second->tasks || interval_ms < ASYNCIO_BLOCKED_MS)
+    if (!first->tasks || !second || !second->tasks)
         return 0;
     for (size_t l = 0; l < first->tasks->n_loops; l++) {
         const struct report_loop *loop = &first->tasks->loops[l];
         const struct report_task *task = running_task(loop);
         const struct report_loop *later = same_loop(second->tasks, loop->addr);
         const struct report_task *later_task = later ? running_task(later) : NULL;
+        /* The snapshots' interval says "at least"; asyncio's clock may say
+         * longer. */
+        if (lasted_ms(loop, later, interval_ms) < threshold_ms)
+            continue;
         if (!task && !later_task && later && loop->tid) {
             if (callback_blocked(first, loop, later, interval_ms, why) != 0)
                 return -1;
@@ -204,6 +223,35 @@ static const struct report_task *same_task(const struct report_loop *loop, uint6
     return NULL;
 }
 
+/* "an Event", "a Queue": the class of what a task waits in a method of. */
+static const char *object_words(const struct report_task *t, char *words, size_t size)
+{
+    snprintf(words, size, "%s %s", strchr("AEIOU", t->wait_obj_type[0]) ? "an" : "a",
+             t->wait_obj_type);
+    return words;
+}
+
+/* What would end a wait in a method of a primitive: "set it"... */
+static const char *wait_ender(const struct report_task *t)
+{
+    static const struct { const char *method, *ender; } enders[] = {
+        {"Event.", "set it"},
+        {"Condition.", "notify it"},
+        {"Barrier.", "bring the other parties to it"},
+        {"Lock.", "release it"},
+        {"Semaphore.", "release it"},
+        {"Queue.get", "put an item into it"},
+        {"Queue.put", "take an item from it"},
+        {"Queue.join", "mark its items done"},
+    };
+    for (size_t i = 0; i < sizeof enders / sizeof enders[0]; i++) {
+        const char *at = strstr(t->awaits, enders[i].method);
+        if (at && at < t->awaits + strcspn(t->awaits, " "))
+            return enders[i].ender;
+    }
+    return "end the wait";
+}
+
 int asyncio_orphan_findings(const struct stack_report *first, const struct stack_report *second,
                             struct why_report *why)
 {
@@ -225,23 +273,36 @@ int asyncio_orphan_findings(const struct stack_report *first, const struct stack
                 if (!later || !later->orphan || later->awaits_addr != task->awaits_addr)
                     continue;
             }
-            struct why_finding *f = add_finding(why, WHY_NEVER_NOTIFIED, task->awaits_addr,
+            bool future = task->wait_obj == task->awaits_addr;
+            struct why_finding *f = add_finding(why, WHY_NEVER_NOTIFIED, task->wait_obj,
                                                 task->addr);
             if (!f)
                 return -1;
             for (size_t k = 0; k < first->n_threads && loop->tid; k++)
                 if (first->threads[k].tid == loop->tid)
                     f->threads[f->n_threads++] = (int)k;
-            char *s = f->summary;
+            char *s = f->summary, words[64];
             size_t size = sizeof f->summary;
-            text_format(s, size, "task \"%s\" awaits a Future (0x%llx) that nothing else refers "
-                                 "to, so nothing can ever complete it", task->name,
-                        (unsigned long long)task->awaits_addr);
-            if (task->n_chain && task->chain[0].function)
-                text_append(s, size, " (it is in %s, %s:%d)", task->chain[0].function,
-                            task->chain[0].file ? stack_report_short_path(task->chain[0].file)
-                                                : "?",
-                            task->chain[0].line);
+            if (future)
+                text_format(s, size, "task \"%s\" awaits a Future (0x%llx) that nothing else "
+                            "refers to, so nothing can ever complete it", task->name,
+                            (unsigned long long)task->wait_obj);
+            else
+                text_format(s, size, "task \"%s\" waits in %.*s on %s (0x%llx) that nothing "
+                            "else refers to, so nothing can ever %s", task->name,
+                            (int)strcspn(task->awaits, " "), task->awaits,
+                            object_words(task, words, sizeof words),
+                            (unsigned long long)task->wait_obj, wait_ender(task));
+            /* Where the program waits: the innermost frame of its own code. */
+            const struct task_link *at = task->n_chain ? &task->chain[0] : NULL;
+            for (size_t k = 0; k < task->n_chain; k++)
+                if (task->chain[k].file && !strstr(task->chain[k].file, "/asyncio/")) {
+                    at = &task->chain[k];
+                    break;
+                }
+            if (at && at->function)
+                text_append(s, size, " (it is in %s, %s:%d)", at->function,
+                            at->file ? stack_report_short_path(at->file) : "?", at->line);
             if (loop->tid)
                 text_append(s, size, "; on the loop of thread %d", (int)loop->tid);
             outrank_no_hang(why, f);
@@ -399,10 +460,29 @@ static size_t task_index(const struct report_loop *loop, uint64_t addr)
     return (size_t)-1;
 }
 
-/* The cycle of waits from task start back to it, following "waits for the
- * lock that task holds" and "awaits that task" (its first such edge that
- * leads back), into path; its length, 0 when none. Depth-first, each task
- * visited once (seen). */
+/* The task a waits for through one edge that is certain: the holder of
+ * the lock it waits for, the one task that alone refers to what it waits
+ * on, or a task it awaits (directly, gathered, in a TaskGroup; not when any
+ * one of several ends the wait). A wait with a deadline ends by itself:
+ * none. Fills next (at most max); returns how many. */
+static size_t wait_edges(const struct report_loop *loop, const struct report_task *t,
+                         size_t *next, size_t max)
+{
+    size_t n = 0;
+    if (t->timed || (t->state && strcmp(t->state, "pending") != 0))
+        return 0;
+    if (t->lock_holder && n < max)
+        next[n++] = task_index(loop, t->lock_holder);
+    if (t->provider && n < max)
+        next[n++] = task_index(loop, t->provider);
+    for (size_t k = 0; !t->awaits_any && k < t->n_children && n < max; k++)
+        next[n++] = t->children[k];
+    return n;
+}
+
+/* The cycle of waits from task start back to it, following wait_edges
+ * (the first that leads back), into path; its length, 0 when none.
+ * Depth-first, each task visited once (seen). */
 static size_t wait_cycle(const struct report_loop *loop, size_t start, size_t at, size_t *path,
                          size_t depth, size_t max, unsigned char *seen)
 {
@@ -410,12 +490,8 @@ static size_t wait_cycle(const struct report_loop *loop, size_t start, size_t at
         return 0;
     path[depth] = at;
     seen[at] = 1;
-    const struct report_task *t = &loop->tasks[at];
-    size_t next[1 + 64], n = 0;
-    if (t->lock_holder)
-        next[n++] = task_index(loop, t->lock_holder);
-    for (size_t k = 0; k < t->n_children && n < sizeof next / sizeof next[0]; k++)
-        next[n++] = t->children[k];
+    size_t next[66];
+    size_t n = wait_edges(loop, &loop->tasks[at], next, sizeof next / sizeof next[0]);
     for (size_t k = 0; k < n; k++) {
         if (next[k] == start)
             return depth + 1;
@@ -428,8 +504,27 @@ static size_t wait_cycle(const struct report_loop *loop, size_t start, size_t at
     return 0;
 }
 
-int asyncio_lock_findings(const struct stack_report *first, const struct stack_report *second,
-                          struct why_report *why)
+/* One edge of a cycle, from a to b, in words. */
+static void append_edge(char *s, size_t size, const struct report_task *a,
+                        const struct report_task *b, bool first)
+{
+    char words[64];
+    text_append(s, size, "%s task \"%s\" ", first ? "" : ";", a->name);
+    if (a->lock_holder == b->addr)
+        text_append(s, size, "waits for %s 0x%llx, held by task \"%s\"",
+                    a->wait_obj_type[0] ? a->wait_obj_type : "Lock",
+                    (unsigned long long)a->lock_waited, b->name);
+    else if (a->provider == b->addr)
+        text_append(s, size, "waits in %.*s on %s (0x%llx) that only task \"%s\" refers to",
+                    (int)strcspn(a->awaits, " "), a->awaits,
+                    a->wait_obj == a->awaits_addr ? "a Future" : object_words(a, words, sizeof words),
+                    (unsigned long long)a->wait_obj, b->name);
+    else
+        text_append(s, size, "awaits task \"%s\"", b->name);
+}
+
+int asyncio_cycle_findings(const struct stack_report *first, const struct stack_report *second,
+                           struct why_report *why)
 {
     if (!first->tasks)
         return 0;
@@ -453,27 +548,32 @@ int asyncio_lock_findings(const struct stack_report *first, const struct stack_r
         }
         for (size_t i = 0; i < loop->n_tasks; i++) {
             const struct report_task *t = &loop->tasks[i];
-            if (!t->lock_holder || reported[i])
+            size_t next[1];
+            if (reported[i] || !wait_edges(loop, t, next, 1))
                 continue;
             size_t path[MAX_CYCLE];
             memset(seen, 0, loop->n_tasks);
             size_t len = wait_cycle(loop, i, i, path, 0, MAX_CYCLE, seen);
-            bool through_lock = false;
+            bool known = len > 0;
             for (size_t k = 0; k < len; k++)
-                through_lock |= loop->tasks[path[k]].lock_holder == loop->tasks[path[(k + 1) % len]].addr;
-            if (!len || !through_lock)
+                known = known && !reported[path[k]];
+            if (!known)
                 continue;
-            /* Live: every lock wait of the cycle still the same later. */
+            /* Live: every wait of the cycle still the same later. */
             bool same = true;
             for (size_t k = 0; k < len && second; k++) {
                 const struct report_task *a = &loop->tasks[path[k]];
                 const struct report_task *b = same_task(later_loop, a->addr);
                 same = same && b && b->lock_holder == a->lock_holder &&
-                       b->lock_waited == a->lock_waited && b->awaits_addr == a->awaits_addr;
+                       b->lock_waited == a->lock_waited && b->awaits_addr == a->awaits_addr &&
+                       b->provider == a->provider;
             }
             if (!same)
                 continue;
-            struct why_finding *f = add_finding(why, WHY_DEADLOCK, t->lock_waited, t->addr);
+            const struct report_task *a0 = &loop->tasks[path[0]];
+            struct why_finding *f = add_finding(why, WHY_DEADLOCK,
+                                                a0->wait_obj ? a0->wait_obj : a0->awaits_addr,
+                                                a0->addr);
             if (!f) {
                 free(seen);
                 free(reported);
@@ -481,24 +581,17 @@ int asyncio_lock_findings(const struct stack_report *first, const struct stack_r
             }
             if (th >= 0)
                 f->threads[f->n_threads++] = th;
-            text_format(f->summary, sizeof f->summary, "%zu asyncio tasks wait for each other "
-                        "for ever", len);
+            text_format(f->summary, sizeof f->summary, "%zu asyncio task%s wait%s for each other "
+                        "for ever", len, len == 1 ? "" : "s", len == 1 ? "s" : "");
             if (th >= 0) {
                 text_append(f->summary, sizeof f->summary, " on the loop of ");
                 append_thread(f->summary, sizeof f->summary, &first->threads[th]);
             }
             text_append(f->summary, sizeof f->summary, ":");
             for (size_t k = 0; k < len; k++) {
-                const struct report_task *a = &loop->tasks[path[k]];
-                const struct report_task *b = &loop->tasks[path[(k + 1) % len]];
                 reported[path[k]] = 1;
-                if (a->lock_holder == b->addr)
-                    text_append(f->summary, sizeof f->summary, "%s task \"%s\" waits for Lock "
-                                "0x%llx, held by task \"%s\"", k ? ";" : "", a->name,
-                                (unsigned long long)a->lock_waited, b->name);
-                else
-                    text_append(f->summary, sizeof f->summary, "%s task \"%s\" awaits task "
-                                "\"%s\"", k ? ";" : "", a->name, b->name);
+                append_edge(f->summary, sizeof f->summary, &loop->tasks[path[k]],
+                            &loop->tasks[path[(k + 1) % len]], k == 0);
             }
             outrank_no_hang(why, f);
         }
@@ -507,4 +600,3 @@ int asyncio_lock_findings(const struct stack_report *first, const struct stack_r
     }
     return 0;
 }
-

@@ -1,5 +1,6 @@
-/* why: event loops blocked inside one task step, tasks awaiting a Future
- * nothing can complete (diagnosis/asyncio_why.c; no target reads). */
+/* why: event loops blocked inside one task step, tasks waiting on what
+ * nothing can reach, and tasks waiting for each other in a cycle
+ * (diagnosis/asyncio_why.c; no target reads). */
 #ifndef PYSCOPE_DIAGNOSIS_ASYNCIO_WHY_H
 #define PYSCOPE_DIAGNOSIS_ASYNCIO_WHY_H
 
@@ -10,15 +11,19 @@
 #define ASYNCIO_BLOCKED_MS 100
 
 /* Adds a loop_blocked finding for each loop of first->tasks whose thread ran
- * the same task, with the same stack, in second; when the analysis found no
- * hang, it becomes the verdict. 0, or -1 out of memory. */
+ * the same task (or plain callback), with the same stack, in second, for
+ * threshold_ms or longer: the interval between the snapshots, or the time
+ * the callback has run, when both saw the same loop iteration and asyncio
+ * timed it exactly; when the analysis found no hang, it becomes the
+ * verdict. 0, or -1 out of memory. */
 int asyncio_blocked_findings(const struct stack_report *first, const struct stack_report *second,
-                             int interval_ms, struct why_report *why);
+                             int interval_ms, int threshold_ms, struct why_report *why);
 
-/* Adds a never_notified finding for each task of first->tasks suspended on
- * a plain Future that nothing but the task refers to (and, live, still so in
- * second); when the analysis found no hang, it becomes the verdict. second
- * is NULL for a core. 0, or -1 out of memory. */
+/* Adds a never_notified finding for each task of first->tasks waiting on
+ * what nothing but its waiters refers to (report_task.orphan: a plain
+ * Future, or the Event, Queue, Lock... whose method it waits in; live,
+ * still so in second); when the analysis found no hang, it becomes the
+ * verdict. second is NULL for a core. 0, or -1 out of memory. */
 int asyncio_orphan_findings(const struct stack_report *first, const struct stack_report *second,
                             struct why_report *why);
 
@@ -41,11 +46,13 @@ int asyncio_stream_findings(const struct stack_report *first, const struct stack
                             struct why_report *why);
 
 /* Adds a deadlock finding for each cycle of asyncio tasks waiting for each
- * other, at least one through a lock another task of the cycle holds
- * (inside its async with), the others through a lock or by awaiting the
- * next task; live, the same in second. When the analysis found no hang, it
- * becomes the verdict. second is NULL for a core. 0, or -1 out of memory. */
-int asyncio_lock_findings(const struct stack_report *first, const struct stack_report *second,
-                          struct why_report *why);
+ * other, each through a wait only the next can end: the lock it waits for
+ * is held by the next (inside its async with), what it waits on (a Future,
+ * an Event, a Queue...) is referred to by the next task alone, or it awaits
+ * the next task (directly, gathered, in a TaskGroup); none with a deadline;
+ * live, the same in second. When the analysis found no hang, it becomes
+ * the verdict. second is NULL for a core. 0, or -1 out of memory. */
+int asyncio_cycle_findings(const struct stack_report *first, const struct stack_report *second,
+                           struct why_report *why);
 
 #endif

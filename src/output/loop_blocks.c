@@ -139,7 +139,7 @@ static void close_run(struct builder *b, uint32_t thread, bool at_end)
         return;
     r->open = false;
     uint64_t d = r->end_ns - r->start_ns;
-    if (d < (uint64_t)ASYNCIO_BLOCKED_MS * 1000000ull)
+    if (d < (uint64_t)b->out->threshold_ms * 1000000ull)
         return;
     struct loop_blocks *o = b->out;
     o->count++;
@@ -190,7 +190,8 @@ static int add_segment(void *ctx, const struct profile_segment *seg)
 int loop_blocks_build(struct loop_blocks *out, const struct profile *p)
 {
     memset(out, 0, sizeof *out);
-    out->threshold_ms = ASYNCIO_BLOCKED_MS;
+    out->threshold_ms = p->meta.loop_blocked_ms > 0 ? (int)p->meta.loop_blocked_ms
+                                                    : ASYNCIO_BLOCKED_MS;
     struct builder b = {.p = p, .out = out};
     b.runs = calloc(p->n_threads ? p->n_threads : 1, sizeof *b.runs);
     b.place = calloc(p->n_stacks ? p->n_stacks : 1, 1);

@@ -70,10 +70,11 @@ static void write_callback_text(FILE *out, const struct report_loop *loop)
         fputc('\n', out);
 }
 
-static void write_loop_text(FILE *out, const struct report_loop *loop)
+static void write_loop_text(FILE *out, const struct report_loop *loop, bool truncated)
 {
-    fprintf(out, "    asyncio loop 0x%llx: %zu task%s\n", (unsigned long long)loop->addr,
-            loop->n_tasks + loop->n_hidden, loop->n_tasks + loop->n_hidden == 1 ? "" : "s");
+    fprintf(out, "    asyncio loop 0x%llx: %zu task%s%s\n", (unsigned long long)loop->addr,
+            loop->n_tasks + loop->n_hidden, loop->n_tasks + loop->n_hidden == 1 ? "" : "s",
+            truncated ? " read, and more than the walk reads" : "");
     write_callback_text(out, loop);
     bool edges = false;
     for (size_t i = 0; i < loop->n_tasks; i++) {
@@ -83,8 +84,11 @@ static void write_loop_text(FILE *out, const struct report_loop *loop)
                 t->state[0] == 'p' ? "" : t->state[0] == 'c' ? "  cancelled" : "  finished");
         if (t->awaits[0])
             fprintf(out, "  awaiting %s", t->awaits);
-        if (t->orphan)
+        if (t->orphan && t->wait_obj == t->awaits_addr)
             fprintf(out, "; nothing else refers to it, so it can never complete");
+        else if (t->orphan)
+            fprintf(out, "; nothing else refers to the %s (0x%llx), so it can never complete",
+                    t->wait_obj_type, (unsigned long long)t->wait_obj);
         if (t->held_by)
             fprintf(out, "; %s", t->held_by);
         if (t->unretrieved[0])
@@ -135,7 +139,7 @@ void task_report_write_thread_text(FILE *out, const struct report_tasks *tasks, 
         return;
     for (size_t l = 0; l < tasks->n_loops; l++)
         if (tasks->loops[l].tid == tid)
-            write_loop_text(out, &tasks->loops[l]);
+            write_loop_text(out, &tasks->loops[l], tasks->truncated);
 }
 
 void task_report_write_rest_text(FILE *out, const struct report_tasks *tasks)
@@ -149,10 +153,16 @@ void task_report_write_rest_text(FILE *out, const struct report_tasks *tasks)
         if (!header)
             fprintf(out, "\nasyncio loops no thread is running:\n");
         header = true;
-        write_loop_text(out, &tasks->loops[l]);
+        write_loop_text(out, &tasks->loops[l], tasks->truncated);
     }
     if (tasks->truncated)
-        fprintf(out, "\nasyncio: more tasks than the walk's bound; the rest were not read\n");
+        fprintf(out, "\nasyncio: more tasks than the walk reads (%zu): the rest were not read\n",
+                tasks->walk_max);
+    if (tasks->done_seen == TASKS_DONE_REACHABLE && !tasks->error[0])
+        fprintf(out, "\nasyncio: this Python keeps finished tasks on no list: those shown were "
+                "reached from __main__'s globals, the loops' handles and the frames of tasks "
+                "and threads%s; others whose exception was never retrieved may exist\n",
+                tasks->done_partial ? " (a bound cut that walk short)" : "");
     if (tasks->error[0])
         fprintf(out, "\nasyncio tasks: %s\n", tasks->error);
 }
@@ -167,10 +177,20 @@ void task_report_write_json(struct json_writer *w, const struct report_tasks *ta
     json_begin_object(w);
     json_member_string(w, "tasks", tasks->mode == TASKS_ALL ? "all" : "pending");
     json_member_bool(w, "truncated", tasks->truncated);
+    json_member_uint(w, "walk_max", tasks->walk_max);
+    /* "reachable": finished tasks are on no list (3.14+), only those a walk
+     * from the roots met are shown */
+    json_member_string(w, "finished_tasks",
+                       tasks->done_seen == TASKS_DONE_REACHABLE ? "reachable" : "all");
+    json_member_bool(w, "finished_tasks_walk_partial", tasks->done_partial);
     if (tasks->error[0])
         json_member_string(w, "error", tasks->error);
     else
         json_member_null(w, "error");
+    if (tasks->offsets[0])
+        json_member_string(w, "offsets", tasks->offsets);
+    else
+        json_member_null(w, "offsets");
     json_key(w, "loops");
     json_begin_array(w);
     for (size_t l = 0; l < tasks->n_loops; l++) {
@@ -225,6 +245,15 @@ void task_report_write_json(struct json_writer *w, const struct report_tasks *ta
                 json_member_string(w, "description", t->awaits);
                 json_member_uint(w, "address", t->awaits_addr);
                 json_member_bool(w, "unreachable", t->orphan);
+                json_key(w, "object");
+                if (t->wait_obj) {
+                    json_begin_object(w);
+                    json_member_uint(w, "address", t->wait_obj);
+                    json_member_string(w, "type", t->wait_obj_type);
+                    json_end_object(w);
+                } else {
+                    json_null(w);
+                }
                 json_key(w, "held_by");
                 if (t->held_by)
                     json_string(w, t->held_by);

@@ -137,6 +137,9 @@ struct profile_meta {
      * interrupt or a context switch of the target that copied its stack),
      * by the clock and at switches, and those it dropped (ring full). */
     uint64_t native_clock_samples, native_switch_samples, native_lost_samples;
+    /* How long a loop thread must stay outside its selector in one step to
+     * count as a loop-blocking episode (--loop-threshold); 0: the default. */
+    long loop_blocked_ms;
 };
 
 struct profile {

@@ -7,11 +7,14 @@
 #include "python/asyncio_tasks.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "elf/elf_image.h"
 #include "python/callable.h"
 #include "python/code.h"
+#include "python/debug_offsets.h"
 #include "python/frame_vars.h"
 #include "python/objects.h"
 #include "python/primitives.h"
@@ -29,7 +32,14 @@
 struct found_task {
     uint64_t addr, loop;
     int32_t state;               /* -1: unreadable */
+    uint8_t kind;                /* enum task_kind */
 };
+
+/* What a task object is: asyncio's C Task (its fields at the generated
+ * offsets) or the pure-Python one (asyncio.tasks._PyTask and subclasses:
+ * a program without _asyncio, or whose task factory makes them), whose
+ * fields are instance attributes. */
+enum task_kind { KIND_NONE = 0, KIND_C, KIND_PY };
 
 struct tctx {
     struct py_reader r;
@@ -43,10 +53,13 @@ struct tctx {
     int64_t when_offset;
     uint64_t extra_type;          /* ... a transport class and its _extra slot's */
     int64_t extra_offset;
-    uint64_t task_types[8];       /* types known to be _asyncio.Task or a subclass */
+    uint64_t task_types[8];       /* types known to be tasks, and their kinds */
+    uint8_t task_kinds[8];
     int n_task_types;
     uint64_t other_types[8];      /* ... and known not to be (Futures, mostly) */
     int n_other_types;
+    uint64_t py_task_type;        /* asyncio.tasks._PyTask, 0 when unknown */
+    uint64_t py_future_type;      /* asyncio.futures._PyFuture, 0 when unknown */
     struct found_task *found;
     size_t n_found, cap_found, max_found;   /* max_found 0: ASYNCIO_MAX_TASKS */
     struct addrset seen;
@@ -65,31 +78,207 @@ static uint64_t u64_at(struct tctx *c, uint64_t addr)
     return v;
 }
 
+/* The first of n records (size bytes each) sorted by the uint64_t at offset
+ * in each whose key is not below key; n when none. */
+static size_t first_at_least(const void *base, size_t n, size_t size, size_t offset, uint64_t key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t k;
+        memcpy(&k, (const char *)base + mid * size + offset, sizeof k);
+        if (k < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* One read's context: the reader and the caches its walks use, and the
+ * pure-Python task classes a report found (tasks may be NULL); false when
+ * out of memory (tctx_release frees what was made either way). */
+static bool tctx_init(struct tctx *c, struct py_runtime *rt, const struct report_tasks *tasks)
+{
+    memset(c, 0, sizeof *c);
+    py_reader_init(&c->r, rt);
+    if (tasks) {
+        c->py_task_type = tasks->py_task_type;
+        c->py_future_type = tasks->py_future_type;
+    }
+    c->L = c->r.L;
+    c->A = &c->r.L->asyncio;
+    c->codes = calloc(1, sizeof *c->codes);
+    c->vars = calloc(1, sizeof *c->vars);
+    c->frame = malloc(sizeof *c->frame);
+    return c->codes && c->vars && c->frame;
+}
+
+static void tctx_release(struct tctx *c)
+{
+    addrset_free(&c->seen);
+    free(c->found);
+    if (c->codes) {
+        py_code_cache_clear(c->codes);
+        free(c->codes);
+    }
+    if (c->vars) {
+        py_vars_cache_clear(c->vars);
+        free(c->vars);
+    }
+    free(c->frame);
+    memset(c, 0, sizeof *c);
+}
+
 static bool type_named(struct tctx *c, uint64_t obj, const char *name)
 {
     return obj && py_is_type(&c->r, obj, name);
 }
 
-/* _asyncio.Task or a subclass of it (checked once per type). */
-static bool is_task(struct tctx *c, uint64_t obj)
+/* Is type, or one of its bases, the class at want? */
+static bool type_derives(struct tctx *c, uint64_t type, uint64_t want)
+{
+    for (int depth = 0; want && type && depth < 16; depth++) {
+        if (type == want)
+            return true;
+        type = u64_at(c, type + (uint64_t)c->L->type_base);
+    }
+    return false;
+}
+
+/* _asyncio.Task or a subclass of it, or the pure-Python Task or a subclass
+ * (checked once per type). */
+static enum task_kind task_kind(struct tctx *c, uint64_t obj)
 {
     uint64_t type;
-    if (py_type_of(&c->r, obj, &type, NULL) != 0)
-        return false;
+    if (!obj || py_type_of(&c->r, obj, &type, NULL) != 0)
+        return KIND_NONE;
     for (int i = 0; i < c->n_task_types; i++)
         if (c->task_types[i] == type)
-            return true;
+            return (enum task_kind)c->task_kinds[i];
     for (int i = 0; i < c->n_other_types; i++)
         if (c->other_types[i] == type)
-            return false;
-    if (!py_type_is_or_inherits(&c->r, obj, "_asyncio.Task")) {
+            return KIND_NONE;
+    enum task_kind kind = py_type_is_or_inherits(&c->r, obj, "_asyncio.Task") ? KIND_C
+                          : type_derives(c, type, c->py_task_type) ? KIND_PY : KIND_NONE;
+    if (kind == KIND_NONE) {
         if (c->n_other_types < (int)(sizeof c->other_types / sizeof c->other_types[0]))
             c->other_types[c->n_other_types++] = type;
-        return false;
+        return KIND_NONE;
     }
-    if (c->n_task_types < (int)(sizeof c->task_types / sizeof c->task_types[0]))
+    if (c->n_task_types < (int)(sizeof c->task_types / sizeof c->task_types[0])) {
+        c->task_kinds[c->n_task_types] = (uint8_t)kind;
         c->task_types[c->n_task_types++] = type;
-    return true;
+    }
+    return kind;
+}
+
+static bool is_task(struct tctx *c, uint64_t obj)
+{
+    return task_kind(c, obj) != KIND_NONE;
+}
+
+/* A Future's kind, as a task's: the C one, the pure-Python one (tasks are
+ * Futures too), or neither. */
+static enum task_kind future_kind(struct tctx *c, uint64_t obj)
+{
+    enum task_kind kind = task_kind(c, obj);
+    uint64_t type;
+    if (kind != KIND_NONE || py_type_of(&c->r, obj, &type, NULL) != 0)
+        return kind;
+    if (py_type_is_or_inherits(&c->r, obj, "_asyncio.Future"))
+        return KIND_C;
+    return type_derives(c, type, c->py_future_type) ? KIND_PY : KIND_NONE;
+}
+
+/* A pure-Python Future's attribute, 0 when it has none or holds None (the
+ * class defaults: _fut_waiter, _exception). */
+static uint64_t py_field(struct tctx *c, uint64_t obj, const char *name)
+{
+    uint64_t v;
+    if (py_attr_get(&c->r, obj, name, &v) != 0 || py_is_none(&c->r, v))
+        return 0;
+    return v;
+}
+
+static uint64_t fut_loop(struct tctx *c, uint64_t fut, enum task_kind kind)
+{
+    return kind == KIND_PY ? py_field(c, fut, "_loop")
+                           : u64_at(c, fut + (uint64_t)c->A->fut_loop);
+}
+
+/* 0 pending, 1 cancelled, 2 finished, -1 unreadable. A pure-Python Future
+ * keeps its state as a str, in the instance once it is done (a pending one
+ * has the class's "PENDING"). */
+static int32_t fut_state(struct tctx *c, uint64_t fut, enum task_kind kind)
+{
+    int32_t state = -1;
+    if (kind == KIND_C) {
+        if (target_read_i32(c->r.t, fut + (uint64_t)c->A->fut_state, &state) != 0)
+            return -1;
+        return state;
+    }
+    uint64_t v;
+    char text[16];
+    if (py_attr_get(&c->r, fut, "_state", &v) != 0)
+        return 0;
+    if (py_str(&c->r, v, text, sizeof text) != 0)
+        return -1;
+    return !strcmp(text, "PENDING") ? 0 : !strcmp(text, "CANCELLED") ? 1
+           : !strcmp(text, "FINISHED") ? 2 : -1;
+}
+
+static uint64_t task_coro(struct tctx *c, uint64_t task, enum task_kind kind)
+{
+    return kind == KIND_PY ? py_field(c, task, "_coro")
+                           : u64_at(c, task + (uint64_t)c->A->task_coro);
+}
+
+/* The future the task's step waits on, 0 when none. */
+static uint64_t task_waiter(struct tctx *c, uint64_t task, enum task_kind kind)
+{
+    if (kind == KIND_PY)
+        return py_field(c, task, "_fut_waiter");
+    uint64_t w = u64_at(c, task + (uint64_t)c->A->task_fut_waiter);
+    return w && !py_is_none(&c->r, w) ? w : 0;
+}
+
+static uint64_t task_name_obj(struct tctx *c, uint64_t task, enum task_kind kind)
+{
+    return kind == KIND_PY ? py_field(c, task, "_name")
+                           : u64_at(c, task + (uint64_t)c->A->task_name);
+}
+
+static void task_name(struct tctx *c, uint64_t task, char *out, size_t size)
+{
+    uint64_t nm = task_name_obj(c, task, task_kind(c, task));
+    int64_t n;
+    if (py_str(&c->r, nm, out, size) == 0)
+        return;
+    /* 3.12+ keep a default name as the bare counter. */
+    if (py_int(&c->r, nm, &n) == 0)
+        snprintf(out, size, "Task-%lld", (long long)n);
+    else
+        snprintf(out, size, "<unreadable name>");
+}
+
+/* A Future's done callbacks: the first (C Futures keep it apart), and the
+ * list of (callback, context) tuples of the rest (all, for a pure-Python
+ * one); 0 when none. */
+static void fut_callbacks(struct tctx *c, uint64_t fut, enum task_kind kind, uint64_t *first,
+                          uint64_t *list)
+{
+    *first = 0;
+    if (kind == KIND_PY) {
+        *list = py_field(c, fut, "_callbacks");
+        return;
+    }
+    *first = u64_at(c, fut + (uint64_t)c->A->fut_callback0);
+    if (*first && py_is_none(&c->r, *first))
+        *first = 0;
+    *list = u64_at(c, fut + (uint64_t)c->A->fut_callbacks);
+    if (*list && py_is_none(&c->r, *list))
+        *list = 0;
 }
 
 /* The set of tasks seen grows with them: sized for the bound up front, its
@@ -110,7 +299,8 @@ static bool seen_add(struct tctx *c, uint64_t task)
 
 static void add_task(struct tctx *c, uint64_t task)
 {
-    if (!task || !is_task(c, task) || !seen_add(c, task))
+    enum task_kind kind = task_kind(c, task);
+    if (kind == KIND_NONE || !seen_add(c, task))
         return;
     if (c->n_found >= (c->max_found ? c->max_found : ASYNCIO_MAX_TASKS)) {
         c->truncated = true;
@@ -125,9 +315,8 @@ static void add_task(struct tctx *c, uint64_t task)
         c->cap_found = cap;
     }
     struct found_task *f = &c->found[c->n_found++];
-    *f = (struct found_task){.addr = task, .loop = u64_at(c, task + (uint64_t)c->A->fut_loop)};
-    if (target_read_i32(c->r.t, task + (uint64_t)c->A->fut_state, &f->state) != 0)
-        f->state = -1;
+    *f = (struct found_task){.addr = task, .loop = fut_loop(c, task, kind),
+                             .state = fut_state(c, task, kind), .kind = (uint8_t)kind};
 }
 
 /* The keys of a set object (at most max; a bigger table is refused as a
@@ -254,7 +443,54 @@ static uint64_t module_dict(struct tctx *c, uint64_t interp, const char *name)
     return u64_at(c, mod + (uint64_t)c->L->module_dict);
 }
 
+/* ---- the offsets ---------------------------------------------------------- */
+
+/* 3.14+: the asyncio offsets checked against the AsyncioDebug section of
+ * the file holding _asyncio (the executable where it is built in, else its
+ * extension module, mapped once asyncio is imported): once one is found. */
+static void asyncio_offsets_check(struct py_runtime *rt)
+{
+    if (rt->asyncio_checked || rt->layout.asyncio.task_node == PY_OFF_NONE)
+        return;
+    const struct target *t = rt->target;
+    for (size_t i = 0; i <= t->nmaps && !rt->asyncio_checked; i++) {
+        const char *path = i == 0 ? rt->binary : t->maps[i - 1].path;
+        if (!path || !path[0])
+            continue;
+        const char *base = strrchr(path, '/');
+        if (i > 0 && strncmp(base ? base + 1 : path, "_asyncio", 8) != 0)
+            continue;
+        bool seen = false;
+        for (size_t k = 0; i > 0 && k + 1 < i && !seen; k++)
+            seen = t->maps[k].path && strcmp(t->maps[k].path, path) == 0;
+        if (seen)
+            continue;
+        int fd = target_open_file(t, path);
+        struct elf_image *img = fd >= 0 ? elf_image_open_fd(fd) : NULL;
+        size_t len = 0;
+        const void *bytes = img ? elf_image_section_bytes(img, ".AsyncioDebug", &len) : NULL;
+        if (bytes) {
+            char err[256];
+            struct py_asyncio_layout A = rt->layout.asyncio;
+            rt->asyncio_checked = true;
+            if (py_asyncio_debug_decode(bytes, len, &A, err, sizeof err) == 0) {
+                rt->layout.asyncio = A;
+                snprintf(rt->asyncio_offsets, sizeof rt->asyncio_offsets,
+                         "checked against the AsyncioDebug section of %.3900s", path);
+            } else {
+                rt->asyncio_mismatch = true;
+                snprintf(rt->asyncio_offsets, sizeof rt->asyncio_offsets, "%.250s (%.3900s)", err,
+                         path);
+            }
+        }
+        if (img)
+            elf_image_close(img);
+    }
+}
+
 /* ---- the await chain ---------------------------------------------------- */
+
+static int suspended_depth(struct tctx *c, const struct task_link *l);
 
 static char *dup_text(const char *s)
 {
@@ -552,26 +788,64 @@ static const struct task_link *chain_link(const struct report_task *t, const cha
     return NULL;
 }
 
-/* When wait_for gives up, in the loop's clock: its timeout_handle (up to
- * 3.11), or the asyncio.timeouts.Timeout its `async with` keeps on the
- * frame's value stack, bare or as the bound __aexit__ (3.12+). */
-static int wait_for_due(struct tctx *c, const struct task_link *l, double *when)
+/* When the wait gives up by itself, in the loop's clock: the timeout_handle
+ * of a wait_for (up to 3.11) or of an asyncio.wait, or the
+ * asyncio.timeouts.Timeout of an `async with asyncio.timeout()` (wait_for's
+ * own from 3.12), which the statement keeps on its frame's value stack, bare
+ * or as the bound __aexit__; the earliest of the chain. -1 when none (a
+ * timeout of None sets no deadline). */
+static int chain_deadline(struct tctx *c, const struct report_task *t, double *when)
 {
-    uint64_t h, value;
-    if (link_local(c, l, "timeout_handle", &h) == 0 && type_named(c, h, "TimerHandle"))
-        return slot_get(c, h, "_when", &c->when_offset, &c->when_type, &value) == 0
-                   ? py_number(&c->r, value, when) : -1;
-    if (link_vars(c, l) != 0)
-        return -1;
-    int slots = c->frame->n_named + (c->frame->stack_exact ? c->frame->n_stack : 0);
-    for (int i = 0; i < slots; i++) {
-        uint64_t v = c->frame->values[i];
-        if (type_named(c, v, "method"))
-            v = u64_at(c, v + (uint64_t)c->A->method_self);
-        if (type_named(c, v, "Timeout") && py_attr_get(&c->r, v, "_when", &value) == 0)
-            return py_number(&c->r, value, when);
+    bool found = false;
+    for (size_t k = 0; k < t->n_chain; k++) {
+        const struct task_link *l = &t->chain[k];
+        uint64_t h, value;
+        double due;
+        const char *dot = strrchr(l->function, '.');
+        const char *fn = dot ? dot + 1 : l->function;
+        if (strstr(l->file, "asyncio") && (!strcmp(fn, "wait_for") || !strcmp(fn, "_wait")) &&
+            link_local(c, l, "timeout_handle", &h) == 0 && type_named(c, h, "TimerHandle") &&
+            slot_get(c, h, "_when", &c->when_offset, &c->when_type, &value) == 0 &&
+            py_number(&c->r, value, &due) == 0 && (!found || due < *when)) {
+            *when = due;
+            found = true;
+        }
+        /* An `async with` keeps its context manager's __aexit__ on the
+         * value stack: only the stack is looked at (a type read for every
+         * variable of every frame cost a page read each). */
+        if (link_vars(c, l) != 0)
+            continue;
+        int depth = c->frame->stack_exact ? c->frame->n_stack : suspended_depth(c, l);
+        if (depth > c->frame->n_stack)
+            depth = -1;
+        for (int i = c->frame->n_named; i < c->frame->n_named + depth; i++) {
+            uint64_t v = c->frame->values[i];
+            if (type_named(c, v, "method"))
+                v = u64_at(c, v + (uint64_t)c->A->method_self);
+            if (type_named(c, v, "Timeout") && py_attr_get(&c->r, v, "_when", &value) == 0 &&
+                py_number(&c->r, value, &due) == 0 && (!found || due < *when)) {
+                *when = due;
+                found = true;
+            }
+        }
     }
-    return -1;
+    return found ? 0 : -1;
+}
+
+/* ", <what> in 1.5 s" from now, or at a time of the loop's clock from a
+ * core (no clock to compare). */
+static void append_due(struct tctx *c, char **out, size_t *room, const char *what, double when)
+{
+    struct timespec now;
+    int n;
+    if (target_can(c->r.t, TARGET_CAN_CLOCK) && clock_gettime(CLOCK_MONOTONIC, &now) == 0)
+        /* Same machine, same clock as the loop's time.monotonic(). */
+        n = snprintf(*out, *room, ", %s in %.1f s", what,
+                     when - ((double)now.tv_sec + (double)now.tv_nsec / 1e9));
+    else
+        n = snprintf(*out, *room, ", %s at %.3f s of the loop's clock", what, when);
+    if (n > 0 && (size_t)n < *room)
+        *out += n, *room -= (size_t)n;
 }
 
 /* "host:port" from a ('host', port, ...) address tuple. */
@@ -595,10 +869,12 @@ static void append_details(struct tctx *c, struct report_task *t)
     size_t len = strlen(t->awaits);
     char *out = t->awaits + len;
     size_t room = sizeof t->awaits - len;
-    const struct task_link *l, *timed = chain_link(t, "asyncio", "wait_for");
-    uint64_t self, transport, extra, peer;
-    char text[96];
-    int64_t pid;
+    const struct task_link *l;
+    uint64_t self, transport, extra, peer, sock;
+    char text[96], local[96];
+    int64_t pid, fd;
+    double when = 0;
+    t->timed = chain_deadline(c, t, &when) == 0;
     if ((l = chain_link(t, "asyncio/streams.py", "_wait_for_data")) &&
         link_local(c, l, "self", &self) == 0 &&
         py_attr_get(&c->r, self, "_transport", &transport) == 0 &&
@@ -607,11 +883,23 @@ static void append_details(struct tctx *c, struct report_task *t)
         address_text(c, peer, text, sizeof text) == 0) {
         uint64_t server;
         snprintf(t->stream_peer, sizeof t->stream_peer, "%s", text);
-        t->stream_no_timeout = !timed;
+        t->stream_no_timeout = !t->timed;
         /* A server's transports keep their Server in _server; a client's None. */
         t->stream_opened = py_attr_get(&c->r, transport, "_server", &server) == 0 &&
                            py_is_none(&c->r, server);
-        int n = snprintf(out, room, ", reading from %s%s", text, timed ? "" : ", no timeout");
+        /* The socket: the selector transport's _sock_fd, and its own end. */
+        int n = snprintf(out, room, ", reading from %s", text);
+        if (n > 0 && (size_t)n < room)
+            out += n, room -= (size_t)n;
+        if (py_attr_get(&c->r, transport, "_sock_fd", &sock) == 0 && py_int(&c->r, sock, &fd) == 0 &&
+            py_dict_get_str(&c->r, extra, "sockname", &peer) == 0 &&
+            address_text(c, peer, local, sizeof local) == 0)
+            n = snprintf(out, room, " (socket fd %lld, local %s)", (long long)fd, local);
+        else
+            n = 0;
+        if (n > 0 && (size_t)n < room)
+            out += n, room -= (size_t)n;
+        n = snprintf(out, room, "%s", t->timed ? "" : ", no timeout");
         if (n > 0 && (size_t)n < room)
             out += n, room -= (size_t)n;
     }
@@ -622,15 +910,9 @@ static void append_details(struct tctx *c, struct report_task *t)
         if (n > 0 && (size_t)n < room)
             out += n, room -= (size_t)n;
     }
-    double when;
-    struct timespec now;
-    if (timed && wait_for_due(c, timed, &when) == 0) {
-        if (target_can(c->r.t, TARGET_CAN_CLOCK) && clock_gettime(CLOCK_MONOTONIC, &now) == 0)
-            snprintf(out, room, ", wait_for times out in %.1f s",
-                     when - ((double)now.tv_sec + (double)now.tv_nsec / 1e9));
-        else
-            snprintf(out, room, ", wait_for times out at %.3f s of the loop's clock", when);
-    }
+    if (t->timed)
+        append_due(c, &out, &room, chain_link(t, "asyncio", "wait_for") ? "wait_for times out"
+                                                                         : "times out", when);
 }
 
 static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited)
@@ -642,45 +924,56 @@ static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited
     size_t len = strnlen(tp_name, sizeof type - 1);  /* the type cache may reuse its slot */
     memcpy(type, tp_name, len);
     type[len] = '\0';
+    char prim[160];
+    uint64_t self = 0;
+    const struct task_link *l;
     if (is_task(c, waited)) {
-        char name[128] = "";
-        uint64_t nm = u64_at(c, waited + (uint64_t)c->A->task_name);
-        int64_t n;
-        if (py_str(&c->r, nm, name, sizeof name) != 0 && py_int(&c->r, nm, &n) == 0)
-            snprintf(name, sizeof name, "Task-%lld", (long long)n);
+        char name[128];
+        task_name(c, waited, name, sizeof name);
         snprintf(t->awaits, sizeof t->awaits, "Task \"%s\"", name);
-        return;
-    }
-    if (!strcmp(type, "_GatheringFuture")) {
+    } else if (!strcmp(type, "_GatheringFuture")) {
         uint64_t children;
         int64_t n = -1;
         if (py_attr_get(&c->r, waited, "_children", &children) == 0)
             py_sequence_length(&c->r, children, &n);
         snprintf(t->awaits, sizeof t->awaits, "gather of %lld", (long long)n);
-        return;
-    }
-    char prim[160];
-    uint64_t self = 0;
-    if (primitive_of(c, t, prim, sizeof prim, &self)) {
+    } else if (primitive_of(c, t, prim, sizeof prim, &self)) {
         uint64_t items;
+        /* Whoever can set, put, release or notify it ends the wait; a
+         * TaskGroup's, a Timeout's or a stream's end comes from elsewhere. */
+        if (strncmp(prim, "TaskGroup.", 10) && strncmp(prim, "Timeout.", 8) &&
+            strncmp(prim, "StreamReader.", 13)) {
+            t->wait_obj = self;
+            snprintf(t->wait_obj_type, sizeof t->wait_obj_type, "%.*s",
+                     (int)(strchr(prim, '.') - prim), prim);
+        }
         if (!strncmp(prim, "TaskGroup.", 10) &&
             c->n_groups < (int)(sizeof c->groups / sizeof c->groups[0])) {
             c->groups[c->n_groups].task = t->addr;
             c->groups[c->n_groups++].group = self;
         }
-        int64_t n;
+        int64_t n, max;
+        bool semaphore = strstr(prim, "Semaphore.acquire") != NULL;
         if (strstr(prim, "Queue.get") && py_attr_get(&c->r, self, "_queue", &items) == 0 &&
             py_sequence_length(&c->r, items, &n) == 0)
             snprintf(t->awaits, sizeof t->awaits, "%s (%s), %lld items queued", prim, type,
                      (long long)n);
-        else if (!strncmp(prim, "Lock.acquire", 12) &&
-                 py_attr_get(&c->r, self, "_locked", &items) == 0 && type_named(c, items, "bool") &&
-                 py_int(&c->r, items, &n) == 0 && n == 1)
+        else if (strstr(prim, "Queue.put") && py_attr_get(&c->r, self, "_queue", &items) == 0 &&
+                 py_sequence_length(&c->r, items, &n) == 0 &&
+                 py_attr_get(&c->r, self, "_maxsize", &items) == 0 && py_int(&c->r, items, &max) == 0)
+            snprintf(t->awaits, sizeof t->awaits, "%s (%s), %lld items queued of maxsize %lld",
+                     prim, type, (long long)n, (long long)max);
+        else if ((!strncmp(prim, "Lock.acquire", 12) &&
+                  py_attr_get(&c->r, self, "_locked", &items) == 0 && type_named(c, items, "bool") &&
+                  py_int(&c->r, items, &n) == 0 && n == 1) ||
+                 (semaphore && py_attr_get(&c->r, self, "_value", &items) == 0 &&
+                  py_int(&c->r, items, &n) == 0 && n <= 0))
         {
-            /* asyncio.Lock keeps a flag, not its holder: lock_holders may
-             * find the task inside an `async with` of it. */
-            snprintf(t->awaits, sizeof t->awaits,
-                     "%.100s (%.60s), held (asyncio locks record no owner)", prim, type);
+            /* asyncio's locks and semaphores keep a flag or a count, not
+             * who holds them: lock_holders may find the tasks inside an
+             * `async with` of it. */
+            snprintf(t->awaits, sizeof t->awaits, "%.100s (%.60s), held (asyncio %s record no "
+                     "owner)", prim, type, semaphore ? "semaphores" : "locks");
             t->lock_waited = self;
         }
         else
@@ -701,7 +994,24 @@ static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited
         snprintf(t->awaits, sizeof t->awaits, "asyncio.wait_for (%s)", type);
     } else if (chain_link(t, "asyncio/base_subprocess.py", "_wait")) {
         snprintf(t->awaits, sizeof t->awaits, "subprocess wait (%s)", type);
-    } else if (chain_has(t, "_wait") || chain_has(t, "wait")) {
+    } else if ((l = chain_link(t, "asyncio/tasks.py", "_wait"))) {
+        /* asyncio.wait: how many it waits for, and until which ends */
+        uint64_t fs, when, *keys;
+        char until[32] = "";
+        long n = link_local(c, l, "fs", &fs) == 0 ? set_keys(c, fs, ASYNCIO_MAX_TASKS, &keys) : -1;
+        long futures = 0;
+        for (long k = 0; k < n; k++)
+            futures += future_kind(c, keys[k]) != KIND_NONE;
+        if (n >= 0)
+            free(keys);
+        if (link_local(c, l, "return_when", &when) == 0 && py_str(&c->r, when, until, sizeof until) == 0)
+            t->awaits_any = strcmp(until, "ALL_COMPLETED") != 0;
+        if (n >= 0)
+            snprintf(t->awaits, sizeof t->awaits, "asyncio.wait (%s) of %ld, %s", type, futures,
+                     until[0] ? until : "?");
+        else
+            snprintf(t->awaits, sizeof t->awaits, "asyncio.wait (%s)", type);
+    } else if (chain_has(t, "wait")) {
         snprintf(t->awaits, sizeof t->awaits, "asyncio.wait (%s)", type);
     } else {
         snprintf(t->awaits, sizeof t->awaits, "%s", type);
@@ -728,6 +1038,29 @@ static int match_current(void *vctx, uint64_t key, uint64_t value)
     return 0;
 }
 
+/* The task the dict {loop: task} (asyncio.tasks._current_tasks) holds for
+ * loop, 0 when none. */
+static uint64_t current_task_in(struct tctx *c, uint64_t current, uint64_t loop)
+{
+    struct current_ctx cur = {.loop = loop};
+    if (!current || py_dict_items(&c->r, current, 1024, match_current, &cur) < 0)
+        return 0;
+    return cur.task;
+}
+
+/* The classes of pure-Python tasks and futures, by which such objects are
+ * known (their names are plain "Task" and "Future"). */
+static void py_task_classes(struct tctx *c, uint64_t interp, uint64_t tasks_dict)
+{
+    uint64_t futures = module_dict(c, interp, "asyncio.futures");
+    if (py_dict_get_str(&c->r, tasks_dict, "_PyTask", &c->py_task_type) != 0 ||
+        !type_named(c, c->py_task_type, "type"))
+        c->py_task_type = 0;
+    if (!futures || py_dict_get_str(&c->r, futures, "_PyFuture", &c->py_future_type) != 0 ||
+        !type_named(c, c->py_future_type, "type"))
+        c->py_future_type = 0;
+}
+
 static uint64_t running_loop_of(struct tctx *c, uint64_t tstate)
 {
     const struct py_asyncio_layout *A = c->A;
@@ -739,6 +1072,41 @@ static uint64_t running_loop_of(struct tctx *c, uint64_t tstate)
     if (A->holder_loop != PY_OFF_NONE)
         value = u64_at(c, value + (uint64_t)A->holder_loop);
     return py_is_none(&c->r, value) ? 0 : value;
+}
+
+/* Loops of the tasks found that no thread state names as its running loop
+ * (without _asyncio, the running loop is kept in a threading.local): the
+ * thread whose threading.get_ident() the loop's run_forever keeps in
+ * _thread_id runs it (asyncio's own loops). Returns the new count. */
+static int loops_by_thread_id(struct tctx *c, const struct py_snapshot *snap, uint64_t current,
+                              struct loop_thread *lt, int n_lt, int max_lt)
+{
+    uint64_t tried[16];
+    int n_tried = 0;
+    for (size_t i = 0; i < c->n_found && n_lt < max_lt; i++) {
+        uint64_t loop = c->found[i].loop, value;
+        bool known = !loop;
+        for (int k = 0; k < n_lt && !known; k++)
+            known = lt[k].loop == loop;
+        for (int k = 0; k < n_tried && !known; k++)
+            known = tried[k] == loop;
+        if (known)
+            continue;
+        if (n_tried == (int)(sizeof tried / sizeof tried[0]))
+            break;
+        tried[n_tried++] = loop;
+        int64_t ident;
+        if (py_attr_get(&c->r, loop, "_thread_id", &value) != 0 ||
+            py_int(&c->r, value, &ident) != 0 || ident == 0)
+            continue;
+        for (int t = 0; t < snap->n_threads; t++)
+            if (snap->threads[t].thread_id == (uint64_t)ident) {
+                lt[n_lt++] = (struct loop_thread){.loop = loop, .tid = snap->threads[t].tid,
+                                                  .current_task = current_task_in(c, current, loop)};
+                break;
+            }
+    }
+    return n_lt;
 }
 
 /* ---- the report ---------------------------------------------------------- */
@@ -761,18 +1129,6 @@ static struct report_loop *loop_for(struct report_tasks *out, uint64_t loop)
     return l;
 }
 
-static void task_name(struct tctx *c, uint64_t task, char *out, size_t size)
-{
-    uint64_t nm = u64_at(c, task + (uint64_t)c->A->task_name);
-    int64_t n;
-    if (py_str(&c->r, nm, out, size) == 0)
-        return;
-    /* 3.12+ keep a default name as the bare counter. */
-    if (py_int(&c->r, nm, &n) == 0)
-        snprintf(out, size, "Task-%lld", (long long)n);
-    else
-        snprintf(out, size, "<unreadable name>");
-}
 
 /* Task address -> index in its loop, hashed: a loop may hold 100,000. */
 struct task_index {
@@ -896,7 +1252,55 @@ static void mark_cycles(struct report_loop *loop)
     free(mark);
 }
 
-/* Who awaits whom: a task whose waiter is a task, or a gather of tasks. */
+/* A task that a task with a deadline awaits (through any number of
+ * others) ends by that deadline too: the awaiting task's timeout cancels
+ * it. Each task is pushed once. */
+static void mark_timed(struct report_loop *loop)
+{
+    size_t *stack = malloc((loop->n_tasks ? loop->n_tasks : 1) * sizeof *stack), n = 0;
+    unsigned char *pushed = calloc(loop->n_tasks ? loop->n_tasks : 1, 1);
+    if (stack && pushed)
+        for (size_t i = 0; i < loop->n_tasks; i++)
+            if (loop->tasks[i].timed) {
+                pushed[i] = 1;
+                stack[n++] = i;
+            }
+    while (stack && pushed && n) {
+        struct report_task *t = &loop->tasks[stack[--n]];
+        t->timed = true;
+        for (size_t k = 0; k < t->n_children; k++)
+            if (t->children[k] < loop->n_tasks && !pushed[t->children[k]]) {
+                pushed[t->children[k]] = 1;
+                stack[n++] = t->children[k];
+            }
+    }
+    free(stack);
+    free(pushed);
+}
+
+/* The tasks a gather gathers, into t's children: its _children, and
+ * those of the gathers among them (gather(gather(a, b), c)). */
+static void add_gathered(struct tctx *c, const struct task_index *x, struct report_task *t,
+                         uint64_t gathering, int depth)
+{
+    uint64_t children;
+    if (depth > 8 || py_attr_get(&c->r, gathering, "_children", &children) != 0 ||
+        !type_named(c, children, "list"))
+        return;
+    int64_t n = (int64_t)u64_at(c, children + (uint64_t)c->L->ob_size);
+    uint64_t items = u64_at(c, children + (uint64_t)c->L->list_items);
+    for (int64_t k = 0; items && k < n && k < ASYNCIO_MAX_TASKS; k++) {
+        uint64_t child = u64_at(c, items + 8 * (uint64_t)k);
+        size_t ci = index_of(x, child);
+        if (ci != (size_t)-1)
+            add_child(t, ci);
+        else if (type_named(c, child, "_GatheringFuture"))
+            add_gathered(c, x, t, child, depth + 1);
+    }
+}
+
+/* Who awaits whom: a task whose waiter is a task, a gather of tasks (and
+ * of gathers), or asyncio.wait of tasks. */
 static void link_children(struct tctx *c, struct report_loop *loop)
 {
     struct task_index x;
@@ -911,16 +1315,27 @@ static void link_children(struct tctx *c, struct report_loop *loop)
             add_child(t, j);
             continue;
         }
-        uint64_t children;
-        if (!type_named(c, w, "_GatheringFuture") ||
-            py_attr_get(&c->r, w, "_children", &children) != 0 || !type_named(c, children, "list"))
-            continue;
-        int64_t n = (int64_t)u64_at(c, children + (uint64_t)c->L->ob_size);
-        uint64_t items = u64_at(c, children + (uint64_t)c->L->list_items);
-        for (int64_t k = 0; items && k < n && k < 100000; k++) {
-            size_t ci = index_of(&x, u64_at(c, items + 8 * (uint64_t)k));
-            if (ci != (size_t)-1)
-                add_child(t, ci);
+        const struct task_link *l;
+        uint64_t fs, *keys;
+        size_t ci;
+        if (type_named(c, w, "_GatheringFuture")) {
+            add_gathered(c, &x, t, w, 0);
+        } else if ((l = chain_link(t, "asyncio/tasks.py", "wait_for")) &&
+                   link_local(c, l, "fut", &fs) == 0 && (ci = index_of(&x, fs)) != (size_t)-1) {
+            /* wait_for up to 3.11 runs what it waits for as a task of its
+             * own, and awaits a future that task's end completes */
+            add_child(t, ci);
+        } else if ((l = chain_link(t, "asyncio/tasks.py", "_wait")) &&
+                   link_local(c, l, "fs", &fs) == 0) {
+            /* asyncio.wait(fs): the tasks of its set */
+            long n = set_keys(c, fs, ASYNCIO_MAX_TASKS, &keys);
+            for (long k = 0; k < n; k++) {
+                size_t ci = index_of(&x, keys[k]);
+                if (ci != (size_t)-1)
+                    add_child(t, ci);
+            }
+            if (n >= 0)
+                free(keys);
         }
     }
     for (int g = 0; g < c->n_groups; g++) {
@@ -939,6 +1354,7 @@ static void link_children(struct tctx *c, struct report_loop *loop)
     for (size_t i = 0; i < loop->n_tasks; i++)
         children_settle(&loop->tasks[i]);
     mark_cycles(loop);
+    mark_timed(loop);
     free(x.keys);
     free(x.values);
 }
@@ -1006,86 +1422,300 @@ static bool inside_async_with(struct tctx *c, const struct report_task *task, ui
     return false;
 }
 
-/* Names the holder of each held lock a task of the loop waits for, when
- * exactly one other task of the loop is inside an `async with` of it. */
+/* Names the holders of each held lock or semaphore a task of the loop
+ * waits for: the other tasks of the loop inside an `async with` of it (not
+ * its waiters, which keep the same while they acquire). One holder of a
+ * lock is the one the wait depends on. */
 static void lock_holders(struct tctx *c, struct report_loop *loop)
 {
+    enum { NAMED = 4 };
     for (size_t i = 0; i < loop->n_tasks; i++) {
         struct report_task *t = &loop->tasks[i];
         uint64_t lock = t->lock_waited;
         if (!lock)
             continue;
-        size_t holder = (size_t)-1, found = 0;
-        for (size_t j = 0; j < loop->n_tasks && found < 2; j++)
-            if (loop->tasks[j].lock_waited != lock && inside_async_with(c, &loop->tasks[j], lock)) {
-                holder = j;
-                found++;
-            }
+        size_t holders[NAMED], found = 0;
+        for (size_t j = 0; j < loop->n_tasks && found < NAMED; j++)
+            if (loop->tasks[j].lock_waited != lock && inside_async_with(c, &loop->tasks[j], lock))
+                holders[found++] = j;
+        char *held = found ? strstr(t->awaits, ", held (asyncio ") : NULL;
+        if (!held)
+            continue;
         if (found == 1)
-            t->lock_holder = loop->tasks[holder].addr;
-        char *held = found == 1 ? strstr(t->awaits, ", held (asyncio locks record no owner)") : NULL;
-        if (held)
-            snprintf(held, sizeof t->awaits - (size_t)(held - t->awaits),
-                     ", held by task \"%.100s\" (inside its async with)", loop->tasks[holder].name);
+            t->lock_holder = loop->tasks[holders[0]].addr;
+        size_t room = sizeof t->awaits - (size_t)(held - t->awaits);
+        int n = snprintf(held, room, ", held by task%s", found > 1 ? "s" : "");
+        for (size_t k = 0; k < found && n > 0 && (size_t)n < room; k++)
+            n += snprintf(held + n, room - (size_t)n, "%s \"%.60s\"", k ? "," : "",
+                          loop->tasks[holders[k]].name);
+        if (n > 0 && (size_t)n < room)
+            snprintf(held + n, room - (size_t)n, " (inside %s async with)",
+                     found > 1 ? "their" : "its");
     }
 }
 
-/* Does anything but the task itself hold the Future it waits on? Its
- * reference count against the references the task's own chain accounts
- * for: the task's fut_waiter, the FutureIter its innermost coroutine
- * awaits, and the variables and value-stack slots of the chain's frames
- * (cells are left out: another closure may share them). Anything unsure
- * counts as "held": only an exact match says orphan. */
-static bool future_orphaned(struct tctx *c, struct report_task *t, uint64_t fut,
-                            bool via_iter)
+/* ---- who can end a wait -------------------------------------------------- */
+
+static uint64_t callback_task(struct tctx *c, uint64_t cb, int depth);
+
+/* An object's reference count, -1 when unreadable or out of the range a
+ * mortal object's count has (immortal objects, 3.14's flag bits). */
+static int64_t refcount(struct tctx *c, uint64_t obj)
 {
-    t->fut_own_refs = -1;
-    uint64_t type, callbacks;
-    const char *name;
-    if (py_type_of(&c->r, fut, &type, &name) != 0 || strcmp(name, "_asyncio.Future") != 0)
-        return false;
-    /* A done callback other than the task's own wake-up may complete it. */
-    callbacks = u64_at(c, fut + (uint64_t)c->A->fut_callbacks);
-    if (callbacks && !py_is_none(&c->r, callbacks))
-        return false;
-    int64_t refs = (int64_t)u64_at(c, fut);
-    int64_t known = 1 + (via_iter ? 1 : 0);
-    bool exact = true;
+    uint64_t refs;
+    if (!obj || target_read_u64(c->r.t, obj, &refs) != 0 || refs == 0 || refs >= (1u << 30))
+        return -1;
+    return (int64_t)refs;
+}
+
+/* Calls fn for each reference the frame of chain link l owns: its
+ * variables (in_cell: the variable's cell owns it, and closures may share
+ * the cell), its value stack as deep as it is known to be live (3.14's
+ * borrowed slots own none), and for a bound method there that nothing else
+ * holds (an `async with`'s __aexit__ up to 3.13), its self. Returns -1 when
+ * the frame is unreadable or its stack's live depth unknown (the variables
+ * are still reported). Never more than there are: a count that misses one
+ * only makes "nothing else refers to it" fail. */
+static int frame_owned(struct tctx *c, const struct task_link *l,
+                       void (*fn)(void *ctx, uint64_t obj, bool in_cell), void *ctx)
+{
+    if (link_vars(c, l) != 0)
+        return -1;
+    const struct py_frame_vars *f = c->frame;
+    for (int i = 0; i < f->n_named; i++)
+        if (f->values[i] && !f->uncounted[i])
+            fn(ctx, f->values[i], f->code->is_cell[i]);
+    int depth = f->stack_exact ? f->n_stack : suspended_depth(c, l);
+    if (depth < 0 || depth > f->n_stack)
+        return -1;
+    for (int i = f->n_named; i < f->n_named + depth; i++) {
+        uint64_t v = f->values[i];
+        if (!v || f->uncounted[i])
+            continue;
+        fn(ctx, v, false);
+        if (type_named(c, v, "method") && refcount(c, v) == 1)
+            fn(ctx, u64_at(c, v + (uint64_t)c->L->method_self), false);
+    }
+    return 0;
+}
+
+struct ref_count {
+    uint64_t obj;
+    int n;
+    bool unknown;
+};
+
+static void count_ref(void *ctx, uint64_t obj, bool in_cell)
+{
+    struct ref_count *rc = ctx;
+    if (obj != rc->obj)
+        return;
+    rc->n++;
+    rc->unknown = rc->unknown || in_cell;
+}
+
+/* The references to obj that the frame of chain link l owns, -1 unknown. */
+static int link_refs(struct tctx *c, const struct task_link *l, uint64_t obj)
+{
+    struct ref_count rc = {.obj = obj};
+    if (frame_owned(c, l, count_ref, &rc) != 0 || rc.unknown)
+        return -1;
+    return rc.n;
+}
+
+/* The references to obj that task t's chain owns, -1 when unknown. */
+static int chain_refs(struct tctx *c, const struct report_task *t, uint64_t obj)
+{
+    int n = 0;
     for (size_t k = 0; k < t->n_chain; k++) {
-        const struct task_link *l = &t->chain[k];
-        if (link_vars(c, l) != 0)
-            return false;
-        /* A value stack of unknown depth may hold stale slots: counting
-         * only the variables can miss a reference (then "held"), never
-         * invent one. */
-        int slots = c->frame->n_named + (c->frame->stack_exact ? c->frame->n_stack : 0);
-        exact = exact && c->frame->stack_exact;
-        for (int i = 0; i < slots; i++)
-            if (c->frame->values[i] == fut) {
-                if (i < c->frame->n_named && c->frame->code->is_cell[i])
-                    return false;
-                known++;
+        int r = link_refs(c, &t->chain[k], obj);
+        if (r < 0)
+            return -1;
+        n += r;
+    }
+    return n;
+}
+
+/* Is the task's own wake-up the Future's one done callback? Another
+ * callback may complete it. */
+static bool only_own_wakeup(struct tctx *c, uint64_t fut, uint64_t task)
+{
+    uint64_t first, list, items;
+    fut_callbacks(c, fut, future_kind(c, fut), &first, &list);
+    int64_t n = 0;
+    if (list && (!type_named(c, list, "list") ||
+                 py_sequence_length(&c->r, list, &n) != 0 || n < 0 || n > 1))
+        return false;
+    if (first)
+        return n == 0 && callback_task(c, first, 0) == task;
+    uint64_t pair = 0;
+    if (n == 1 && (items = u64_at(c, list + (uint64_t)c->L->list_items)))
+        pair = u64_at(c, items);
+    return type_named(c, pair, "tuple") &&
+           callback_task(c, u64_at(c, pair + (uint64_t)c->L->tuple_items), 0) == task;
+}
+
+/* The plain Future a task waits on (C or pure-Python, not a subclass: a
+ * Task or gather ends on its own) as what must act for the wait to end,
+ * unless describe_wait found a primitive; and the references to it the
+ * task accounts for: its waiter slot, the FutureIter its innermost
+ * coroutine awaits (via_iter), and its frames'. */
+static void wait_own_refs(struct tctx *c, struct report_task *t, uint64_t task, uint64_t waiter,
+                          bool via_iter)
+{
+    t->own_refs = -1;
+    if (!t->wait_obj && waiter) {
+        uint64_t type;
+        const char *name;
+        if (py_type_of(&c->r, waiter, &type, &name) != 0 ||
+            (strcmp(name, "_asyncio.Future") != 0 && (!type || type != c->py_future_type)))
+            return;
+        t->wait_obj = waiter;
+        snprintf(t->wait_obj_type, sizeof t->wait_obj_type, "%s", name);
+    }
+    if (!t->wait_obj)
+        return;
+    int base = 0;
+    if (t->wait_obj == waiter) {
+        if (!only_own_wakeup(c, waiter, task))
+            return;
+        base = 1 + (via_iter ? 1 : 0);
+    }
+    int frames = chain_refs(c, t, t->wait_obj);
+    t->own_refs = frames < 0 ? -1 : base + frames;
+}
+
+/* The frames in the tracebacks of the loop's finished tasks' exceptions:
+ * frames that never run again (a producer that died keeps there the queue
+ * it fed). */
+#define DEAD_FRAMES_MAX 64
+
+struct dead_frames {
+    uint64_t frame[DEAD_FRAMES_MAX], code[DEAD_FRAMES_MAX];   /* as py_frame_vars_read takes them */
+    size_t n;
+};
+
+static void dead_frames_read(struct tctx *c, const struct report_loop *loop, struct dead_frames *d)
+{
+    const struct py_layout *L = c->L;
+    d->n = 0;
+    if (L->exc_traceback == PY_OFF_NONE || L->tb_frame == PY_OFF_NONE || L->tb_next == PY_OFF_NONE)
+        return;
+    for (size_t i = 0; i < loop->n_tasks && d->n < DEAD_FRAMES_MAX; i++) {
+        uint64_t tb = loop->tasks[i].exception ? u64_at(c, loop->tasks[i].exception +
+                                                           (uint64_t)L->exc_traceback) : 0;
+        for (int depth = 0; depth < DEAD_FRAMES_MAX && d->n < DEAD_FRAMES_MAX &&
+                            type_named(c, tb, "traceback");
+             depth++, tb = u64_at(c, tb + (uint64_t)L->tb_next)) {
+            uint64_t frame = u64_at(c, tb + (uint64_t)L->tb_frame);
+            if (!type_named(c, frame, "frame"))
+                break;
+            if (L->frames != PY_FRAMES_OBJECTS)
+                frame = L->frameobj_iframe == PY_OFF_NONE ? 0
+                        : u64_at(c, frame + (uint64_t)L->frameobj_iframe);
+            if (!frame)
+                continue;
+            d->frame[d->n] = frame;
+            d->code[d->n++] = L->frames == PY_FRAMES_OBJECTS
+                                  ? u64_at(c, frame + (uint64_t)L->frame_code)
+                                  : u64_at(c, frame + (uint64_t)L->iframe_executable) &
+                                        (L->stackref_tagged ? ~(uint64_t)7 : ~(uint64_t)0);
+        }
+    }
+}
+
+/* The references to obj the variables of those frames hold; -1 when one
+ * is in a cell, shared with who knows what. Value stacks, unwound by the
+ * exception, are not read: a reference missed only makes "nothing else
+ * refers to it" fail. */
+static int dead_refs(struct tctx *c, const struct dead_frames *d, uint64_t obj)
+{
+    int n = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        c->frame_read = 0;
+        if (py_frame_vars_read(c->vars, &c->r, d->frame[i], d->code[i], c->frame) != 0)
+            continue;
+        for (int v = 0; v < c->frame->n_named; v++)
+            if (c->frame->values[v] == obj) {
+                if (c->frame->code->is_cell[v])
+                    return -1;
+                n += !c->frame->uncounted[v];
             }
     }
-    t->fut_own_refs = exact ? (int)known : -1;
-    return refs > 0 && refs == known;
+    return n;
+}
+
+static int by_wait_obj(const void *a, const void *b)
+{
+    const struct report_task *x = *(const struct report_task *const *)a;
+    const struct report_task *y = *(const struct report_task *const *)b;
+    return x->wait_obj < y->wait_obj ? -1 : x->wait_obj > y->wait_obj;
+}
+
+/* The tasks of a loop waiting on the same object, each run of them: the
+ * object is orphaned when its reference count is all theirs. */
+static void settle_orphans(struct tctx *c, struct report_loop *loop)
+{
+    size_t n = 0;
+    struct report_task **w = malloc((loop->n_tasks ? loop->n_tasks : 1) * sizeof *w);
+    struct dead_frames *dead = malloc(sizeof *dead);
+    if (!w || !dead) {
+        free(w);
+        free(dead);
+        return;
+    }
+    dead_frames_read(c, loop, dead);
+    for (size_t i = 0; i < loop->n_tasks; i++)
+        if (loop->tasks[i].wait_obj && loop->tasks[i].own_refs >= 0)
+            w[n++] = &loop->tasks[i];
+    qsort(w, n, sizeof *w, by_wait_obj);
+    for (size_t i = 0, end; i < n; i = end) {
+        int64_t own = 0;
+        for (end = i; end < n && w[end]->wait_obj == w[i]->wait_obj; end++)
+            own += w[end]->own_refs;
+        /* A waiter past the cap, or running, holds references not counted. */
+        int64_t refs = refcount(c, w[i]->wait_obj);
+        int64_t dead_n = refs > own && dead->n ? dead_refs(c, dead, w[i]->wait_obj) : 0;
+        /* A wait with a deadline ends by itself. */
+        for (size_t k = i; k < end; k++) {
+            w[k]->orphan = refs > 0 && dead_n >= 0 && refs == own + dead_n && !w[k]->timed;
+            if (w[k]->orphan) {
+                free(w[k]->held_by);     /* the dead frames' references, counted */
+                w[k]->held_by = NULL;
+            }
+        }
+    }
+    free(w);
+    free(dead);
 }
 
 /* A finished task's exception that nobody has looked at: asyncio would log
  * "Task exception was never retrieved" when the task is collected. */
-static void exception_unretrieved(struct tctx *c, uint64_t task, char *out, size_t size)
+static void exception_unretrieved(struct tctx *c, uint64_t task, enum task_kind kind,
+                                  char *out, size_t size)
 {
     uint8_t flag = 0;
     const char *name;
-    uint64_t exc = u64_at(c, task + (uint64_t)c->A->fut_exception);
-    if (!exc || target_read_u8(c->r.t, task + (uint64_t)c->A->fut_log_tb, &flag) != 0 ||
-        !(flag & c->A->fut_log_tb_mask) || py_type_of(&c->r, exc, NULL, &name) != 0)
+    uint64_t exc, log_tb;
+    int64_t set;
+    if (kind == KIND_PY) {
+        /* _log_traceback: the class's False until an exception is set */
+        exc = py_field(c, task, "_exception");
+        log_tb = py_field(c, task, "_log_traceback");
+        flag = log_tb && type_named(c, log_tb, "bool") && py_int(&c->r, log_tb, &set) == 0 && set;
+    } else {
+        exc = u64_at(c, task + (uint64_t)c->A->fut_exception);
+        if (target_read_u8(c->r.t, task + (uint64_t)c->A->fut_log_tb, &flag) != 0)
+            return;
+        flag &= (uint8_t)c->A->fut_log_tb_mask;
+    }
+    if (!exc || !flag || py_type_of(&c->r, exc, NULL, &name) != 0)
         return;
     snprintf(out, size, "%s", name);
 }
 
-static void fill_task(struct tctx *c, struct report_task *t, uint64_t task, int32_t state,
-                      const struct loop_thread *lt, int n_lt)
+static void fill_task(struct tctx *c, struct report_task *t, uint64_t task, enum task_kind kind,
+                      int32_t state, const struct loop_thread *lt, int n_lt)
 {
     t->addr = task;
     t->state = state == 0 ? "pending" : state == 1 ? "cancelled" : "finished";
@@ -1093,18 +1723,57 @@ static void fill_task(struct tctx *c, struct report_task *t, uint64_t task, int3
     for (int i = 0; i < n_lt; i++)
         if (lt[i].current_task == task)
             t->running = true;
-    uint64_t coro = u64_at(c, task + (uint64_t)c->A->task_coro);
+    uint64_t coro = task_coro(c, task, kind);
     uint64_t innermost = 0;
     uint64_t yielded = read_chain(c, coro, t, &innermost);
     if (state != 0 && t->n_chain == 0)
         t->chain_complete = true;     /* a done task's coroutine has no frame left */
-    uint64_t waiter = u64_at(c, task + (uint64_t)c->A->task_fut_waiter);
-    if (waiter && !py_is_none(&c->r, waiter)) {
+    uint64_t waiter = task_waiter(c, task, kind);
+    t->own_refs = -1;
+    if (state == 2)
+        t->exception = kind == KIND_PY ? py_field(c, task, "_exception")
+                                       : u64_at(c, task + (uint64_t)c->A->fut_exception);
+    if (waiter)
         describe_wait(c, t, waiter);
-        t->orphan = state == 0 && future_orphaned(c, t, waiter, yielded == waiter);
-    }
     else if (yielded && state == 0 && !t->running)
         describe_wait(c, t, yielded);
+    if (waiter && state == 0 && !t->running)
+        wait_own_refs(c, t, task, waiter, yielded == waiter);
+}
+
+/* A task of the given state into its loop's report, as the mode asks: a
+ * pending one, a finished one whose exception nobody retrieved, any with
+ * --tasks=all; past the loop's cap, counted. 0, or -1 out of memory. */
+static int report_task_add(struct tctx *c, struct report_tasks *out, uint64_t task,
+                           enum task_kind kind, int32_t state, uint64_t loop_addr,
+                           const struct loop_thread *lt, int n_lt)
+{
+    char unretrieved[96] = "";
+    if (state == 2)
+        exception_unretrieved(c, task, kind, unretrieved, sizeof unretrieved);
+    if (state != 0 && out->mode != TASKS_ALL && !unretrieved[0])
+        return 0;
+    struct report_loop *loop = loop_for(out, loop_addr);
+    if (!loop)
+        return -1;
+    out->n_found++;
+    if (loop->n_tasks >= out->max_shown) {
+        loop->n_hidden++;
+        return 0;
+    }
+    if (loop->n_tasks == loop->cap_tasks) {
+        size_t cap = loop->cap_tasks ? 2 * loop->cap_tasks : 64;
+        struct report_task *grown = realloc(loop->tasks, cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        loop->tasks = grown;
+        loop->cap_tasks = cap;
+    }
+    struct report_task *t = &loop->tasks[loop->n_tasks++];
+    memset(t, 0, sizeof *t);
+    fill_task(c, t, task, kind, state, lt, n_lt);
+    memcpy(t->unretrieved, unretrieved, sizeof t->unretrieved);
+    return 0;
 }
 
 /* What reading each task will touch, brought into the page cache a stage
@@ -1126,6 +1795,8 @@ static void prefetch_tasks(struct tctx *c, size_t max_shown)
     target_prefetch(c->r.t, r, n);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
+        if (c->found[i].kind != KIND_C)
+            continue;          /* a pure-Python task's fields are attributes */
         uint64_t coro = u64_at(c, c->found[i].addr + (uint64_t)c->A->task_coro);
         uint64_t waiter = u64_at(c, c->found[i].addr + (uint64_t)c->A->task_fut_waiter);
         /* From 3.11 the frame is inside the coroutine, locals after it. */
@@ -1139,7 +1810,7 @@ static void prefetch_tasks(struct tctx *c, size_t max_shown)
     if (L->frames == PY_FRAMES_OBJECTS) {
         m = 0;
         for (size_t i = 0; i < n; i++) {
-            uint64_t coro = u64_at(c, c->found[i].addr + (uint64_t)c->A->task_coro);
+            uint64_t coro = task_coro(c, c->found[i].addr, c->found[i].kind);
             uint64_t frame = coro ? u64_at(c, coro + (uint64_t)L->gen_frame) : 0;
             if (frame)
                 r[m++] = (struct target_range){frame, 512};
@@ -1154,23 +1825,32 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
 {
     if (mode == TASKS_NONE)
         return NULL;
-    struct tctx c = {0};
-    py_reader_init(&c.r, rt);
-    c.L = c.r.L;
-    c.A = &c.r.L->asyncio;
-    if (c.A->task_coro == PY_OFF_NONE || c.A->task_coro == 0)
+    const struct py_asyncio_layout *A = &rt->layout.asyncio;
+    if (A->task_coro == PY_OFF_NONE || A->task_coro == 0)
         return NULL;
+    asyncio_offsets_check(rt);
+    struct tctx c;
+    bool ready = tctx_init(&c, rt, NULL);
     struct report_tasks *out = calloc(1, sizeof *out);
-    c.codes = calloc(1, sizeof *c.codes);
-    c.vars = calloc(1, sizeof *c.vars);
-    c.frame = malloc(sizeof *c.frame);
     pid_t *tids = calloc(MAX_TIDS, sizeof *tids);
     struct py_snapshot snap = {0};
     struct loop_thread lt[64];
     int n_lt = 0;
-    if (!out || !c.codes || !c.vars || !c.frame || !tids || addrset_init(&c.seen, 1024) != 0)
+    if (!ready || !out || !tids || addrset_init(&c.seen, 1024) != 0)
         goto fail;
     out->mode = mode;
+    out->max_shown = max_shown;
+    out->walk_max = ASYNCIO_MAX_TASKS;
+    if (rt->asyncio_checked)
+        snprintf(out->offsets, sizeof out->offsets, "%.*s", (int)sizeof out->offsets - 1,
+                 rt->asyncio_offsets);
+    if (rt->asyncio_mismatch) {
+        snprintf(out->error, sizeof out->error, "cannot be read: %.*s",
+                 (int)sizeof out->error - 20, rt->asyncio_offsets);
+        goto done;
+    }
+    /* From 3.14 a task leaves its thread's list once done. */
+    out->done_seen = c.A->tstate_tasks_head != PY_OFF_NONE ? TASKS_DONE_REACHABLE : TASKS_DONE_ALL;
     int n_tids = target_list_threads(c.r.t, tids, MAX_TIDS);
     if (py_snapshot_read(&c.r, tids, n_tids > 0 ? n_tids : 0, &snap) != 0 || snap.n_interps == 0)
         goto fail;
@@ -1182,6 +1862,9 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
         out = NULL;
         goto done;
     }
+    py_task_classes(&c, interp, tasks_dict);
+    out->py_task_type = c.py_task_type;
+    out->py_future_type = c.py_future_type;
     /* Registries that hold tasks: 3.8-3.11 one WeakSet, 3.12-3.13 the
      * scheduled WeakSet and the eager set; 3.14+ tasks of pure-Python
      * Task classes (the C ones are on the lists read below). */
@@ -1207,16 +1890,15 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
         l->loop = loop;
         l->tid = snap.threads[i].tid;
         l->current_task = 0;
-        if (c.A->tstate_running_task != PY_OFF_NONE) {
+        if (c.A->tstate_running_task != PY_OFF_NONE)
             l->current_task = u64_at(&c, ts + (uint64_t)c.A->tstate_running_task);
-        } else if (current) {
-            struct current_ctx cur = {.loop = loop};
-            py_dict_items(&c.r, current, 1024, match_current, &cur);
-            l->current_task = cur.task;
-        }
+        /* A pure-Python task's steps are entered in the dict (3.14+ too). */
+        if (!l->current_task)
+            l->current_task = current_task_in(&c, current, loop);
     }
     if (c.A->interp_tasks_head != PY_OFF_NONE)
         add_list_members(&c, interp + (uint64_t)c.A->interp_tasks_head);
+    n_lt = loops_by_thread_id(&c, &snap, current, lt, n_lt, (int)(sizeof lt / sizeof lt[0]));
     out->truncated = c.truncated;
     prefetch_tasks(&c, max_shown);
 
@@ -1225,31 +1907,9 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
         int32_t state = c.found[i].state;
         if (state < 0 || state > 2)
             continue;
-        char unretrieved[96] = "";
-        if (state == 2)
-            exception_unretrieved(&c, task, unretrieved, sizeof unretrieved);
-        if (state != 0 && mode != TASKS_ALL && !unretrieved[0])
-            continue;
-        out->n_found++;
-        struct report_loop *loop = loop_for(out, c.found[i].loop);
-        if (!loop)
+        if (report_task_add(&c, out, task, (enum task_kind)c.found[i].kind, state,
+                            c.found[i].loop, lt, n_lt) != 0)
             goto fail;
-        if (loop->n_tasks >= max_shown) {
-            loop->n_hidden++;
-            continue;
-        }
-        if (loop->n_tasks == loop->cap_tasks) {
-            size_t cap = loop->cap_tasks ? 2 * loop->cap_tasks : 64;
-            struct report_task *grown = realloc(loop->tasks, cap * sizeof *grown);
-            if (!grown)
-                goto fail;
-            loop->tasks = grown;
-            loop->cap_tasks = cap;
-        }
-        struct report_task *t = &loop->tasks[loop->n_tasks++];
-        memset(t, 0, sizeof *t);
-        fill_task(&c, t, task, state, lt, n_lt);
-        memcpy(t->unretrieved, unretrieved, sizeof t->unretrieved);
     }
     for (size_t l = 0; l < out->n_loops; l++) {
         for (int i = 0; i < n_lt; i++)
@@ -1269,17 +1929,7 @@ fail:
     }
 done:
     py_snapshot_free(&snap);
-    addrset_free(&c.seen);
-    free(c.found);
-    if (c.codes) {
-        py_code_cache_clear(c.codes);
-        free(c.codes);
-    }
-    if (c.vars) {
-        py_vars_cache_clear(c.vars);
-        free(c.vars);
-    }
-    free(c.frame);
+    tctx_release(&c);
     free(tids);
     return out;
 }
@@ -1443,6 +2093,8 @@ struct hold_root {                 /* where a walk started */
     int line;
 };
 
+#define HOLDER_MAX_DONE 256        /* finished tasks found on the way, per dump */
+
 struct hold_scan {
     struct tctx *c;
     struct hold_cand *cand;        /* sorted by fut */
@@ -1450,11 +2102,30 @@ struct hold_scan {
     struct addrset futs, visited;
     int frames, objects, items;
     bool partial;                  /* a bound cut the scan short: no counts */
+    /* Finished tasks, where the interpreter keeps them on no list (3.14+):
+     * every task met on the way not in the report yet. */
+    bool find_done;
+    struct addrset known;          /* tasks in the report, or met */
+    uint64_t done[HOLDER_MAX_DONE];
+    size_t n_done;
     const struct hold_root *root;
     char path[256];                /* from the root's object to the one walked */
     char what[16];                 /* the root's object: "the object", "the dict" */
     int depth;
 };
+
+/* A finished (or cancelled) task met on the way that the report lacks. */
+static void hold_task(struct hold_scan *s, uint64_t value)
+{
+    if (!s->find_done || !value || s->n_done == HOLDER_MAX_DONE || addrset_has(&s->known, value))
+        return;
+    enum task_kind kind = task_kind(s->c, value);
+    if (kind == KIND_NONE || !addrset_add(&s->known, value))
+        return;
+    int32_t state = fut_state(s->c, value, kind);
+    if (state == 1 || state == 2)
+        s->done[s->n_done++] = value;
+}
 
 static void holder_add(struct holders *h, const char *text)
 {
@@ -1483,14 +2154,7 @@ static int cand_cmp(const void *a, const void *b)
 static void credit(struct hold_scan *s, uint64_t fut, const struct report_task *not_for,
                    const char *text)
 {
-    size_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->cand[mid].fut < fut)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = first_at_least(s->cand, s->n, sizeof *s->cand, offsetof(struct hold_cand, fut), fut);
     for (size_t i = lo; i < s->n && s->cand[i].fut == fut; i++)
         if (s->cand[i].t != not_for)
             holder_add(&s->cand[i].h, text);
@@ -1535,8 +2199,11 @@ static enum hold_kind hold_kind_of(struct tctx *c, uint64_t obj, char *name, siz
     for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
         if (strcmp(name, builtin[i].name) == 0)
             return builtin[i].kind;
+    /* A task's or a Future's attributes are asyncio's (a pure-Python
+     * task's own _fut_waiter among them), not a holder of the program's. */
     if (target_read_u64(c->r.t, type + (uint64_t)c->L->type_flags, &flags) != 0 ||
-        !(flags & (uint64_t)c->L->tpflags_heaptype) || py_type_is_or_inherits(&c->r, obj, "type"))
+        !(flags & (uint64_t)c->L->tpflags_heaptype) || py_type_is_or_inherits(&c->r, obj, "type") ||
+        future_kind(c, obj) != KIND_NONE)
         return HOLD_NONE;
     return HOLD_INSTANCE;
 }
@@ -1552,6 +2219,7 @@ static void hold_ref(struct hold_scan *s, uint64_t value, const char *how, const
         s->partial = true;
         return;
     }
+    hold_task(s, value);
     if (addrset_has(&s->futs, value)) {
         credit_in(s, value, how, suffix);
         return;
@@ -1671,9 +2339,11 @@ static void hold_walk(struct hold_scan *s, uint64_t obj)
         long n = set_keys(c, obj, (size_t)limit, &keys);
         if (n < 0)
             s->partial = true;
-        for (long i = 0; i < n && !s->partial; i++)
+        for (long i = 0; i < n && !s->partial; i++) {
+            hold_task(s, keys[i]);
             if (addrset_has(&s->futs, keys[i]))
                 hold_ref(s, keys[i], "a member of ", "", false);
+        }
         s->items += n > 0 ? (int)n : 0;
         free(keys);
     } else {
@@ -1697,6 +2367,7 @@ static void hold_root_value(struct hold_scan *s, const struct hold_root *root, u
 {
     if (!value)
         return;
+    hold_task(s, value);
     if (addrset_has(&s->futs, value)) {
         char text[400];
         if (!direct)
@@ -1826,6 +2497,7 @@ static void hold_handles(struct hold_scan *s, uint64_t loop, bool ready)
             n_args >= 0 && n_args <= 64)
             for (int64_t a = 0; a < n_args; a++) {
                 uint64_t arg = u64_at(c, args + (uint64_t)c->L->tuple_items + 8 * (uint64_t)a);
+                hold_task(s, arg);
                 if (addrset_has(&s->futs, arg) && (!fut || arg == fut)) {
                     fut = arg;
                     refs++;
@@ -1834,7 +2506,14 @@ static void hold_handles(struct hold_scan *s, uint64_t loop, bool ready)
         if (!refs)
             continue;
         char name[128] = "?", due[64] = ", ready to run", text[256];
-        py_c_callable_name(&c->r, cb, name, sizeof name);
+        const struct py_code *code;
+        if (type_named(c, cb, "method") &&    /* a pure-Python Future's own */
+            (code = py_code_get(c->codes, &c->r,
+                                u64_at(c, u64_at(c, cb + (uint64_t)c->L->method_func) +
+                                              (uint64_t)c->L->func_code))))
+            snprintf(name, sizeof name, "%.127s", code->qualname);
+        else
+            py_c_callable_name(&c->r, cb, name, sizeof name);
         double when;
         if (!ready && slot_get(c, handle, "_when", &when_offset, &when_type, &value) == 0 &&
             py_number(&c->r, value, &when) == 0)
@@ -1849,13 +2528,23 @@ static void hold_handles(struct hold_scan *s, uint64_t loop, bool ready)
     free(items);
 }
 
+/* A finished task the walk from the roots met (3.14+ keep them on no
+ * list): into its loop's tasks, as the registries' would have been. */
+static void add_done_task(struct tctx *c, struct report_tasks *tasks, uint64_t task)
+{
+    enum task_kind kind = task_kind(c, task);
+    int32_t state = fut_state(c, task, kind);
+    if (state == 1 || state == 2)
+        report_task_add(c, tasks, task, kind, state, fut_loop(c, task, kind), NULL, 0);
+}
+
 /* For each task awaiting a plain Future someone else holds: who, and when
  * the reference count says more than were found (and the task's own share
  * is known), how many are unaccounted for. */
 static void future_holders(struct tctx *c, struct report_tasks *tasks,
                            const struct stack_report *report)
 {
-    struct hold_scan s = {.c = c};
+    struct hold_scan s = {.c = c, .find_done = tasks->done_seen == TASKS_DONE_REACHABLE};
     size_t shown = 0;
     for (size_t l = 0; l < tasks->n_loops; l++) {
         shown += tasks->loops[l].n_tasks;
@@ -1863,18 +2552,24 @@ static void future_holders(struct tctx *c, struct report_tasks *tasks,
     }
     s.cand = calloc(shown ? shown : 1, sizeof *s.cand);
     if (!s.cand || addrset_init(&s.futs, shown) != 0 ||
-        addrset_init(&s.visited, HOLDER_MAX_OBJECTS + HOLDER_MAX_HANDLES) != 0)
+        addrset_init(&s.visited, HOLDER_MAX_OBJECTS + HOLDER_MAX_HANDLES) != 0 ||
+        addrset_init(&s.known, 2 * shown + 2 * HOLDER_MAX_DONE) != 0)
         goto done;
+    for (size_t l = 0; l < tasks->n_loops; l++)
+        for (size_t i = 0; i < tasks->loops[l].n_tasks; i++)
+            addrset_add(&s.known, tasks->loops[l].tasks[i].addr);
     for (size_t l = 0; l < tasks->n_loops; l++)
         for (size_t i = 0; i < tasks->loops[l].n_tasks; i++) {
             struct report_task *t = &tasks->loops[l].tasks[i];
-            if (!t->awaits_addr || t->orphan || strcmp(t->awaits, "_asyncio.Future") != 0 ||
-                t->state[0] != 'p')
+            /* a plain Future (C or pure-Python) awaited directly: not a
+             * sleep's, whose timer holds it */
+            if (!t->awaits_addr || t->orphan || t->wait_obj != t->awaits_addr ||
+                strcmp(t->awaits, t->wait_obj_type) != 0 || t->state[0] != 'p')
                 continue;
             s.cand[s.n++] = (struct hold_cand){.t = t, .fut = t->awaits_addr};
             addrset_add(&s.futs, t->awaits_addr);
         }
-    if (!s.n)
+    if (!s.n && !s.find_done)
         goto done;
     qsort(s.cand, s.n, sizeof *s.cand, cand_cmp);
     for (size_t i = 0; i < s.n; i++) {
@@ -1897,9 +2592,9 @@ static void future_holders(struct tctx *c, struct report_tasks *tasks,
     for (size_t i = 0; i < s.n; i++) {
         struct hold_cand *k = &s.cand[i];
         int64_t refs = (int64_t)u64_at(c, k->fut);
-        int64_t left = refs - k->t->fut_own_refs - k->h.found;
+        int64_t left = refs - k->t->own_refs - k->h.found;
         /* Frames or objects left unread may hold the rest: then no count. */
-        if (k->t->fut_own_refs > 0 && refs > 0 && refs < (1 << 30) && left > 0 &&
+        if (k->t->own_refs > 0 && refs > 0 && refs < (1 << 30) && left > 0 &&
             k->h.room > 2 && !s.partial)
             snprintf(k->h.out, k->h.room, "%s%lld reference%s unaccounted for",
                      k->h.named ? "; " : "", (long long)left, left == 1 ? "" : "s");
@@ -1909,12 +2604,16 @@ static void future_holders(struct tctx *c, struct report_tasks *tasks,
             k->text = NULL;
         }
     }
+    tasks->done_partial = s.partial;
+    for (size_t i = 0; i < s.n_done; i++)
+        add_done_task(c, tasks, s.done[i]);
 done:
     for (size_t i = 0; s.cand && i < s.n; i++)
         free(s.cand[i].text);
     free(s.cand);
     addrset_free(&s.futs);
     addrset_free(&s.visited);
+    addrset_free(&s.known);
 }
 
 void asyncio_loop_steps_read(struct py_runtime *rt, struct report_tasks *tasks,
@@ -1922,24 +2621,114 @@ void asyncio_loop_steps_read(struct py_runtime *rt, struct report_tasks *tasks,
 {
     if (!tasks)
         return;
-    struct tctx c = {0};
-    py_reader_init(&c.r, rt);
-    c.L = c.r.L;
-    c.A = &c.r.L->asyncio;
-    c.vars = calloc(1, sizeof *c.vars);
-    c.frame = malloc(sizeof *c.frame);
-    if (c.vars && c.frame)
+    struct tctx c;
+    if (tctx_init(&c, rt, tasks)) {
         for (size_t l = 0; l < tasks->n_loops; l++)
             for (size_t i = 0; tasks->loops[l].tid && i < report->n_threads; i++)
                 if (report->threads[i].tid == tasks->loops[l].tid)
                     loop_step(&c, &tasks->loops[l], &report->threads[i], stacks_at);
-    if (c.vars && c.frame)
+        /* Finished tasks found on the way may hold, in their exceptions'
+         * tracebacks, the last references to what others wait on. */
         future_holders(&c, tasks, report);
-    if (c.vars) {
-        py_vars_cache_clear(c.vars);
-        free(c.vars);
+        for (size_t l = 0; l < tasks->n_loops; l++)
+            settle_orphans(&c, &tasks->loops[l]);
     }
-    free(c.frame);
+    tctx_release(&c);
+}
+
+/* ---- who alone can end a wait (why) --------------------------------------- */
+
+/* The tasks of a loop waiting on one object, and the references to it the
+ * loop's other tasks' frames own. */
+struct provided {
+    uint64_t obj;
+    int64_t own;                 /* the waiters' own references */
+    int64_t others;              /* ... the other tasks' */
+    const struct report_task *provider;   /* the first other task holding one */
+    int n_providers;
+    bool unknown;                /* one in a cell: shared, not only that task's */
+};
+
+struct provider_scan {
+    struct provided *groups;     /* sorted by obj */
+    size_t n;
+    const struct report_task *task;   /* whose frames are being read */
+};
+
+static void credit_provider(void *ctx, uint64_t obj, bool in_cell)
+{
+    struct provider_scan *ps = ctx;
+    size_t lo = first_at_least(ps->groups, ps->n, sizeof *ps->groups,
+                               offsetof(struct provided, obj), obj);
+    if (lo == ps->n || ps->groups[lo].obj != obj || ps->task->wait_obj == obj)
+        return;              /* not waited on, or a waiter's own (counted) */
+    struct provided *g = &ps->groups[lo];
+    g->unknown = g->unknown || in_cell;
+    g->others++;
+    if (!g->provider)
+        g->provider = ps->task;
+    if (g->provider != ps->task)
+        g->n_providers = 2;
+    else if (!g->n_providers)
+        g->n_providers = 1;
+}
+
+/* For each wait of the loop on an object that the waiters and exactly one
+ * other task of the loop refer to, and nothing else (the reference count
+ * says all are accounted for), that task: it alone can end the wait. */
+static void loop_providers(struct tctx *c, struct report_loop *loop)
+{
+    size_t n = 0;
+    struct report_task **w = malloc((loop->n_tasks ? loop->n_tasks : 1) * sizeof *w);
+    struct provided *groups = calloc(loop->n_tasks ? loop->n_tasks : 1, sizeof *groups);
+    struct dead_frames *dead = malloc(sizeof *dead);
+    if (!w || !groups || !dead)
+        goto done;
+    dead_frames_read(c, loop, dead);
+    for (size_t i = 0; i < loop->n_tasks; i++) {
+        struct report_task *t = &loop->tasks[i];
+        if (t->wait_obj && t->own_refs >= 0 && !t->orphan && !t->timed && !t->running)
+            w[n++] = t;
+    }
+    qsort(w, n, sizeof *w, by_wait_obj);
+    struct provider_scan ps = {.groups = groups};
+    for (size_t i = 0; i < n; i++) {
+        if (ps.n && groups[ps.n - 1].obj == w[i]->wait_obj) {
+            groups[ps.n - 1].own += w[i]->own_refs;
+            continue;
+        }
+        groups[ps.n++] = (struct provided){.obj = w[i]->wait_obj, .own = w[i]->own_refs};
+    }
+    /* A running task's frames move under the read: it provides nothing. */
+    for (size_t i = 0; ps.n && i < loop->n_tasks; i++) {
+        ps.task = &loop->tasks[i];
+        for (size_t k = 0; !ps.task->running && k < ps.task->n_chain; k++)
+            frame_owned(c, &ps.task->chain[k], credit_provider, &ps);
+    }
+    for (size_t i = 0, g = 0; i < n; i++) {
+        while (groups[g].obj != w[i]->wait_obj)
+            g++;
+        int64_t refs = refcount(c, groups[g].obj), known = groups[g].own + groups[g].others;
+        int64_t dead_n = refs > known && dead->n ? dead_refs(c, dead, groups[g].obj) : 0;
+        if (!groups[g].unknown && groups[g].n_providers == 1 && dead_n >= 0 &&
+            refs == known + dead_n)
+            w[i]->provider = groups[g].provider->addr;
+    }
+done:
+    free(w);
+    free(groups);
+    free(dead);
+}
+
+void asyncio_wait_providers(struct py_runtime *rt, struct report_tasks *tasks)
+{
+    if (!tasks)
+        return;
+    struct tctx c;
+    if (tctx_init(&c, rt, tasks))
+        for (size_t l = 0; l < tasks->n_loops; l++)
+            loop_providers(&c, &tasks->loops[l]);
+    tctx_release(&c);
 }
 
 /* ---- for samplers: the running task and the tasks awaiting it ------------- */
@@ -1956,6 +2745,7 @@ struct asyncio_sampler *asyncio_sampler_new(struct py_runtime *rt)
     struct asyncio_sampler *as = calloc(1, sizeof *as);
     if (!as)
         return NULL;
+    asyncio_offsets_check(rt);
     py_reader_init(&as->c.r, rt);
     as->c.L = as->c.r.L;
     as->c.A = &as->c.r.L->asyncio;
@@ -1993,6 +2783,8 @@ void asyncio_sampler_flush(struct asyncio_sampler *as)
 uint64_t asyncio_running_task(struct asyncio_sampler *as, uint64_t interp, uint64_t tstate)
 {
     struct tctx *c = &as->c;
+    if (c->r.rt->asyncio_mismatch)
+        return 0;          /* the Task's fields are not where the tables say */
     if (c->A->tstate_running_task != PY_OFF_NONE)
         return u64_at(c, tstate + (uint64_t)c->A->tstate_running_task);
     uint64_t loop = running_loop_of(c, tstate);
@@ -2004,6 +2796,9 @@ uint64_t asyncio_running_task(struct asyncio_sampler *as, uint64_t interp, uint6
         uint64_t dict = module_dict(c, interp, "asyncio.tasks"), current = 0;
         if (dict && py_dict_get_str(&c->r, dict, "_current_tasks", &current) == 0)
             as->current_dict = current;
+        if (dict)
+            py_task_classes(c, interp, dict);
+        asyncio_offsets_check(c->r.rt);
         as->interp = interp;
     }
     if (!as->current_dict)
@@ -2017,7 +2812,7 @@ uint64_t asyncio_running_task(struct asyncio_sampler *as, uint64_t interp, uint6
 uint64_t asyncio_task_frame(struct asyncio_sampler *as, uint64_t task)
 {
     struct tctx *c = &as->c;
-    uint64_t coro = u64_at(c, task + (uint64_t)c->A->task_coro);
+    uint64_t coro = task_coro(c, task, task_kind(c, task));
     if (!coro || !gen_kind(c, coro))
         return 0;
     if (c->L->frames == PY_FRAMES_OBJECTS)
@@ -2048,7 +2843,8 @@ static uint64_t callback_task(struct tctx *c, uint64_t cb, int depth)
         uint64_t self = u64_at(c, cb + (uint64_t)A->method_self), parent;
         if (type_named(c, self, "TaskGroup") && py_attr_get(&c->r, self, "_parent_task", &parent) == 0)
             return is_task(c, parent) ? parent : 0;
-        return 0;
+        /* a pure-Python task's wake-up: its own __wakeup */
+        return is_task(c, self) ? self : 0;
     }
     if (!strcmp(name, "function") && A->func_closure != PY_OFF_NONE) {
         uint64_t closure = u64_at(c, cb + (uint64_t)A->func_closure);
@@ -2069,13 +2865,12 @@ static uint64_t callback_task(struct tctx *c, uint64_t cb, int depth)
  * version keeps it); 0 when no task does. */
 static uint64_t awaiter_of(struct tctx *c, uint64_t fut, int depth)
 {
-    const struct py_asyncio_layout *A = c->A;
     if (depth > 8)
         return 0;
-    uint64_t cb0 = u64_at(c, fut + (uint64_t)A->fut_callback0), task;
-    if (cb0 && !py_is_none(&c->r, cb0) && (task = callback_task(c, cb0, depth)))
+    uint64_t cb0, list, task;
+    fut_callbacks(c, fut, future_kind(c, fut), &cb0, &list);
+    if (cb0 && (task = callback_task(c, cb0, depth)))
         return task;
-    uint64_t list = u64_at(c, fut + (uint64_t)A->fut_callbacks);
     if (!type_named(c, list, "list"))
         return 0;
     int64_t n = (int64_t)u64_at(c, list + (uint64_t)c->L->ob_size);
@@ -2105,7 +2900,7 @@ int asyncio_task_describe(struct asyncio_sampler *as, uint64_t task, struct repo
     out->addr = task;
     task_name(c, task, out->name, sizeof out->name);
     uint64_t innermost = 0;
-    read_chain(c, u64_at(c, task + (uint64_t)c->A->task_coro), out, &innermost);
+    read_chain(c, task_coro(c, task, task_kind(c, task)), out, &innermost);
     return 0;
 }
 

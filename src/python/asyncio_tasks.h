@@ -27,6 +27,11 @@ struct stack_report;
 void asyncio_loop_steps_read(struct py_runtime *rt, struct report_tasks *tasks,
                              const struct stack_report *report, double stacks_at);
 
+/* For why: the task that alone can end each wait (report_task.provider),
+ * where the waiters and that one other task of the loop account for every
+ * reference to what they wait on. */
+void asyncio_wait_providers(struct py_runtime *rt, struct report_tasks *tasks);
+
 /* For samplers (record/top --async): what one loop thread runs right now,
  * read cheaply on every pass. Caches what it can between passes. */
 struct asyncio_sampler;

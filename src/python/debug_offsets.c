@@ -4,6 +4,7 @@
 #include "python/debug_offsets.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -639,5 +640,80 @@ int py_debug_offsets_decode(const unsigned char *buf, size_t len, struct py_layo
         return -1;
     decoded.version_hex = version;
     *out = decoded;
+    return 0;
+}
+
+/* 3.14+: struct _Py_AsyncioModuleDebugOffsets (Modules/_asynciomodule.c),
+ * which _asyncio exports in its AsyncioDebug section for out-of-process
+ * readers: 13 uint64_t, in this order. */
+enum {
+    AD_TASK_SIZE, AD_TASK_NAME, AD_TASK_AWAITED_BY, AD_TASK_IS_TASK, AD_TASK_AWAITED_BY_IS_SET,
+    AD_TASK_CORO, AD_TASK_NODE,
+    AD_INTERP_SIZE, AD_INTERP_TASKS_HEAD,
+    AD_TSTATE_SIZE, AD_TSTATE_RUNNING_LOOP, AD_TSTATE_RUNNING_TASK, AD_TSTATE_TASKS_HEAD,
+    AD_SLOTS
+};
+
+int py_asyncio_debug_decode(const unsigned char *buf, size_t len, struct py_asyncio_layout *A,
+                            char *err, size_t errlen)
+{
+    uint64_t v[AD_SLOTS];
+    if (!buf || len < sizeof v) {
+        /* An early 3.14 development copy had 9 fields and no task_node. */
+        snprintf(err, errlen, "the AsyncioDebug section has %zu bytes, fewer than the %zu of "
+                 "its 13 fields", buf ? len : 0, sizeof v);
+        return -1;
+    }
+    memcpy(v, buf, sizeof v);
+    for (int i = 0; i < AD_SLOTS; i++)
+        if (v[i] > (uint64_t)MAX_PLAUSIBLE_VALUE) {
+            snprintf(err, errlen, "AsyncioDebug field %d = %llu is not a plausible offset or "
+                     "size", i, (unsigned long long)v[i]);
+            return -1;
+        }
+    static const struct { int slot, size; const char *name; } within[] = {
+        {AD_TASK_NAME, AD_TASK_SIZE, "task_name"},
+        {AD_TASK_AWAITED_BY, AD_TASK_SIZE, "task_awaited_by"},
+        {AD_TASK_IS_TASK, AD_TASK_SIZE, "task_is_task"},
+        {AD_TASK_AWAITED_BY_IS_SET, AD_TASK_SIZE, "task_awaited_by_is_set"},
+        {AD_TASK_CORO, AD_TASK_SIZE, "task_coro"},
+        {AD_TASK_NODE, AD_TASK_SIZE, "task_node"},
+        {AD_INTERP_TASKS_HEAD, AD_INTERP_SIZE, "interpreter asyncio_tasks_head"},
+        {AD_TSTATE_RUNNING_LOOP, AD_TSTATE_SIZE, "thread asyncio_running_loop"},
+        {AD_TSTATE_RUNNING_TASK, AD_TSTATE_SIZE, "thread asyncio_running_task"},
+        {AD_TSTATE_TASKS_HEAD, AD_TSTATE_SIZE, "thread asyncio_tasks_head"},
+    };
+    for (size_t i = 0; i < COUNT_OF(within); i++)
+        if (v[within[i].slot] + 8 > v[within[i].size] || v[within[i].slot] < 8) {
+            snprintf(err, errlen, "AsyncioDebug's %s (%llu) lies outside its struct (%llu bytes)",
+                     within[i].name, (unsigned long long)v[within[i].slot],
+                     (unsigned long long)v[within[i].size]);
+            return -1;
+        }
+    /* The Task object's other fields (its waiter, state, loop...) come from
+     * the headers: they hold only while the fields both know agree. */
+    static const struct { int slot; size_t field; const char *name; } task[] = {
+        {AD_TASK_SIZE, offsetof(struct py_asyncio_layout, task_size), "size"},
+        {AD_TASK_NAME, offsetof(struct py_asyncio_layout, task_name), "task_name"},
+        {AD_TASK_AWAITED_BY, offsetof(struct py_asyncio_layout, fut_awaited_by), "task_awaited_by"},
+        {AD_TASK_AWAITED_BY_IS_SET, offsetof(struct py_asyncio_layout, fut_awaited_by_is_set),
+         "task_awaited_by_is_set"},
+        {AD_TASK_CORO, offsetof(struct py_asyncio_layout, task_coro), "task_coro"},
+        {AD_TASK_NODE, offsetof(struct py_asyncio_layout, task_node), "task_node"},
+    };
+    for (size_t i = 0; i < COUNT_OF(task); i++) {
+        long known;
+        memcpy(&known, (const char *)A + task[i].field, sizeof known);
+        if (known != (long)v[task[i].slot]) {
+            snprintf(err, errlen, "the interpreter's AsyncioDebug section gives the Task's %s "
+                     "as %llu, pyscope's tables for this version %ld: the Task object changed "
+                     "in this build", task[i].name, (unsigned long long)v[task[i].slot], known);
+            return -1;
+        }
+    }
+    A->interp_tasks_head = (long)v[AD_INTERP_TASKS_HEAD];
+    A->tstate_running_loop = (long)v[AD_TSTATE_RUNNING_LOOP];
+    A->tstate_running_task = (long)v[AD_TSTATE_RUNNING_TASK];
+    A->tstate_tasks_head = (long)v[AD_TSTATE_TASKS_HEAD];
     return 0;
 }

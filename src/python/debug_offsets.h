@@ -22,4 +22,13 @@ unsigned py_debug_offsets_version(const unsigned char *buf, size_t len);
 int py_debug_offsets_decode(const unsigned char *buf, size_t len,
                             struct py_layout *out, char *err, size_t errlen);
 
+/* 3.14+: checks the asyncio offsets of A against the _asyncio module's
+ * own (the Py_AsyncioModuleDebugOffsets of its AsyncioDebug section, buf):
+ * the Task object's fields must agree with the tables (the others of the
+ * struct come from them too); where each thread and the interpreter keep
+ * their tasks and running loop and task are then taken from the section.
+ * 0, or -1 with what is wrong in err (A unchanged). */
+int py_asyncio_debug_decode(const unsigned char *buf, size_t len, struct py_asyncio_layout *A,
+                            char *err, size_t errlen);
+
 #endif

@@ -18,6 +18,8 @@
 #define CO_FAST_FREE 0x80
 #define MAX_NAMES 4096
 #define STACKREF_INT_TAG 3        /* 3.14+: (bits & 3) == 3 is a tagged int */
+#define STACKREF_UNCOUNTED_TAG 1  /* 3.14+: a reference the slot does not own (borrowed,
+                                     or to an object whose count is not kept) */
 
 const char *frame_locals_kind_name(enum frame_local_kind kind)
 {
@@ -297,8 +299,10 @@ static int read_frame(struct py_vars_cache *cache, struct py_reader *r, uint64_t
         out->is_tagged_int[i] = L->stackref_tagged && (bits & 3) == STACKREF_INT_TAG;
         out->tagged_int[i] = out->is_tagged_int[i] ? (int64_t)bits >> 2 : 0;
     }
-    for (size_t i = 0; i < nslots; i++)
+    for (size_t i = 0; i < nslots; i++) {
+        out->uncounted[i] = L->stackref_tagged && (out->values[i] & 3) == STACKREF_UNCOUNTED_TAG;
         out->values[i] = py_stackref_object(r, out->values[i]);
+    }
     for (int i = 0; i < c->n_named; i++) {
         uint64_t v = out->values[i];
         if (c->is_cell[i] && v && py_is_type(r, v, "cell")) {

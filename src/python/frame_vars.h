@@ -49,6 +49,9 @@ struct py_frame_vars {
      * (values[i] is then 0). */
     bool is_tagged_int[PY_FRAME_MAX_SLOTS];
     int64_t tagged_int[PY_FRAME_MAX_SLOTS];
+    /* 3.14+: the slot holds a reference it does not own (a borrowed one),
+     * which the object's reference count does not include. */
+    bool uncounted[PY_FRAME_MAX_SLOTS];
 };
 
 /* Reads the variables of the frame at frame_addr running code_addr (both as

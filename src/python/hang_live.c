@@ -34,6 +34,7 @@ int hang_live_take(struct py_runtime *rt, pid_t pid, struct hang_live *s,
     /* The tasks of the same instant: which one each loop is running. */
     s->report.tasks = asyncio_tasks_read(rt, TASKS_PENDING, 1000);
     asyncio_loop_steps_read(rt, s->report.tasks, &s->report, stacks_at);
+    asyncio_wait_providers(rt, s->report.tasks);
     s->cpu_ns = calloc(s->report.n_threads ? s->report.n_threads : 1, sizeof *s->cpu_ns);
     if (!s->cpu_ns) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");

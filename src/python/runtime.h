@@ -4,6 +4,7 @@
 #define PYSCOPE_PYTHON_RUNTIME_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include "python/layout.h"
 #include "target/target.h"
@@ -17,6 +18,12 @@ struct py_runtime {
     char version[32];               /* "3.11.7", or "3.9" when the patch level is unknown */
     char binary[PATH_MAX];          /* the ELF file holding _PyRuntime, as the target sees it */
     uint64_t binary_bias;           /* its load bias */
+    /* 3.14+: the asyncio offsets, checked against the _asyncio module's own
+     * AsyncioDebug section once one was found (python/asyncio_tasks.c):
+     * where it was, or why the tasks cannot be read. */
+    bool asyncio_checked;
+    bool asyncio_mismatch;
+    char asyncio_offsets[PATH_MAX + 200];
 };
 
 /* Locates the runtime and picks the layout. Fails with PYSCOPE_ERR_NOT_PYTHON,

@@ -31,21 +31,34 @@ struct report_task {
     bool chain_complete;
     char awaits[256];            /* what it is suspended on, "" when not suspended */
     uint64_t awaits_addr;        /* the future (or task) it waits on, 0 if none */
-    bool orphan;                 /* a plain Future only this task's chain refers to:
-                                    nothing can ever complete it */
-    int fut_own_refs;            /* references to that plain Future its own chain
-                                    accounts for, -1 when unknown */
+    uint64_t wait_obj;           /* what must act for the wait to end: the plain Future it
+                                    awaits, or the Event, Queue, Lock, Condition, Semaphore
+                                    or Barrier whose method it waits in; 0 none */
+    char wait_obj_type[48];      /* ... its class */
+    int own_refs;                /* references to wait_obj the task itself accounts for (its
+                                    chain's frames; a Future's waiter slot and iterator),
+                                    -1 unknown */
+    bool orphan;                 /* nothing but the tasks waiting on wait_obj refers to it:
+                                    nothing can ever end the wait */
+    uint64_t provider;           /* the one other task that refers to wait_obj, when nothing
+                                    else does: only it can end the wait (why only); 0 none */
     char *held_by;               /* who else holds it (NULL: none found), and how
                                     many references are left unaccounted for */
     size_t *children;            /* indices (same loop) of the tasks it awaits */
     size_t n_children;
     bool in_cycle;               /* it awaits, through others, itself */
+    uint64_t exception;          /* a finished task's exception, 0 none */
     char unretrieved[96];        /* finished with an exception nobody has retrieved
                                     (its type), "" otherwise */
     uint64_t lock_waited;        /* it waits in Lock.acquire of this held lock, 0 otherwise */
     uint64_t lock_holder;        /* ... held by this task (inside an async with of it), 0 unknown */
     char stream_peer[96];        /* it awaits a stream read from this "host:port"; "" none */
     bool stream_no_timeout;      /* ... which no wait_for bounds */
+    bool timed;                  /* the wait ends by itself at a deadline (wait_for,
+                                    asyncio.wait's timeout, asyncio.timeout()), its own or
+                                    that of a task awaiting it (which cancels it then) */
+    bool awaits_any;             /* it resumes once any of the tasks it awaits ends
+                                    (asyncio.wait FIRST_COMPLETED/FIRST_EXCEPTION) */
     bool stream_opened;          /* ... on a connection the program opened (its
                                     transport belongs to no server) */
 };
@@ -80,14 +93,29 @@ struct report_loop {
     size_t n_hidden;             /* tasks past the cap, counted, not shown */
 };
 
+/* Which finished tasks could be seen. */
+enum tasks_done_seen {
+    TASKS_DONE_ALL = 0,          /* the registries keep every task still referenced (<=3.13) */
+    TASKS_DONE_REACHABLE,        /* none is kept (3.14+): only those a walk from the roots
+                                    (__main__'s globals, the loops' handles, the frames of
+                                    tasks and threads, 3 levels into containers) met */
+};
+
 struct report_tasks {
     enum tasks_mode mode;
+    size_t max_shown;            /* tasks per loop shown in detail (--max-tasks) */
+    enum tasks_done_seen done_seen;
+    bool done_partial;           /* ... and a bound cut that walk short */
     struct report_loop *loops;
     size_t n_loops;
     size_t n_found;              /* tasks read, on all loops */
     bool truncated;              /* a registry held more than the walk's bound */
+    size_t walk_max;             /* ... which is this many tasks */
     uint64_t main_dict;          /* __main__'s globals, where Future holders are looked for */
-    char error[160];             /* why the tasks could not be read, "" otherwise */
+    uint64_t py_task_type, py_future_type;   /* the pure-Python classes, 0 when unknown */
+    char offsets[320];           /* 3.14+: what the offsets were checked against, "" when
+                                    only the tables (<=3.13, or _asyncio not found) */
+    char error[400];             /* why the tasks could not be read, "" otherwise */
 };
 
 void task_report_free(struct report_tasks *tasks);

@@ -60,11 +60,11 @@ def check_tasks(doc, target, in_selector="selector"):
             assert t["state"] == "pending"
             assert t["chain_complete"]
             assert chain(t["chain"]) == chain(w["chain"]), w["name"]
-            expected_children = list(w["gather_children"])
+            # Task.get_stack(): the outermost coroutine's frame
+            assert chain(t["chain"][-1:]) == chain(w["stack"]), w["name"]
             if w["awaits_task"]:
-                expected_children.append(w["awaits_task"])
                 assert t["awaiting"]["address"] == w["awaits_task"]
-            assert sorted(t["awaits_tasks"]) == sorted(expected_children), w["name"]
+            assert sorted(t["awaits_tasks"]) == w["awaits_tasks"], w["name"]
             assert t["in_cycle"] == (w["address"] in cyclic(want["tasks"])), w["name"]
             assert bool(t["awaiting"] and t["awaiting"]["unreachable"]) == w["orphan"], w["name"]
     return loops
@@ -81,12 +81,23 @@ def kinds(doc):
     return out
 
 
+def check_offsets(interp, doc, target):
+    """3.14+: the offsets checked against the _asyncio module's own, in the
+    AsyncioDebug section of the file that holds it."""
+    if tuple(int(x) for x in interp.version.split(".")[:2]) >= (3, 14):
+        assert doc["asyncio"]["offsets"] == "checked against the AsyncioDebug section of %s" % (
+            target.report["extra"]["asyncio_file"])
+    else:
+        assert doc["asyncio"]["offsets"] is None
+
+
 def test_dump_tasks_live(interp, start_program):
     target = start_program(interp, "asyncio_tasks.py")
     before = time.monotonic()
     doc = dump_json(target.pid)
     after = time.monotonic()
     check_tasks(doc, target)
+    check_offsets(interp, doc, target)
     # asyncio.sleep: the time left on its timer (the loops' clock is
     # time.monotonic), one decimal.
     sleeping = 0
@@ -142,6 +153,69 @@ def test_dump_tasks_uvloop(interp, start_program):
     assert k["sleeper"] == {"asyncio.sleep (_asyncio.Future)"}
 
 
+@pytest.mark.parametrize("mode", ["pytask", "nocext"])
+def test_dump_pure_python_tasks(interp, start_program, tmp_path, mode):
+    """asyncio's pure-Python Task: made by each loop's task factory
+    (pytask: the Futures stay the C ones), or everywhere because _asyncio
+    cannot be imported (nocext: Futures and the running loop are Python's
+    too, and a Future's __await__ is a link of each chain). Every task is
+    found, with its chain, what it awaits, the task tree and the orphaned
+    Future, as asyncio reports them; the loops' threads too. nocext, also
+    from a core."""
+    target = start_program(interp, "asyncio_tasks.py", mode)
+    truth = [t for l in target.report["extra"]["loops"] for t in l["tasks"]]
+    assert truth and all(t["pure"] for t in truth)
+    docs = [dump_json(target.pid)]
+    if mode == "nocext":
+        docs.append(dump_json("--core", core_of(interp, target, tmp_path)))
+    for doc in docs:
+        check_tasks(doc, target)
+        shown = {t["address"]: t for l in doc["asyncio"]["loops"] for t in l["tasks"]}
+        for want in truth:
+            got = shown[want["address"]]["awaiting"]["description"]
+            outer = want["chain"][-1]["function"]
+            if outer.endswith("getter"):
+                assert got == "Queue.get (%s), 0 items queued" % want["waiter_type"], got
+            elif outer.endswith("event_waiter"):
+                assert got == "Event.wait (%s)" % want["waiter_type"], got
+            elif outer.endswith("gatherer"):
+                assert got == "gather of 2", got
+            elif want["awaits_task"]:
+                assert got.startswith('Task "'), got
+            elif want["sleep_due"] is not None:
+                assert got.startswith("asyncio.sleep (%s)" % want["waiter_type"]), got
+        # The Future future_waiter awaits: main_loop's local keeps it.
+        [main] = [t["name"] for t in truth if t["chain"][-1]["function"].endswith("main_loop")]
+        [held] = [shown[t["address"]]["awaiting"] for t in truth if not t["orphan"] and
+                  t["chain"][-1]["function"].endswith("future_waiter")]
+        assert held["description"] == held["object"]["type"]
+        assert held["held_by"].startswith(
+            "held by task \"%s\" (local 'future' in main_loop(), " % main), held
+
+
+def test_dump_more_tasks_than_the_walk_reads(interp, start_program):
+    """A loop with more tasks than the walk reads (asyncio_many.py: 100,050
+    pending tasks and main, as asyncio.all_tasks() counts them): dump reads
+    its bound's worth and says so, shows --max-tasks of them in detail and
+    counts the rest: "... and N more"."""
+    target = start_program(interp, "asyncio_many.py", "100050")
+    extra = target.report["extra"]
+    assert extra["tasks"] == 100051
+    doc = dump_json(target.pid)
+    walk_max = doc["asyncio"]["walk_max"]
+    assert doc["asyncio"]["truncated"] is True and walk_max < extra["tasks"]
+    [loop] = doc["asyncio"]["loops"]
+    assert loop["tid"] == extra["loop_tid"]
+    assert (len(loop["tasks"]), loop["tasks_not_shown"]) == (1000, walk_max - 1000)
+    text = run_pyscope(["dump", "--max-tasks", "7", str(target.pid)], timeout=30).stdout
+    assert "asyncio loop 0x%x: %d tasks read, and more than the walk reads\n" % (
+        loop["address"], walk_max) in text
+    assert len(re.findall(r"\n      Task \"", text)) == 7
+    assert "\n      ... and %d more tasks not shown (--max-tasks)\n" % (walk_max - 7) in text
+    assert "\nasyncio: more tasks than the walk reads (%d): the rest were not read\n" % (
+        walk_max) in text
+
+
 def test_dump_tasks_options(interp, start_program):
     target = start_program(interp, "asyncio_tasks.py")
     doc = dump_json("--tasks=none", target.pid)
@@ -159,6 +233,7 @@ def test_dump_tasks_core(interp, start_program, tmp_path):
     core = core_of(interp, target, tmp_path)
     doc = dump_json("--core", core)
     check_tasks(doc, target)
+    check_offsets(interp, doc, target)
 
 
 @pytest.mark.parametrize("mode", ["task", "callback"])
@@ -200,6 +275,32 @@ def test_dump_callback_running_time(interp, start_program, tmp_path, mode):
     assert (loop["callback"]["index"], loop["callback"]["of"]) == (run_once["index"], run_once["of"])
 
 
+@pytest.mark.parametrize("eager", [False, True], ids=["scheduled", "eager"])
+def test_dump_blocked_loop_tasks(interp, start_program, tmp_path, eager):
+    """A loop blocked by a coroutine calling time.sleep(2) (eager: stuck in
+    its first step, inside create_task, 3.12+): every task of the loop as
+    asyncio reports it, its name, chain, Task.get_stack() and the tasks it
+    awaits, the blocker running at its time.sleep line; live and from a
+    core."""
+    if eager and tuple(int(x) for x in interp.version.split(".")[:2]) < (3, 12):
+        pytest.skip("asyncio.eager_task_factory is new in 3.12")
+    target = start_program(interp, "asyncio_blocked.py", *(["eager"] if eager else []))
+    extra = target.report["extra"]
+    live = dump_json(target.pid)
+    for doc in (live, dump_json("--core", core_of(interp, target, tmp_path))):
+        [loop] = [l for l in doc["asyncio"]["loops"] if l["address"] == extra["loop"]]
+        assert loop["tid"] == extra["loop_tid"]
+        shown = {t["address"]: t for t in loop["tasks"]}
+        assert set(shown) == {t["address"] for t in extra["tasks"]}
+        for w in extra["tasks"]:
+            t = shown[w["address"]]
+            assert t["name"] == w["name"] and t["chain_complete"], (t, w)
+            assert chain(t["chain"]) == chain(w["chain"]), w["name"]
+            assert chain(t["chain"][-1:]) == chain(w["stack"][-1:]), w["name"]
+            assert sorted(t["awaits_tasks"]) == w["awaits_tasks"], w["name"]
+            assert t["running"] == (w["address"] == extra["blocker_address"]), w["name"]
+
+
 def test_task_tree_matches_pstree(interp, start_program):
     """CPython 3.14's own reader of the same process: the same tasks
     awaiting the same tasks (its 3.14.10 shows only the main thread's)."""
@@ -235,6 +336,54 @@ def test_task_tree_matches_pstree(interp, start_program):
         assert [c["function"] for c in t["chain"]] == stacks[t["address"]]
 
 
+def parse_pstree(text):
+    """`python -m asyncio pstree`'s tree: {task name: {"frames": [(function,
+    file, line)] outermost first, "parent": the task it is drawn under}}."""
+    tasks, stack = {}, []
+    for line in text.splitlines():
+        m = re.match(r"^((?:\u2502   |    )*)(?:\u2514\u2500\u2500 |\u251c\u2500\u2500 )(.*)$", line)
+        assert m, line
+        depth, body = len(m.group(1)) // 4, m.group(2)
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        owner = next((name for _, name in reversed(stack) if name), None)
+        if body.startswith("(T) "):
+            tasks[body[4:]] = {"frames": [], "parent": owner}
+            stack.append((depth, body[4:]))
+        else:
+            function, where = body.strip().rsplit(" ", 1)
+            file, lineno = where.rsplit(":", 1)
+            tasks[owner]["frames"].append((function, file, int(lineno)))
+            stack.append((depth, None))
+    return tasks
+
+
+def test_task_tree_matches_pstree_of_every_await(interp, start_program):
+    """CPython 3.14's own tree of the same process, `python3.14 -m asyncio
+    pstree`, on asyncio_waits.py (every kind of await, nested gathers and
+    asyncio.wait's tasks, no cycle, which pstree refuses): the same tasks,
+    each with the same coroutine stack, under the same awaiting task."""
+    if interp.id != "debian-3.14":
+        pytest.skip("python -m asyncio pstree reads 3.14 targets only, and 3.15's differs")
+    target = start_program(interp, "asyncio_waits.py")
+    doc = dump_json(target.pid)
+    tree = subprocess.run([interp.path, "-m", "asyncio", "pstree", str(target.pid)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                          universal_newlines=True)
+    assert tree.returncode == 0, tree.stderr
+    theirs = parse_pstree(tree.stdout)
+    [loop] = [l for l in doc["asyncio"]["loops"] if l["tid"] == target.report["extra"]["loop_tid"]]
+    names = {t["address"]: t["name"] for t in loop["tasks"]}
+    parents = {}
+    for t in loop["tasks"]:
+        for child in t["awaits_tasks"]:
+            parents[names[child]] = t["name"]
+    ours = {t["name"]: {"frames": chain(reversed(t["chain"])), "parent": parents.get(t["name"])}
+            for t in loop["tasks"]}
+    assert len(ours) == len(loop["tasks"])       # names are unique in the program
+    assert ours == theirs
+
+
 def why_json(*args):
     result = run_pyscope(["why", "--json"] + [str(a) for a in args], timeout=30)
     assert result.returncode == 0, result
@@ -260,6 +409,27 @@ def test_why_loop_blocked(interp, start_program, eager):
     assert 'task "%s"' % extra["blocker"] in f["summary"]
     assert "its %d other tasks cannot run" % extra["other_tasks"] in f["summary"]
     check_running(f["summary"], extra["run_once"], before, after)
+
+
+def test_why_loop_threshold(interp, start_program):
+    """--loop-threshold: the loop of asyncio_blocked.py has been inside the
+    blocker's step for as long as its _run_once frame's end_time says (the
+    program reads it): with a threshold of 60 s, no loop_blocked finding;
+    once the step has run over a second, a 1 s threshold is met although the
+    snapshots are only 150 ms apart (asyncio's clock times the first
+    callback of an iteration exactly)."""
+    target = start_program(interp, "asyncio_blocked.py")
+    extra = target.report["extra"]
+    doc = why_json("--loop-threshold", "60s", target.pid)
+    assert all(f["kind"] != "loop_blocked" for f in doc["findings"]), doc["findings"]
+    while time.monotonic() < extra["run_once"]["end_time"] + 1.2:
+        time.sleep(0.1)
+    doc = why_json("--loop-threshold", "1s", "--interval", "150ms", target.pid)
+    assert doc["verdict"] == "loop_blocked", doc["summary"]
+    [f] = [f for f in doc["findings"] if f["kind"] == "loop_blocked"]
+    assert f["object"] == extra["blocker_address"]
+    assert 'has been inside one step of task "%s" for at least 150 ms' % extra["blocker"] in (
+        f["summary"]), f["summary"]
 
 
 @pytest.mark.parametrize("mode", ["task", "callback"])
@@ -362,12 +532,15 @@ def test_dump_unretrieved_exceptions(interp, start_program):
     with the exception's type, beside the pending tasks; done tasks whose
     exception was retrieved, or that returned, are not. Truth: each task's
     own _log_traceback. From 3.14 a done task leaves the per-thread lists
-    that pyscope reads, so it cannot be found."""
-    if tuple(int(x) for x in interp.version.split(".")[:2]) >= (3, 14):
-        pytest.skip("3.14+ keep done tasks on no list pyscope can read")
+    that pyscope reads: the program keeps them in a local of its main task,
+    where the walk from the roots finds them, and dump says that only such
+    finished tasks can be seen."""
     target = start_program(interp, "asyncio_unretrieved.py")
     extra = target.report["extra"]
     doc = dump_json(target.pid)
+    reachable = tuple(int(x) for x in interp.version.split(".")[:2]) >= (3, 14)
+    assert doc["asyncio"]["finished_tasks"] == ("reachable" if reachable else "all")
+    assert doc["asyncio"]["finished_tasks_walk_partial"] is False
     [loop] = [l for l in doc["asyncio"]["loops"] if l["tid"] == extra["loop_tid"]]
     shown = {t["address"]: t for t in loop["tasks"]}
     for want in extra["tasks"]:
@@ -382,6 +555,8 @@ def test_dump_unretrieved_exceptions(interp, start_program):
     assert any(t["log_traceback"] for t in extra["tasks"])
     text = run_pyscope(["dump", target.pid])
     assert 'Task "failed"' in text.stdout and "with ValueError, never retrieved" in text.stdout
+    assert ("this Python keeps finished tasks on no list: those shown were reached from "
+            "__main__'s globals" in text.stdout) == reachable
     # --tasks=all: the done tasks the program still holds are shown too,
     # finished, whatever became of their result.
     doc = dump_json("--tasks=all", target.pid)
@@ -395,29 +570,107 @@ def test_dump_unretrieved_exceptions(interp, start_program):
         assert (t["state"] == "finished") == want["done"], (t["state"], want)
 
 
-def test_dump_await_details(interp, start_program):
-    """What a task's await holds, beyond its kind, as the program knows it:
-    the peer of a stream read from a server that never writes, and that no
-    timeout bounds it; the pid of the subprocess a task waits for; how long
-    until wait_for gives up (the program's deadline, on the same clock);
-    which task holds the lock a task waits for, inside its `async with`."""
+def expected_awaiting(w, names, extra):
+    """What dump says a task of asyncio_waits.py awaits, from what the
+    program knows of it, with each time left (or due, from a core) as
+    {when}: (text, the loop-clock time it counts down to, or None)."""
+    inner = [c for c in w["chain"] if "/asyncio/" in c["file"]]
+    fn = inner[0]["function"].rsplit(".", 1)[-1] if inner else None
+    due = None
+    if w["awaits_task"]:
+        text = 'Task "%s"' % names[w["awaits_task"]]
+    elif w["gather"] is not None:
+        text = "gather of %d" % w["gather"]
+    elif w["primitive"]:
+        text = "%s (%s)" % (w["primitive"], w["waiter_type"])
+    elif w["wait"]:
+        text = "asyncio.wait (%s) of %d, %s" % (w["waiter_type"], w["wait"][0], w["wait"][1])
+    elif fn == "sleep":
+        text, due = "asyncio.sleep (%s){left}" % w["waiter_type"], w["sleep_due"]
+    elif fn == "wait_for":
+        text = "asyncio.wait_for (%s)" % w["waiter_type"]
+    elif fn == "_wait" and inner[0]["file"].endswith("base_subprocess.py"):
+        text = "subprocess wait (%s)" % w["waiter_type"]
+    else:
+        raise AssertionError("no rule for %r" % w)
+    if w["queue"]:
+        text += ", %d items queued of maxsize %d" % tuple(w["queue"])
+    if w["holders"]:
+        text += ", held by task%s %s (inside %s async with)" % (
+            "s" if len(w["holders"]) > 1 else "", ", ".join('"%s"' % h for h in w["holders"]),
+            "their" if len(w["holders"]) > 1 else "its")
+    if w["role"] in ("reader", "server_reader"):
+        peer, local, fd = ((extra["peer"], extra["local"], extra["fd"]) if w["role"] == "reader"
+                           else (extra["local"], extra["peer"], extra["server_fd"]))
+        text += ", reading from %s (socket fd %d, local %s)%s" % (
+            peer, fd, local, "" if w["deadline"] else ", no timeout")
+    if w["role"] == "child":
+        text += ", subprocess pid %d" % extra["child_pid"]
+    if w["deadline"] is not None:
+        assert due is None
+        text += ", %s{in}" % ("wait_for times out" if any(
+            c["function"].endswith("wait_for") for c in w["chain"]) else "times out")
+        due = w["deadline"]
+    return text, due
+
+
+def check_await_kinds(doc, extra, before=None, after=None):
+    """dump against asyncio_waits.py's own view: every task of its loop,
+    its name, chain, Task.get_stack(), the tasks it awaits and what it
+    awaits, in full; live (before/after: time.monotonic() around the dump)
+    or from a core."""
+    [loop] = [l for l in doc["asyncio"]["loops"] if l["address"] == extra["loop"]]
+    assert loop["tid"] == extra["loop_tid"] and loop["tasks_not_shown"] == 0
+    shown = {t["address"]: t for t in loop["tasks"]}
+    truth = {t["address"]: t for t in extra["tasks"]}
+    assert set(shown) == set(truth)
+    names = {a: t["name"] for a, t in truth.items()}
+    roles = {w["role"] for w in truth.values()}
+    assert {"timed", "child", "reader", "server_reader", "lock_waiter", "cond_waiter",
+            "sem_waiter", "nested", "wait_any", "wait_all", "putter"} <= roles
+    for w in truth.values():
+        t = shown[w["address"]]
+        assert (t["name"], t["state"], t["chain_complete"]) == (w["name"], "pending", True)
+        assert chain(t["chain"]) == chain(w["chain"]), w["name"]
+        assert chain(t["chain"][-1:]) == chain(w["stack"]), w["name"]
+        assert sorted(t["awaits_tasks"]) == w["awaits_tasks"], w["name"]
+        assert not t["awaiting"]["unreachable"], w["name"]
+        text, due = expected_awaiting(w, names, extra)
+        got = t["awaiting"]["description"]
+        # Holders in the order of the tasks listed; the program's in its own.
+        m = re.search(r"held by tasks (.*) \(inside", got)
+        if m:
+            got = got.replace(m.group(1), ", ".join(sorted(m.group(1).split(", "))))
+        if due is None:
+            assert got == text, (w["name"], got, text)
+            continue
+        if before is None:      # a core: the loop's clock, no time left
+            want = text.format(left=", due at %.3f s of the loop's clock" % due,
+                               **{"in": " at %.3f s of the loop's clock" % due})
+            assert got == want, (w["name"], got, want)
+            continue
+        pattern = re.escape(text).replace(re.escape("{left}"), ", (-?[0-9.]+) s left").replace(
+            re.escape("{in}"), " in (-?[0-9.]+) s")
+        m = re.fullmatch(pattern, got)
+        assert m, (w["name"], got, text)
+        assert due - after - 0.05 <= float(m.group(1)) <= due - before + 0.05, (w["name"], got)
+
+
+def test_dump_await_kinds(interp, start_program, tmp_path):
+    """Every kind of await, as asyncio_waits.py knows it: a stream read's
+    peer, its socket and that no timeout bounds it; a subprocess wait's pid;
+    a lock's and a semaphore's holders (inside their async with); a
+    Condition, a full Queue's put, nested gathers, asyncio.wait (its tasks,
+    until which ends, its timeout), wait_for and asyncio.timeout() (the time
+    left on the program's own deadline), the chains and tasks awaited; live,
+    then from a core (the deadlines in the loop's clock)."""
     target = start_program(interp, "asyncio_waits.py")
     extra = target.report["extra"]
+    before = time.monotonic()
     doc = dump_json(target.pid)
-    now = time.monotonic()
-    [loop] = [l for l in doc["asyncio"]["loops"] if l["tid"] == extra["loop_tid"]]
-    awaits = {t["address"]: t["awaiting"]["description"] for t in loop["tasks"] if t["awaiting"]}
-    tasks = extra["tasks"]
-    assert awaits[tasks["reader"]].endswith(", reading from %s, no timeout" % extra["peer"]), awaits
-    assert awaits[tasks["child"]] == "subprocess wait (_asyncio.Future), subprocess pid %d" % (
-        extra["child_pid"]), awaits
-    # asyncio.Lock records no owner; the holder is the one task inside an
-    # `async with` of it (its __aexit__ on the frame's value stack).
-    assert awaits[tasks["lock_waiter"]] == (
-        'Lock.acquire (_asyncio.Future), held by task "holder" (inside its async with)'), awaits
-    m = re.search(r", wait_for times out in (-?[\d.]+) s$", awaits[tasks["timed"]])
-    assert m, awaits[tasks["timed"]]
-    assert abs(float(m.group(1)) - (extra["deadline"] - now)) < 2.0, (m.group(1), extra, now)
+    after = time.monotonic()
+    check_await_kinds(doc, extra, before, after)
+    check_await_kinds(dump_json("--core", core_of(interp, target, tmp_path)), extra)
 
 
 def test_why_stream_read_without_timeout(interp, start_program):
@@ -432,7 +685,8 @@ def test_why_stream_read_without_timeout(interp, start_program):
     extra = target.report["extra"]
     doc = why_json(target.pid)
     found = [f for f in doc["findings"] if f["kind"] == "network_wait" and f["task"] is not None]
-    assert [f["task"] for f in found] == [extra["tasks"]["reader"]], doc["findings"]
+    [reader] = [t["address"] for t in extra["tasks"] if t["role"] == "reader"]
+    assert [f["task"] for f in found] == [reader], doc["findings"]
     [f] = found
     assert f["grade"] == "probable"
     assert [t["tid"] for t in f["threads"]] == [extra["loop_tid"]]
@@ -465,11 +719,87 @@ def test_why_asyncio_lock_order_deadlock(interp, start_program, tmp_path):
         assert (doc["verdict"], doc["grade"]) == ("deadlock", "certain"), doc["summary"]
 
 
+def test_why_waits_nothing_can_end(interp, start_program, tmp_path):
+    """A consumer whose producer died, a task waiting for an Event it made
+    itself, a Condition only its waiter refers to, a Semaphore whose permit
+    a dead task took: each waits for what nothing else in the program can
+    reach (gc's referrers, as the program reports them, but the dead tasks'
+    traceback frames, which never run again). why: a certain never_notified
+    finding for each, naming the task, the object and what would have ended
+    the wait, and the verdict; dump marks each wait. The controls, a queue
+    main holds, an Event a timer will set, an Event only its waiter refers
+    to but waited for with a timeout: nothing. Live and from a core."""
+    target = start_program(interp, "asyncio_orphans.py")
+    extra = target.report["extra"]
+    tasks = extra["tasks"]
+    stuck = {"consumer": "put an item into it", "waiter": "set it",
+             "cond_waiter": "notify it", "sem_waiter": "release it"}
+    for role in stuck:
+        assert tasks[role]["outside"] == [], (role, tasks[role])
+    assert tasks["fed"]["outside"] and tasks["timer_waiter"]["outside"]
+    live = [why_json(target.pid), dump_json(target.pid)]
+    core = core_of(interp, target, tmp_path)
+    for doc in (live[0], why_json("--core", core)):
+        found = {f["task"]: f for f in doc["findings"]
+                 if f["kind"] == "never_notified" and f["task"] is not None}
+        assert set(found) == {tasks[r]["address"] for r in stuck}, doc["findings"]
+        for role, ender in stuck.items():
+            t = tasks[role]
+            f = found[t["address"]]
+            assert f["object"] == t["object"] and f["certain"], f
+            article = "an" if t["type"][0] in "AEIOU" else "a"
+            assert f["summary"].startswith(
+                'task "%s" waits in %s on %s %s (0x%x) that nothing else refers to, so nothing '
+                "can ever %s (it is in " % (role, t["method"], article, t["type"], t["object"],
+                                            ender)), f["summary"]
+        assert (doc["verdict"], doc["grade"]) == ("never_notified", "certain"), doc["summary"]
+    for doc in (live[1], dump_json("--core", core)):
+        shown = {t["address"]: t for l in doc["asyncio"]["loops"] for t in l["tasks"]}
+        for role, t in tasks.items():
+            awaiting = shown[t["address"]]["awaiting"]
+            assert awaiting["unreachable"] == (role in stuck), (role, awaiting)
+            if role in stuck:
+                assert awaiting["object"] == {"address": t["object"], "type": t["type"]}
+
+
+def test_why_asyncio_wait_cycles(interp, start_program, tmp_path):
+    """Tasks waiting in a cycle, each for what only the next can do: a lock
+    it holds, an Event or a Queue nothing but the next task refers to
+    (gc's referrers, as the program reports them), or the next task itself.
+    why: one certain deadlock finding per cycle, each wait of it in words,
+    and the verdict; none for the pair whose Event main keeps too. Live
+    and from a core."""
+    target = start_program(interp, "asyncio_wait_cycles.py")
+    extra = target.report["extra"]
+    objects = extra["objects"]
+    assert extra["outside"]["event"] == [] and extra["outside"]["queue"] == []
+    assert extra["outside"]["event_2"] == ["list"]
+    cycles = [
+        {'task "a" waits in Event.wait on an Event (0x%x) that only task "b" refers to'
+         % objects["event"], 'task "b" waits for Lock 0x%x, held by task "a"' % objects["lock"]},
+        {'task "z" waits in Queue.get on a Queue (0x%x) that only task "x" refers to'
+         % objects["queue"], 'task "x" waits for Lock 0x%x, held by task "y"' % objects["lock_1"],
+         'task "y" awaits task "z"'},
+        {'task "peer_1" awaits task "peer_2"', 'task "peer_2" awaits task "peer_1"'},
+    ]
+    for doc in (why_json(target.pid), why_json("--core", core_of(interp, target, tmp_path))):
+        found = [f for f in doc["findings"] if f["kind"] == "deadlock"]
+        got = []
+        for f in found:
+            head, _, edges = f["summary"].partition(": ")
+            assert head == "%d asyncio tasks wait for each other for ever on the loop of " \
+                "thread %d \"MainThread\"" % (len(edges.split("; ")), extra["loop_tid"]), f
+            got.append(set(edges.split("; ")))
+            assert [t["tid"] for t in f["threads"]] == [extra["loop_tid"]]
+        assert sorted(map(sorted, got)) == sorted(map(sorted, cycles)), found
+        assert (doc["verdict"], doc["grade"]) == ("deadlock", "certain"), doc["summary"]
+
+
 def test_dump_future_holders(interp, start_program, tmp_path):
     """Who else holds the plain Future a task awaits: another task's local,
     a thread's local, a call_later handle, a global of __main__; a holder
-    pyscope does not look into (a functools.partial) is counted, when the
-    task's own share of the reference count is known (3.11+), never named.
+    pyscope does not look into (a functools.partial) is counted, never
+    named.
     Live, then from a core (where the timer's due time is in the loop's
     clock)."""
     target = start_program(interp, "asyncio_future_holders.py")
@@ -503,13 +833,13 @@ def check_future_holders(interp, doc, extra):
     assert held["by_thread"]["held_by"] == "held by thread %d (local 'fut' in %s(), %s:%d)" % (
         t["tid"], t["function"], t["file"], t["line"])
     assert held["by_global"]["held_by"] == "held by global 'HELD' of __main__"
-    # The task's own share is known where the value stack's depth is (3.11+):
-    # then what KEPT's list does not account for is counted.
+    # The task's own share is known (the value stacks' live depth: the
+    # stack pointer from 3.11, a suspended frame's f_stacktop or
+    # f_stackdepth before): what KEPT's list does not account for is counted.
     kept = "held by KEPT[0] (the list in global 'KEPT' of __main__)"
     n = extra["partial_refs"] - 1
     count = "; %d reference%s unaccounted for" % (n, "" if n == 1 else "s")
-    exact = tuple(int(x) for x in interp.version.split(".")[:2]) >= (3, 11)
-    assert held["by_partial"]["held_by"] == kept + (count if exact else ""), held["by_partial"]
+    assert held["by_partial"]["held_by"] == kept + count, held["by_partial"]
     return held
 
 

@@ -23,6 +23,20 @@ from test_asyncio import skip_unless_uvloop
 DURATION = 30
 
 
+def record_blocks(launch, tmp_path, target, *options):
+    """(the recording's process, its JSON, the program's truth) of a record
+    from before loop_blocks.py starts blocking until it is done."""
+    proc, out = start_recording(launch, tmp_path, target, *options)
+    truth_path = str(target.report_path) + ".blocks"
+    open(str(target.report_path) + ".go", "w").close()
+    wait_for_file(truth_path, target.proc, DURATION)
+    proc.send_signal(signal.SIGINT)
+    finish(proc, RECORD_SLACK, "record")
+    with open(truth_path) as f:
+        truth = json.load(f)
+    return proc, load_record(out), truth
+
+
 def start_recording(launch, tmp_path, target, *options):
     """record in the background, once it says it is sampling."""
     out = tmp_path / "blocks.json"
@@ -52,15 +66,7 @@ def test_record_loop_blocks(interp, mode, loop, start_program, launch, tmp_path)
         skip_unless_uvloop(interp)
     target = start_program(interp, "loop_blocks.py", *([loop] if loop == "uvloop" else []))
     options = ["--async"] if mode == "async" else []
-    proc, out = start_recording(launch, tmp_path, target, *options)
-    truth_path = str(target.report_path) + ".blocks"
-    open(str(target.report_path) + ".go", "w").close()
-    wait_for_file(truth_path, target.proc, DURATION)
-    proc.send_signal(signal.SIGINT)
-    finish(proc, RECORD_SLACK, "record")
-    doc = load_record(out)
-    with open(truth_path) as f:
-        truth = json.load(f)
+    proc, doc, truth = record_blocks(launch, tmp_path, target, *options)
     start = doc["meta"]["start_unix_ns"] / 1e9
     end = start + doc["meta"]["duration_ns"] / 1e9
     inside = [b for b in truth["long"] if b["start_unix"] >= start
@@ -108,3 +114,15 @@ def test_record_loop_idle(interp, loop, start_program, pyscope, tmp_path):
     assert blocked == {"threshold_ms": 100, "episodes": 0, "longest_ns": 0, "longest": []}, blocked
     loop = thread_named(doc, target.report["extra"]["thread"])
     assert doc["threads"][loop]["samples"] > 10
+
+
+def test_record_loop_threshold(interp, start_program, launch, tmp_path):
+    """--loop-threshold 1s: the same three 300 ms blocks of loop_blocks.py,
+    recorded in full, are no episode."""
+    target = start_program(interp, "loop_blocks.py")
+    proc, doc, truth = record_blocks(launch, tmp_path, target, "--loop-threshold", "1s")
+    start = doc["meta"]["start_unix_ns"] / 1e9
+    assert all(b["start_unix"] >= start for b in truth["long"]) and len(truth["long"]) == 3
+    blocked = doc["summary"]["loop_blocked"]
+    assert blocked == {"threshold_ms": 1000, "episodes": 0, "longest_ns": 0, "longest": []}, blocked
+    assert "Loop blocked: no episode" in stderr_of(proc)

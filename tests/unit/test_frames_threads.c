@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fake_target.h"
+#include "fake_python.h"
 #include "python/code.h"
 #include "python/frames.h"
 #include "python/layout.h"
@@ -21,119 +22,36 @@
 #include "target/syscalls.h"
 #include "unit.h"
 
-#define BASE 0x100000u
+#define BASE FAKE_BASE
 #define IMAGE_SIZE (4u << 20)
 #define PTHREAD_TID 720            /* glibc's struct pthread.tid, what threads.c looks for */
 
-/* One writable image of target memory, filled bottom-up. */
-struct image {
-    const struct py_layout *L;
-    unsigned char *bytes;
-    size_t used;
-    uint64_t str_type, bytes_type, code_type, frame_type;
-};
-
-static uint64_t alloc(struct image *img, size_t size)
-{
-    size_t at = (img->used + 15) & ~(size_t)15;
-    img->used = at + size;
-    CHECK(img->used <= IMAGE_SIZE);
-    return BASE + at;
-}
-
-static void put(struct image *img, uint64_t addr, long off, const void *v, size_t len)
-{
-    CHECK(off != PY_OFF_NONE);
-    if (off != PY_OFF_NONE)
-        memcpy(img->bytes + (addr - BASE) + off, v, len);
-}
-
-static void put_u64(struct image *img, uint64_t addr, long off, uint64_t v)
-{
-    put(img, addr, off, &v, 8);
-}
-
-static void put_i32(struct image *img, uint64_t addr, long off, int32_t v)
-{
-    put(img, addr, off, &v, 4);
-}
-
-static void put_u8(struct image *img, uint64_t addr, long off, uint8_t v)
-{
-    put(img, addr, off, &v, 1);
-}
-
-static uint64_t make_type(struct image *img, const char *name)
-{
-    uint64_t text = alloc(img, strlen(name) + 1);
-    memcpy(img->bytes + (text - BASE), name, strlen(name) + 1);
-    uint64_t type = alloc(img, 512);
-    put_u64(img, type, 0, 1);
-    put_u64(img, type, img->L->type_name, text);
-    return type;
-}
-
-static uint64_t make_object(struct image *img, uint64_t type, size_t size)
-{
-    uint64_t obj = alloc(img, size);
-    put_u64(img, obj, 0, 1); /* ob_refcnt */
-    put_u64(img, obj, img->L->ob_type, type);
-    return obj;
-}
-
-/* A compact ASCII str: state kind 1, compact, ascii (docs/layouts.md). */
-static uint64_t make_str(struct image *img, const char *text)
-{
-    const struct py_layout *L = img->L;
-    size_t len = strlen(text);
-    uint64_t s = make_object(img, img->str_type, (size_t)L->unicode_ascii_size + len + 1);
-    put_u64(img, s, L->unicode_length, len);
-    put_i32(img, s, L->unicode_state, (1 << 2) | (1 << 5) | (1 << 6));
-    memcpy(img->bytes + (s - BASE) + L->unicode_ascii_size, text, len + 1);
-    return s;
-}
-
-static uint64_t make_code(struct image *img, const char *name, const char *qualname)
-{
-    const struct py_layout *L = img->L;
-    uint64_t code = make_object(img, img->code_type, (size_t)L->code_size + 64);
-    uint64_t table = make_object(img, img->bytes_type, (size_t)L->bytes_sval + 1);
-    put_u64(img, table, L->ob_size, 0);
-    put_u64(img, code, L->code_name, make_str(img, name));
-    put_u64(img, code, L->code_filename, make_str(img, "/srv/app.py"));
-    put_u64(img, code, L->code_linetable, table);
-    put_i32(img, code, L->code_firstlineno, 10);
-    if (L->code_qualname != PY_OFF_NONE)
-        put_u64(img, code, L->code_qualname, make_str(img, qualname));
-    return code;
-}
-
 /* One frame running code, linked to previous (outer); returns its address. */
-static uint64_t make_frame(struct image *img, uint64_t code, uint64_t previous, int owner)
+static uint64_t make_frame(struct fake_image *img, uint64_t code, uint64_t previous, int owner)
 {
     const struct py_layout *L = img->L;
     if (L->frames == PY_FRAMES_OBJECTS) {
-        uint64_t f = make_object(img, img->frame_type, (size_t)L->frame_size);
-        put_u64(img, f, L->frame_back, previous);
-        put_u64(img, f, L->frame_code, code);
-        put_i32(img, f, L->frame_lasti, 4);
+        uint64_t f = fake_object(img, img->frame_type, (size_t)L->frame_size);
+        fake_put_u64(img, f, L->frame_back, previous);
+        fake_put_u64(img, f, L->frame_code, code);
+        fake_put_i32(img, f, L->frame_lasti, 4);
         if (L->frame_executing != PY_OFF_NONE)
-            put_u8(img, f, L->frame_executing, 1);
+            fake_put_u8(img, f, L->frame_executing, 1);
         else
-            put_u8(img, f, L->frame_state, 0); /* FRAME_EXECUTING */
+            fake_put_u8(img, f, L->frame_state, 0); /* FRAME_EXECUTING */
         return f;
     }
-    uint64_t f = alloc(img, (size_t)L->iframe_size + 64);
+    uint64_t f = fake_alloc(img, (size_t)L->iframe_size + 64);
     /* 3.14+ executables are stack references: a tag bit must not matter */
-    put_u64(img, f, L->iframe_executable, code ? code | (L->stackref_tagged ? 1 : 0) : 0);
-    put_u64(img, f, L->iframe_previous, previous);
-    put_u64(img, f, L->iframe_instr_ptr, code ? code + (uint64_t)L->code_code_adaptive + 4 : 0);
-    put_u8(img, f, L->iframe_owner, (uint8_t)owner);
+    fake_put_u64(img, f, L->iframe_executable, code ? code | (L->stackref_tagged ? 1 : 0) : 0);
+    fake_put_u64(img, f, L->iframe_previous, previous);
+    fake_put_u64(img, f, L->iframe_instr_ptr, code ? code + (uint64_t)L->code_code_adaptive + 4 : 0);
+    fake_put_u8(img, f, L->iframe_owner, (uint8_t)owner);
     return f;
 }
 
 struct process {
-    struct image img;
+    struct fake_image img;
     struct target *t;
     struct py_runtime rt;
     struct py_reader r;
@@ -146,7 +64,7 @@ struct process {
 
 /* The bottom of a thread's chain, where C entered Python: a C-stack or base
  * frame (3.12+), or is_entry on the outermost Python frame (3.11). */
-static uint64_t entry_frame(struct image *img)
+static uint64_t entry_frame(struct fake_image *img)
 {
     const struct py_layout *L = img->L;
     if (L->frames == PY_FRAMES_OBJECTS)
@@ -165,64 +83,59 @@ static void build(struct process *p, unsigned version)
     memset(p, 0, sizeof *p);
     const struct py_layout *L = py_layout_for_version(version);
     CHECK(L != NULL);
-    struct image *img = &p->img;
-    img->L = L;
-    img->bytes = calloc(1, IMAGE_SIZE);
-    img->str_type = make_type(img, "str");
-    img->bytes_type = make_type(img, "bytes");
-    img->code_type = make_type(img, "code");
-    img->frame_type = make_type(img, "frame");
+    struct fake_image *img = &p->img;
+    fake_image_init(img, L, IMAGE_SIZE);
 
-    uint64_t runtime = alloc(img, (size_t)L->runtime_size);
-    uint64_t interp = alloc(img, (size_t)L->interp_size);
-    put_u64(img, runtime, L->runtime_interpreters_head, interp);
-    uint64_t gil = L->interp_gil_ptr != PY_OFF_NONE ? alloc(img, (size_t)L->gil_size)
+    uint64_t runtime = fake_alloc(img, (size_t)L->runtime_size);
+    uint64_t interp = fake_alloc(img, (size_t)L->interp_size);
+    fake_put_u64(img, runtime, L->runtime_interpreters_head, interp);
+    uint64_t gil = L->interp_gil_ptr != PY_OFF_NONE ? fake_alloc(img, (size_t)L->gil_size)
                                                     : runtime + (uint64_t)L->runtime_gil;
     if (L->interp_gil_ptr != PY_OFF_NONE)
-        put_u64(img, interp, L->interp_gil_ptr, gil);
+        fake_put_u64(img, interp, L->interp_gil_ptr, gil);
 
-    p->codes[0] = make_code(img, "<module>", "<module>");
-    p->codes[1] = make_code(img, "middle", "App.middle");
-    p->codes[2] = make_code(img, "inner", "App.inner");
-    uint64_t run = make_code(img, "run", "Worker.run");
+    p->codes[0] = fake_code(img, "<module>", "<module>");
+    p->codes[1] = fake_code(img, "middle", "App.middle");
+    p->codes[2] = fake_code(img, "inner", "App.inner");
+    uint64_t run = fake_code(img, "run", "Worker.run");
 
     uint64_t outer = make_frame(img, p->codes[0], entry_frame(img), L->owner_thread);
     if (L->iframe_is_entry != PY_OFF_NONE)
-        put_u8(img, outer, L->iframe_is_entry, 1);
+        fake_put_u8(img, outer, L->iframe_is_entry, 1);
     uint64_t middle = make_frame(img, p->codes[1], outer, L->owner_thread);
     p->top[0] = make_frame(img, p->codes[2], middle, L->owner_thread);
     p->top[1] = make_frame(img, run, entry_frame(img), L->owner_thread);
     if (L->iframe_is_entry != PY_OFF_NONE)
-        put_u8(img, p->top[1], L->iframe_is_entry, 1);
+        fake_put_u8(img, p->top[1], L->iframe_is_entry, 1);
 
     p->tids[0] = 4242;
     p->tids[1] = 4243;
     for (int i = 0; i < 2; i++) {
-        uint64_t ts = alloc(img, (size_t)L->tstate_size);
+        uint64_t ts = fake_alloc(img, (size_t)L->tstate_size);
         p->tstates[i] = ts;
-        put_u64(img, ts, L->tstate_interp, interp);
+        fake_put_u64(img, ts, L->tstate_interp, interp);
         /* pthread_t is the address of glibc's struct pthread */
-        uint64_t pthread = alloc(img, 2048);
-        put_i32(img, pthread, PTHREAD_TID, p->tids[i]);
-        put_u64(img, ts, L->tstate_thread_id, pthread);
+        uint64_t pthread = fake_alloc(img, 2048);
+        fake_put_i32(img, pthread, PTHREAD_TID, p->tids[i]);
+        fake_put_u64(img, ts, L->tstate_thread_id, pthread);
         if (L->tstate_native_thread_id != PY_OFF_NONE)
-            put_u64(img, ts, L->tstate_native_thread_id, (uint64_t)p->tids[i]);
+            fake_put_u64(img, ts, L->tstate_native_thread_id, (uint64_t)p->tids[i]);
         if (L->tstate_frame != PY_OFF_NONE) {
-            put_u64(img, ts, L->tstate_frame, p->top[i]);
+            fake_put_u64(img, ts, L->tstate_frame, p->top[i]);
         } else if (L->tstate_current_frame != PY_OFF_NONE) {
-            put_u64(img, ts, L->tstate_current_frame, p->top[i]);
+            fake_put_u64(img, ts, L->tstate_current_frame, p->top[i]);
         } else {
-            uint64_t cframe = alloc(img, 64);
-            put_u64(img, cframe, L->cframe_current_frame, p->top[i]);
-            put_u64(img, ts, L->tstate_cframe, cframe);
+            uint64_t cframe = fake_alloc(img, 64);
+            fake_put_u64(img, cframe, L->cframe_current_frame, p->top[i]);
+            fake_put_u64(img, ts, L->tstate_cframe, cframe);
         }
     }
-    put_u64(img, interp, L->interp_threads_head, p->tstates[0]);
-    put_u64(img, p->tstates[0], L->tstate_next, p->tstates[1]);
-    put_u64(img, p->tstates[1], L->tstate_prev, p->tstates[0]);
+    fake_put_u64(img, interp, L->interp_threads_head, p->tstates[0]);
+    fake_put_u64(img, p->tstates[0], L->tstate_next, p->tstates[1]);
+    fake_put_u64(img, p->tstates[1], L->tstate_prev, p->tstates[0]);
     p->gil = gil;
-    put_u64(img, gil, L->gil_last_holder, p->tstates[0]);
-    put_i32(img, gil, L->gil_locked, 1);
+    fake_put_u64(img, gil, L->gil_last_holder, p->tstates[0]);
+    fake_put_i32(img, gil, L->gil_locked, 1);
 
     p->t = fake_target_new();
     CHECK_EQ_INT(fake_target_map(p->t, BASE, img->bytes, img->used), 0);
@@ -236,7 +149,7 @@ static void build(struct process *p, unsigned version)
 static void destroy(struct process *p)
 {
     fake_target_free(p->t);
-    free(p->img.bytes);
+    fake_image_free(&p->img);
 }
 
 /* Maps the image again after a change to its bytes. */
@@ -309,31 +222,31 @@ static void test_version(unsigned version)
     uint64_t second;
     memcpy(&second, p.img.bytes + (p.top[0] - BASE) + back_off, 8);
     memcpy(saved, p.img.bytes + (second - BASE) + code_off, 8);
-    put_u64(&p.img, second, code_off, make_str(&p.img, "not code"));
+    fake_put_u64(&p.img, second, code_off, fake_str(&p.img, "not code"));
     remap(&p);
     enum py_walk_status torn = walk(&p, p.top[0], names, &n);
     if (L->executable_any)
         CHECK(torn == PY_WALK_OK && n == 2); /* a non-code executable is skipped */
     else
         CHECK_EQ_INT(torn, PY_WALK_INVALID);
-    put(&p.img, second, code_off, saved, 8);
+    fake_put(&p.img, second, code_off, saved, 8);
 
     if (L->frames == PY_FRAMES_OBJECTS) {
         /* A frame object that finished executing belongs to no live stack. */
         long flag = L->frame_executing != PY_OFF_NONE ? L->frame_executing : L->frame_state;
-        put_u8(&p.img, second, flag, L->frame_executing != PY_OFF_NONE ? 0 : 1);
+        fake_put_u8(&p.img, second, flag, L->frame_executing != PY_OFF_NONE ? 0 : 1);
         remap(&p);
         CHECK_EQ_INT(walk(&p, p.top[0], names, &n), PY_WALK_INVALID);
-        put_u8(&p.img, second, flag, L->frame_executing != PY_OFF_NONE ? 1 : 0);
+        fake_put_u8(&p.img, second, flag, L->frame_executing != PY_OFF_NONE ? 1 : 0);
     } else {
         /* Cut below the middle frame: the chain ends without an entry. */
-        put_u64(&p.img, second, back_off, 0);
+        fake_put_u64(&p.img, second, back_off, 0);
         remap(&p);
         CHECK_EQ_INT(walk(&p, p.top[0], names, &n), PY_WALK_INVALID);
     }
 
     /* A thread list that leads back to a state already read ends there. */
-    put_u64(&p.img, p.tstates[1], L->tstate_next, p.tstates[0]);
+    fake_put_u64(&p.img, p.tstates[1], L->tstate_next, p.tstates[0]);
     remap(&p);
     CHECK_EQ_INT(py_snapshot_read(&p.r, p.tids, 2, &snap), 0);
     CHECK_EQ_INT(snap.n_threads, 2);

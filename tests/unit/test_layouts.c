@@ -622,6 +622,61 @@ static void test_rejections(void)
     expect(py_debug_offsets_decode(block, sizeof block, &L, NULL, 0) == -1, "NULL error buffer");
 }
 
+/* ---- the AsyncioDebug section (3.14+) ----------------------------------- */
+
+/* The 13 fields as the _asyncio of Debian's 3.14.10 exports them (a LIVE
+ * dump of its AsyncioDebug section; asyncio-internals.md section 1). */
+static void asyncio_block(uint64_t v[13])
+{
+    const uint64_t live[13] = {168, 136, 96, 108, 109, 128, 152, 225864, 10880,
+                               936, 864, 872, 880};
+    memcpy(v, live, sizeof live);
+}
+
+static void test_asyncio_debug(void)
+{
+    const struct py_layout *L = py_layout_for_version(0x030e0af0);
+    expect(L != NULL, "3.14.10 has a table");
+    if (!L)
+        return;
+    uint64_t v[13];
+    char err[256] = "";
+    struct py_asyncio_layout A = L->asyncio;
+    asyncio_block(v);
+    /* the thread and interpreter fields are taken as the section has them */
+    v[12] = 888;
+    expect(py_asyncio_debug_decode((const unsigned char *)v, sizeof v, &A, err, sizeof err) == 0,
+           "the live 3.14.10 section agrees with the tables: %s", err);
+    EXPECT_EQ(A.tstate_running_loop, 864, "3.14 section");
+    EXPECT_EQ(A.tstate_running_task, 872, "3.14 section");
+    EXPECT_EQ(A.tstate_tasks_head, 888, "3.14 section");
+    EXPECT_EQ(A.interp_tasks_head, 10880, "3.14 section");
+    EXPECT_EQ(A.task_coro, L->asyncio.task_coro, "3.14 section");
+
+    /* a Task whose coroutine moved: refused, the layout left alone */
+    A = L->asyncio;
+    asyncio_block(v);
+    v[5] = 136;
+    expect(py_asyncio_debug_decode((const unsigned char *)v, sizeof v, &A, err, sizeof err) != 0 &&
+           strstr(err, "task_coro as 136") != NULL, "a moved task_coro is refused: %s", err);
+    EXPECT_EQ(A.tstate_tasks_head, L->asyncio.tstate_tasks_head, "refused section");
+
+    /* the 9-field block of an early 3.14 development copy */
+    asyncio_block(v);
+    expect(py_asyncio_debug_decode((const unsigned char *)v, 9 * 8, &A, err, sizeof err) != 0 &&
+           strstr(err, "fewer than") != NULL, "a short section is refused: %s", err);
+
+    /* an offset past the end of its struct */
+    asyncio_block(v);
+    v[11] = 936;
+    expect(py_asyncio_debug_decode((const unsigned char *)v, sizeof v, &A, err, sizeof err) != 0 &&
+           strstr(err, "asyncio_running_task") != NULL, "an offset outside its struct: %s", err);
+    asyncio_block(v);
+    v[0] = (uint64_t)1 << 40;
+    expect(py_asyncio_debug_decode((const unsigned char *)v, sizeof v, &A, err, sizeof err) != 0,
+           "an implausible size is refused: %s", err);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1) {
@@ -640,6 +695,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++)
         test_fixture(&fixtures[i]);
     test_rejections();
+    test_asyncio_debug();
 
     printf("layouts: %d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

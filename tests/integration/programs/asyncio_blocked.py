@@ -13,7 +13,9 @@ With "uvloop" (last), the loop is Debian's python3-uvloop's, which has no
 _run_once: "run_once" is then {}.
 
 extra: {"blocker": task name, "blocker_address": id(task),
-        "loop_tid": native id of the loop's thread, "other_tasks": count}
+        "loop_tid": native id of the loop's thread, "other_tasks": count,
+        "loop": id(loop), "tasks": [_asyncio_truth.task_truth(task)] of
+        every task of the loop, the blocker's chain at its time.sleep}
        (with "callback": {"callback": its function's name, "loop_tid", "tasks"})
        and "run_once": what asyncio's _run_once frame holds while the blocking
        step runs, read by the step itself: {"end_time": when the iteration
@@ -27,6 +29,7 @@ import threading
 import time
 
 import _target
+from _asyncio_truth import all_tasks, task_truth
 
 
 async def idle():
@@ -84,14 +87,18 @@ async def main(path):
         await asyncio.sleep(3600)
         return others
 
+    loop = asyncio.get_running_loop()
+
     def report():
         started.wait()
         while not holder:
             time.sleep(0.01)
+        _target.wait_settled()
         task = holder[0]()
         extra = {"blocker": task.get_name(), "blocker_address": id(task), "loop_tid": tid,
                  "other_tasks": len(others) + 1,   # and main itself
-                 "run_once": RUN_ONCE}
+                 "run_once": RUN_ONCE, "loop": id(loop),
+                 "tasks": [task_truth(t) for t in all_tasks(loop)]}
         _target.write_report(path, _target.build_report("asyncio_blocked.py", [], extra))
         while True:
             time.sleep(3600)

@@ -1,58 +1,35 @@
 """Tasks suspended in each kind of await, on two event loops (the main
 thread's and a second thread's), reported as asyncio sees them.
 
-extra: {"loops": [{"loop": id(loop), "tid": native id of its thread,
-                   "tasks": [{"address": id(task), "name": ..., "chain": [...],
-                              "awaits_task": id or null, "gather_children": [...],
-                              "sleep_due": loop.time() its asyncio.sleep ends, or null,
-                              "orphan": nothing else refers to the Future it awaits}]}]}
+extra: {"asyncio_file": the file holding _asyncio (its extension module or the
+        interpreter), "loops": [{"loop": id(loop), "tid": native id of its thread,
+                   "tasks": [_asyncio_truth.task_truth(task), with
+                             "sleep_due": loop.time() its asyncio.sleep ends, or null,
+                             "orphan": nothing else refers to the Future it awaits]}]}
 
 A task's chain is its coroutine, then what each coroutine awaits
 (cr_await, gi_yieldfrom, an async generator's ag_await), innermost first,
-with each frame's function (co_qualname on 3.11+), file and f_lineno.
-With the argument "uvloop", both loops are uvloop's.
+with each frame's function (co_qualname on 3.11+), file and f_lineno; its
+stack is what Task.get_stack() says.
+With the argument "uvloop", both loops are uvloop's. With "pytask", every
+task is asyncio's pure-Python Task (asyncio.tasks._PyTask, through each
+loop's task factory); with "nocext", _asyncio cannot be imported, so that
+asyncio is pure Python throughout (its Futures and running loop too).
 """
+
+import sys
+
+if sys.argv[2:] == ["nocext"]:
+    sys.modules["_asyncio"] = None      # asyncio falls back to its Python classes
 
 import asyncio
 import gc
-import sys
+import os
 import threading
 import time
 
 import _target
-
-AGENS = []
-
-
-def chain_of(task):
-    return [{"function": _target.function_name(frame.f_code),
-             "file": frame.f_code.co_filename, "line": frame.f_lineno}
-            for frame, _ in chain_frames(task)]
-
-
-def chain_frames(task):
-    """(frame, coroutine or generator) of each link, innermost first."""
-    frames = []
-    obj = task.get_coro()
-    for _ in range(64):
-        if asyncio.iscoroutine(obj) and hasattr(obj, "cr_frame"):
-            frame, nxt = obj.cr_frame, obj.cr_await
-        elif hasattr(obj, "gi_frame"):
-            frame, nxt = obj.gi_frame, obj.gi_yieldfrom
-        elif type(obj).__name__ == "async_generator_asend":
-            # The asend object does not show its generator: the one that is
-            # running (awaiting) is ours.
-            gens = [g for g in AGENS if g.ag_await is not None]
-            assert len(gens) == 1, gens
-            frame, nxt = gens[0].ag_frame, gens[0].ag_await
-        else:
-            break
-        if frame is None:
-            break
-        frames.append((frame, gens[0] if type(obj).__name__ == "async_generator_asend"
-                       else obj))
-        obj = nxt
-    return list(reversed(frames))
+from _asyncio_truth import AGENS, all_tasks, referrers_outside, task_truth, timer_due
 
 
 async def sleeper():
@@ -118,40 +95,16 @@ def only_held_by(task, waiter):
     # Its one done callback is the task's own wake-up.
     if type(waiter) is not asyncio.Future or len(waiter._callbacks or ()) != 1:
         return False
-    allowed = {id(task), id(sys._getframe()), id(sys._getframe(1))}
-    for frame, obj in chain_frames(task):
-        allowed.update((id(frame), id(obj)))
-    for ref in gc.get_referrers(waiter):
-        if id(ref) not in allowed and not type(ref).__name__.endswith("FutureIter"):
-            return False
-    return True
-
-
-def timer_due(loop, waiter):
-    """asyncio.sleep's timer: when the scheduled handle that sets the future
-    the task waits on is due (uvloop's timers are not visible from Python).
-    A function of its own: a comprehension in snapshot() would keep waiter
-    in a closure cell (up to 3.11), a reference of the program's own."""
-    return [h.when() for h in getattr(loop, "_scheduled", ())
-            if h._args and h._args[0] is waiter]
+    return not referrers_outside(waiter, [task], allowed=[sys._getframe(1)])
 
 
 def snapshot(loop, tid):
     tasks = []
-    for task in asyncio.all_tasks(loop):
+    for task in all_tasks(loop):
+        truth = task_truth(task)
         waiter = getattr(task, "_fut_waiter", None)
-        orphan = only_held_by(task, waiter)
-        children = [id(c) for c in getattr(waiter, "_children", [])]
-        # A TaskGroup's owner awaits, in __aexit__, the group's children.
-        group = [f.f_locals.get("self") for f, _ in chain_frames(task)
-                 if f.f_code.co_name in ("__aexit__", "_aexit")]
-        if group and isinstance(group[-1], getattr(asyncio, "TaskGroup", ())):
-            children = [id(c) for c in group[-1]._tasks]
-        due = timer_due(loop, waiter)
-        tasks.append({"address": id(task), "name": task.get_name(), "chain": chain_of(task),
-                      "awaits_task": id(waiter) if isinstance(waiter, asyncio.Task) else None,
-                      "gather_children": children, "sleep_due": due[0] if due else None,
-                      "orphan": orphan})
+        truth.update(sleep_due=timer_due(loop, waiter), orphan=only_held_by(task, waiter))
+        tasks.append(truth)
     return {"loop": id(loop), "tid": tid, "tasks": tasks}
 
 
@@ -185,6 +138,32 @@ async def main_loop(done, out):
     return keep
 
 
+def asyncio_file():
+    """The file holding the _asyncio module: its extension module, or the
+    interpreter when it is built in (null without _asyncio)."""
+    module = sys.modules.get("_asyncio")
+    if module is None:
+        return None
+    return os.path.realpath(getattr(module, "__file__", None) or sys.executable)
+
+
+def pure_tasks(loop):
+    """With "pytask": the loop makes asyncio's pure-Python Tasks."""
+    if sys.argv[2:] == ["pytask"]:
+        loop.set_task_factory(lambda loop, coro, **kw: asyncio.tasks._PyTask(coro, loop=loop, **kw))
+    return loop
+
+
+def run_loop(coro):
+    """asyncio.run, on a loop made to run only pure-Python tasks if asked
+    (asyncio.run makes its main task before the program could set one)."""
+    if sys.argv[2:] != ["pytask"]:
+        return asyncio.run(coro)
+    loop = pure_tasks(asyncio.new_event_loop())
+    asyncio.set_event_loop(loop)
+    return loop.run_until_complete(coro)
+
+
 def second_thread(started, out):
     async def run():
         keep = [asyncio.ensure_future(sleeper()) for _ in range(2)]
@@ -194,7 +173,7 @@ def second_thread(started, out):
         started.set()
         await asyncio.sleep(3600)
         return keep
-    asyncio.run(run())
+    run_loop(run())
 
 
 def main():
@@ -213,12 +192,13 @@ def main():
         done.wait()
         _target.wait_settled()
         # The loops are idle in their selectors: their tasks stay as read.
-        extra = {"loops": [snapshot(loop, tid) for loop, tid in loops]}
+        extra = {"loops": [snapshot(loop, tid) for loop, tid in loops],
+                 "asyncio_file": asyncio_file()}
         _target.write_report(path, _target.build_report("asyncio_tasks.py", [], extra))
         while True:
             time.sleep(3600)
     threading.Thread(target=report, daemon=True).start()
-    asyncio.run(main_loop(done, loops))
+    run_loop(main_loop(done, loops))
 
 
 if __name__ == "__main__":
