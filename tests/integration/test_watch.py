@@ -391,7 +391,7 @@ def test_core_at_reentry(interp, start_program, tmp_path):
 def test_program_mode(interp, tmp_path):
     out = tmp_path / "reports.jsonl"
     result = watch(["--json", "-o", out, "--reentry", PY_FUNC, "--", interp.path,
-                    PROGRAMS / "reentry_pool.py", tmp_path / "r.json", "python", "--seconds", "3"])
+                    PROGRAMS / "reentry_pool.py", tmp_path / "r.json", "python", "--seconds", "1.5"])
     assert result.returncode == 0, result           # the program's own status
     assert "started %s as process" % interp.path in result.stderr
     assert "done " in result.stdout                 # it finished its work
