@@ -551,7 +551,7 @@ char *agent_dump_json(struct agent *a, struct agent_proc *p, size_t *len, int *s
     struct py_runtime *rt = &p->sampler->rt;
     struct stack_report report = {0};
     report.pid = p->pid;
-    struct stacks_options opts = {.max_retries = 3};
+    struct stacks_options opts = {.max_retries = STACKS_LIVE_RETRIES};
     struct pyscope_error err = {0};
     target_cache_invalidate(rt->target);
     char *json = NULL;

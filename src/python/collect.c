@@ -98,7 +98,7 @@ oom:
 int collect_report(struct target *t, struct py_runtime *rt, const struct collect_request *req,
                    struct stack_report *report, struct pyscope_error *err)
 {
-    struct stacks_options opts = {.paused = req->paused, .max_retries = 3};
+    struct stacks_options opts = {.paused = req->paused, .max_retries = STACKS_LIVE_RETRIES};
     if (!rt) {
         /* No CPython found (yet): native stacks of every thread only. */
         if (collect_os_threads(t, report) != 0)

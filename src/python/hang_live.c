@@ -26,7 +26,7 @@ int hang_live_take(struct py_runtime *rt, pid_t pid, struct hang_live *s,
     s->report.pid = pid;
     /* A core does not move: read as a paused process is. */
     bool frozen = !target_can(rt->target, TARGET_CAN_CHANGE);
-    struct stacks_options opts = {.paused = frozen, .max_retries = 3, .raw = &s->raw};
+    struct stacks_options opts = {.paused = frozen, .max_retries = STACKS_LIVE_RETRIES, .raw = &s->raw};
     target_cache_invalidate(rt->target);
     double stacks_at = target_can(rt->target, TARGET_CAN_CLOCK) ? monotonic_ms() / 1e3 : NAN;
     if (stacks_collect(rt, &opts, &s->report, err) != 0)

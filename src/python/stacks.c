@@ -367,7 +367,13 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         int attempts = opts->paused ? 1 : 1 + opts->max_retries;
         for (int attempt = 0; attempt < attempts; attempt++) {
             if (attempt > 0) {
-                /* The thread moved on: forget everything read of it. */
+                /* The thread moved on: forget everything read of it. A
+                 * thread looping over a short call can tear every walk
+                 * that takes as long as one turn of its loop (an ASan
+                 * build's reads do); naps of growing length break that
+                 * lock-step after the first quick tries. */
+                if (attempt > 3)
+                    usleep(100u << (attempt - 4 < 4 ? attempt - 4 : 4));
                 target_cache_invalidate(t);
                 stack_copy.len = 0;
                 top = py_tstate_top_frame(&reader, pt->tstate);

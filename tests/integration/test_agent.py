@@ -505,7 +505,7 @@ def test_process_in_a_container(interp, agent, spawn, tmp_path):
         by_tid = {t["tid"]: t for t in dump["threads"]}
         assert set(by_tid) == set(tids)
         functions = [f["function"] for f in by_tid[spinner]["frames"]]
-        assert set(inside["extra"]["functions"]) & set(functions), functions
+        assert set(inside["extra"]["functions"]) & set(functions), by_tid[spinner]
         assert "park" in [f["function"] for f in by_tid[pid]["frames"]]
     finally:
         for proc in list_pids(cgroup):
