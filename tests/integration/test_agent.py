@@ -231,9 +231,13 @@ def test_prometheus_scrapes_agent(start_program, agent, spawn, tmp_path):
                 prom_port, 'pyscope_thread_seconds_total{pid="%d",tid="%d"}'
                 % (gil.pid, gil.report["extra"]["spinner"]))}
             hung = prom_query(prom_port, 'pyscope_process_hung{pid="%d"}' % stuck.pid)
+            spin_hung = prom_query(prom_port, 'pyscope_process_hung{pid="%d"}' % gil.pid)
         except (urllib.error.URLError, ConnectionError, OSError):
             return None
-        if sum(states.values()) >= 3 and hung and hung[0][0]["verdict"] == "network_wait":
+        # Each process's first verdict comes with its own why evaluation and
+        # the scrape after it: wait for both processes' verdicts.
+        if (sum(states.values()) >= 3 and hung and hung[0][0]["verdict"] == "network_wait"
+                and spin_hung):
             return states, hung
         return None
 

@@ -594,6 +594,9 @@ def test_core_heap_objects_as_live(interp, start_program, tmp_path):
     live process did."""
     target = start_program(interp, "core_asyncio.py")
     extra = target.report["extra"]
+    # The report is written before the loop reaches its selector: read the
+    # live process once it sleeps there, as the core will have it.
+    target.wait_asleep()
     live = {expr: dump_json("--print", expr, target.pid)
             for expr in ("future", "self._scheduled")}
     core = core_of(interp, target, tmp_path)
