@@ -22,7 +22,9 @@
 struct async_stacks {
     struct asyncio_sampler *as;
     uint64_t *waiting;               /* scratch: one pass's suspended tasks */
-    uint32_t *prefix;                /* scratch: a running task's prefix (--native) */
+    uint32_t *prefix;                /* a running task's prefix (--native), read... */
+    size_t prefix_len, prefix_keep;  /* ...before the merge, spliced in after it */
+    size_t prefix_n;                 /* the walk's Python frames it was read for */
     struct profile *profile;
     async_frame_fn frame_id;
     void *ctx;
@@ -143,14 +145,21 @@ size_t async_stacks_prefix(struct async_stacks *a, uint64_t interp, uint64_t tst
     return len;
 }
 
-size_t async_stacks_native(struct async_stacks *a, uint64_t interp, uint64_t tstate,
-                           const struct py_frame *frames, const uint32_t *ids, size_t n,
+bool async_stacks_native_read(struct async_stacks *a, uint64_t interp, uint64_t tstate,
+                              const struct py_frame *frames, const uint64_t *addrs, size_t n)
+{
+    a->prefix_len = async_stacks_prefix(a, interp, tstate, frames, addrs, n, a->prefix,
+                                        MAX_PREFIX, &a->prefix_keep);
+    a->prefix_n = n;
+    return a->prefix_len > 0;
+}
+
+size_t async_stacks_native(struct async_stacks *a, const uint32_t *ids, size_t n,
                            uint32_t *stack, size_t depth, size_t max)
 {
-    size_t keep;
-    size_t len = async_stacks_prefix(a, interp, tstate, frames, NULL, n, a->prefix, MAX_PREFIX,
-                                     &keep);
-    if (len == 0 || keep == 0 || keep > n)
+    size_t len = a->prefix_len, keep = a->prefix_keep;
+    a->prefix_len = 0;
+    if (len == 0 || keep == 0 || keep > n || n != a->prefix_n)
         return depth;
     /* The merged stack holds the walk's Python frames in their order,
      * outermost first, with C frames (whose profile frames are never a

@@ -4,6 +4,7 @@
 #ifndef PYSCOPE_SAMPLING_ASYNC_STACKS_H
 #define PYSCOPE_SAMPLING_ASYNC_STACKS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,14 +37,19 @@ size_t async_stacks_prefix(struct async_stacks *a, uint64_t interp, uint64_t tst
                            const struct py_frame *frames, const uint64_t *addrs, size_t n,
                            uint32_t *out, size_t max, size_t *keep);
 
-/* --native: the same for a stack already merged with its C frames (stack,
- * depth entries, outermost first; ids the walk's n Python frames, innermost
+/* --native, in two steps. First, right after the walk (the running task is
+ * read then, not after the native unwind, which takes long enough for the
+ * step to end meanwhile): async_stacks_native_read finds the task as
+ * async_stacks_prefix does and keeps its prefix; returns whether one was
+ * found. Then, once the stack is merged with its C frames (stack, depth
+ * entries, outermost first; ids the walk's n Python frames, innermost
  * first): everything outer than the running coroutine's frame, C frames of
  * the loop included, gives way to the prefix; the C frames within the task
  * stay where the merge put them. Returns the new depth (at most max), or
- * depth when no task step is found on the stack. */
-size_t async_stacks_native(struct async_stacks *a, uint64_t interp, uint64_t tstate,
-                           const struct py_frame *frames, const uint32_t *ids, size_t n,
+ * depth when no task step was found. */
+bool async_stacks_native_read(struct async_stacks *a, uint64_t interp, uint64_t tstate,
+                              const struct py_frame *frames, const uint64_t *addrs, size_t n);
+size_t async_stacks_native(struct async_stacks *a, const uint32_t *ids, size_t n,
                            uint32_t *stack, size_t depth, size_t max);
 
 /* The suspended tasks of the loop thread tstate runs (but the running one,

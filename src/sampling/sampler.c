@@ -768,6 +768,9 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
         }
         /* (A walk the memo stopped at once left the innermost frame where
          * the last walk found it.) */
+        bool task = s->tasks &&
+                    async_stacks_native_read(s->tasks, interp, th->tstate, s->frames,
+                                             use_memo ? th->memo.addr : NULL, n);
         bool holds = th->hold_seen_ns != 0;
         struct native_py_stack py = {ids, entry, n, leaf, n ? th->site_frame : 0,
                                      n ? th->site_offset : -1,
@@ -775,9 +778,8 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
                                      holds ? s->states_read_ns : UINT64_MAX};
         depth = (uint32_t)native_sampler_stack(s->native, th->tid, blocked, &py, s->stack_ids,
                                                MAX_STACK_DEPTH + 1);
-        if (s->tasks)
-            depth = (uint32_t)async_stacks_native(s->tasks, interp, th->tstate, s->frames,
-                                                  ids, n, s->stack_ids, depth,
+        if (task)
+            depth = (uint32_t)async_stacks_native(s->tasks, ids, n, s->stack_ids, depth,
                                                   MAX_STACK_DEPTH + 1);
     } else {
         /* With --async, a loop thread's frames below its running task's
