@@ -434,6 +434,9 @@ static void build(struct session *s, struct top_view *v)
                       pct(rows[i].own, window_samples), pct(rows[i].total, window_samples),
                       f->function[0] ? f->function : "unnamed", f->module, f->file[0] ? " " : "",
                       f->file);
+        else if (f->synthetic || !f->file[0]) /* "[C] re.Pattern.match", "<GC>": no source */
+            lines_add(&v->functions, "%6.1f%% %6.1f%%  %s", pct(rows[i].own, window_samples),
+                      pct(rows[i].total, window_samples), f->function);
         else
             lines_add(&v->functions, "%6.1f%% %6.1f%%  %s (%s)", pct(rows[i].own, window_samples),
                       pct(rows[i].total, window_samples), f->function, f->file);

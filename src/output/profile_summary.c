@@ -135,6 +135,17 @@ static bool same_c_function(const struct profile *p, uint32_t a, uint32_t b)
            (x->function[0] || a == b); /* unnamed frames are only themselves */
 }
 
+static bool stack_unmerged(const struct profile *p, const struct profile_stack *st)
+{
+    for (uint32_t k = 0; k < st->depth; k++) {
+        uint32_t id = st->frames[k];
+        if (id < p->n_frames && p->frames[id].synthetic &&
+            strcmp(p->frames[id].function, PROFILE_NATIVE_NOT_MERGED) == 0)
+            return true;
+    }
+    return false;
+}
+
 static int c_hogs_build(struct profile_summary *s, const struct profile *p)
 {
     struct summary_c_hog *all = NULL;
@@ -145,8 +156,12 @@ static int c_hogs_build(struct profile_summary *s, const struct profile *p)
             continue;
         uint32_t c_frame, py_frame;
         c_holder(p, &p->stacks[h->stack], &c_frame, &py_frame);
-        if (c_frame == UINT32_MAX)
+        if (c_frame == UINT32_MAX) {
+            s->c_hog_unnamed += h->samples;
+            if (stack_unmerged(p, &p->stacks[h->stack]))
+                s->c_hog_unmerged += h->samples;
             continue;
+        }
         size_t k = 0;
         while (k < n && !(all[k].py_frame == py_frame && same_c_function(p, all[k].c_frame, c_frame)))
             k++;

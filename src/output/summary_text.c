@@ -241,8 +241,23 @@ static void write_hogs(FILE *out, const struct profile *p, const struct profile_
     if (s->n_hogs_total > s->n_hogs)
         fprintf(out, "     (%zu more stack%s)\n", s->n_hogs_total - s->n_hogs,
                 plural(s->n_hogs_total - s->n_hogs));
-    if (s->n_c_hogs == 0)
+    if (s->n_c_hogs == 0) {
+        /* --native was asked for the C function: say why there is none. */
+        if (!p->meta.native_mode[0])
+            return;
+        if (s->c_hog_unmerged > 0)
+            fprintf(out, "\nC functions holding the GIL (--native): none named. In %llu of "
+                         "those samples the C stack could not be matched with the Python stack "
+                         "(it is shown apart, after \"%s\"); outside the interpreter and the C "
+                         "runtime it has no frame to name, and the interpreter's own frames "
+                         "cannot be placed in it (a stripped interpreter, or stack copies too "
+                         "short: see the C stacks line above).\n",
+                    (unsigned long long)s->c_hog_unmerged, PROFILE_NATIVE_NOT_MERGED);
+        else
+            fputs("\nC functions holding the GIL (--native): none; those stacks were running "
+                  "Python code, in no C call of their own.\n", out);
         return;
+    }
     fputs("\nC functions holding the GIL in those stacks (--native), with their Python caller:\n", out);
     for (size_t i = 0; i < s->n_c_hogs; i++) {
         const struct summary_c_hog *h = &s->c_hogs[i];

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HERE, run_pyscope
+from test_native_sampling import expect_merge, top_line_matching
 from test_record import pick_interp
 
 NATIVE_SRC = HERE / "native"
@@ -81,18 +82,23 @@ def leaf_shares(doc, thread_name):
     return {leaf: n / total for leaf, n in counts.items()}
 
 
-def test_record_names_the_c_callable(interp, start_program, hog_lib, tmp_path):
-    """record: each thread's samples end in the "[C] name" pseudo-frame of
-    the call it sits in, and the GIL-hog report names the regex matcher."""
+def record_callables(start_program, interp, hog_lib, tmp_path, *options):
+    """The program, and record's 2 s of it with options, as JSON."""
     target = start_callables(start_program, interp, hog_lib)
     wait_main_asleep(target)
-    expected = target.report["extra"]["callables"]
     out = tmp_path / "rec.json"
-    result = run_pyscope(["record", "-p", str(target.pid), "-d", "2", "--idle", "-f", "json",
+    result = run_pyscope(["record", "-p", str(target.pid), "-d", "2", *options, "-f", "json",
                           "-o", str(out)])
     assert result.returncode == 0, result
     with open(out, encoding="utf-8") as f:
-        doc = json.load(f)
+        return target, result, json.load(f)
+
+
+def test_record_names_the_c_callable(interp, start_program, hog_lib, tmp_path):
+    """record: each thread's samples end in the "[C] name" pseudo-frame of
+    the call it sits in, and the GIL-hog report names the regex matcher."""
+    target, result, doc = record_callables(start_program, interp, hog_lib, tmp_path, "--idle")
+    expected = target.report["extra"]["callables"]
     for name, callable_name in expected.items():
         shares = leaf_shares(doc, name)
         # The regex thread also waits for the GIL now and then, at its
@@ -103,6 +109,58 @@ def test_record_names_the_c_callable(interp, start_program, hog_lib, tmp_path):
     first = re.search(r"^\s+1\. .*\n\s+(.*)\n\s+(\S+)", hogs[1], re.M)
     assert first and first.group(1) == "[C] " + expected["regex"], hogs[1]
     assert first.group(2) == "regex_loop", hogs[1]
+
+
+REGEX_CALL_LINE = next(n for n, text in enumerate(
+    (HERE / "programs" / "c_callables.py").read_text().splitlines(), 1)
+    if text.strip() == "PATTERN.match(TEXT)")
+
+
+def test_top_names_the_c_callable(interp, start_program, hog_lib):
+    """top: the callable is the leaf row of the function table, its own
+    time, named as Python names it, with no source file to show: the
+    regex thread's re.Pattern.match holds most of its samples."""
+    target = start_callables(start_program, interp, hog_lib)
+    wait_main_asleep(target)
+    expected = target.report["extra"]["callables"]
+    row = re.compile(r"^ +([\d.]+)% +([\d.]+)%  \[C\] " + re.escape(expected["regex"]) + "$")
+
+    def wanted(line):
+        m = row.match(line)
+        # Its own time is its total: nothing is called from a leaf. The
+        # regex thread is one of six, holding the GIL most of the time.
+        return m and float(m.group(1)) >= 10 and m.group(1) == m.group(2)
+    found, seen = top_line_matching(["-p", str(target.pid)], wanted)
+    assert found, "\n".join(seen[-40:])
+
+
+def test_record_native_names_the_regex_matcher(interp, start_program, hog_lib, tmp_path):
+    """record --native: the C function holding the GIL in the regex thread
+    is the interpreter's matcher (sre_ucs1_match; on Debian's LTO build
+    sre_ucs1_match.lto_priv.0), in the interpreter's own file, called from
+    regex_loop at its line. Debian's stripped 3.13+ builds have no symbol
+    for it: the report says why it names none, rather than naming a wrong
+    one (the C runtime's, or an unnamed frame of the interpreter)."""
+    _, result, doc = record_callables(start_program, interp, hog_lib, tmp_path, "--native")
+    c_hogs = doc["summary"]["gil_hog_c_functions"]
+    if not expect_merge(interp.id):
+        assert c_hogs == [], c_hogs
+        assert "C functions holding the GIL (--native): none named. In " in result.stderr, \
+            result.stderr
+        return
+    assert c_hogs, result.stderr
+    top = c_hogs[0]
+    binary = Path(interp.path).resolve()
+    library = [m for m in Path(binary).parent.parent.glob("lib/libpython3*.so.1.0")]
+    module = library[0].name if library else binary.name
+    assert re.fullmatch(r"sre_ucs1_match(\.lto_priv\.\d+)?", top["function"]), c_hogs
+    assert top["module"] == module, (top, module)
+    assert top["python_caller"].startswith("regex_loop ("), top
+    assert top["python_caller"].endswith(":%d)" % REGEX_CALL_LINE), top
+    # It holds the GIL most of the recording: the spinner waits for it.
+    assert top["passes_pct"] >= 30, c_hogs
+    assert re.search(r"\[C\] sre_ucs1_match\S* \(%s\) \S+:\d+\n\s+called from regex_loop \("
+                     % re.escape(module), result.stderr), result.stderr
 
 
 @pytest.mark.parametrize("fmt", ["flamegraph", "speedscope", "chrome", "pprof"])

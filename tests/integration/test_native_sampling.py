@@ -357,15 +357,13 @@ def test_record_native_debug_builds(path, start_program, pyscope, gilhog_lib, tm
         assert not any(f["function"].startswith("_PyEval_EvalFrame") for f in frames), frames
 
 
-def test_top_native(start_program, gilhog_lib, tmp_path):
-    """top --native counts C functions: hog_checksum is the hog's own time."""
-    interp = pick_interp("3.12", "3.11")
-    target = start_hog(start_program, interp, gilhog_lib)
-    row = re.compile(r"^ +([\d.]+)% +([\d.]+)%  \[C\] hog_checksum \(libgilhog\.so\) \S*gilhog\.c$")
-    proc = subprocess.Popen([str(PYSCOPE), "top", "--native", "-p", str(target.pid)],
+def top_line_matching(args, wanted, timeout=30):
+    """Runs pyscope top ARGS until a line of its output is wanted(line);
+    returns that line (None if it never came) and the lines seen."""
+    proc = subprocess.Popen([str(PYSCOPE), "top"] + args,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     seen, found = [], None
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + timeout
     try:
         while found is None and time.monotonic() < deadline:
             ready, _, _ = select.select([proc.stdout], [], [], 1.0)
@@ -375,12 +373,21 @@ def test_top_native(start_program, gilhog_lib, tmp_path):
             if not line and proc.poll() is not None:
                 break
             seen.append(line)
-            m = row.match(line)
-            if m and float(m.group(1)) > 5:
+            if wanted(line):
                 found = line
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)
+    return found, seen
+
+
+def test_top_native(start_program, gilhog_lib, tmp_path):
+    """top --native counts C functions: hog_checksum is the hog's own time."""
+    interp = pick_interp("3.12", "3.11")
+    target = start_hog(start_program, interp, gilhog_lib)
+    row = re.compile(r"^ +([\d.]+)% +([\d.]+)%  \[C\] hog_checksum \(libgilhog\.so\) \S*gilhog\.c$")
+    found, seen = top_line_matching(["--native", "-p", str(target.pid)],
+                                    lambda line: (m := row.match(line)) and float(m.group(1)) > 5)
     assert found, "\n".join(seen[-40:])
 
 
