@@ -423,6 +423,10 @@ static void build(struct session *s, struct top_view *v)
         lines_add(&v->header, "%.0f samples/s, %.1f%% errors, GIL busy %.0f%%   [q quits]",
                   seconds > 0 ? (double)passes / seconds : 0.0, pct(failed, passes),
                   pct(busy, passes));
+        /* The fallback stops the process at each pass: a full-screen top
+         * would hide stderr's note of it. */
+        if (strcmp(p->meta.native_mode, "ptrace") == 0 && p->meta.native_note[0])
+            lines_add(&v->header, "%s", p->meta.native_note);
         lines_add(&v->header, "%s", "");
     }
     build_threads(p, v, many);

@@ -111,6 +111,10 @@ struct profile_process {
     uint64_t first_ns, last_ns;   /* its first and last pass, since the start */
 };
 
+/* Room for the longest note on how C stacks are taken: the refusal's
+ * strerror and perf_event_paranoid, then the fallback's terms. */
+#define PROFILE_NATIVE_NOTE_MAX 320
+
 struct profile_meta {
     pid_t pid;
     char command[1024];
@@ -128,7 +132,7 @@ struct profile_meta {
     /* --native: how C stacks were taken ("" without --native), and what came
      * of each sample's merge. */
     char native_mode[16];     /* "perf_event" or "ptrace" */
-    char native_note[160];    /* why that mode, when it is the fallback */
+    char native_note[PROFILE_NATIVE_NOTE_MAX]; /* why that mode, when it is the fallback */
     uint64_t native_merged;   /* samples whose C and Python stacks were merged */
     uint64_t native_unmerged; /* ... could not be matched: both shown, one after the other */
     uint64_t native_truncated; /* of those, the stack copy ended before the Python frames */

@@ -111,7 +111,7 @@ static bool try_attach(struct flight *f, uint64_t now)
     /* Each attach (after an exec too) sets the sampler's C stacks up anew;
      * what came of it is said once. */
     if (f->opts.native) {
-        char note[160];
+        char note[PROFILE_NATIVE_NOTE_MAX];
         struct pyscope_error nerr = {0};
         bool ok = sampler_enable_native(&f->sampler, NATIVE_PERF, f->opts.native_all,
                                         f->opts.rate_hz, note, sizeof note, &nerr) == 0;

@@ -66,7 +66,7 @@ static void describe_process(struct session *s, struct sampler *sampler)
 
 static int enable_native(struct session *s, struct sampler *sampler, struct pyscope_error *err)
 {
-    char note[160];
+    char note[PROFILE_NATIVE_NOTE_MAX];
     if (sampler_enable_native(sampler, s->opts.native_mode, s->opts.native_all, s->opts.rate_hz,
                               note, sizeof note, err) != 0)
         return -1;

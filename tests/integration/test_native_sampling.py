@@ -25,8 +25,8 @@ import pytest
 
 from conftest import HERE, PYSCOPE, run_pyscope
 from test_html import embedded_data
-from test_record import (check_chrome, check_pprof, check_speedscope, load_record,
-                         parse_collapsed, pick_interp, record)
+from test_record import (RECORD_SLACK, check_chrome, check_pprof, check_speedscope,
+                         load_record, parse_collapsed, pick_interp, record)
 
 NATIVE_SRC = HERE / "native"
 GILHOG_SRC = (NATIVE_SRC / "gilhog.c").read_text().splitlines()
@@ -111,24 +111,50 @@ def check_c_call(frames, function, lines, caller, merged):
         (py, caller)
 
 
-@pytest.mark.parametrize("mode", ["perf", "ptrace"])
-def test_record_native(interp, mode, start_program, pyscope, gilhog_lib, tmp_path):
+@pytest.fixture(scope="session")
+def noperf(tmp_path_factory):
+    """A wrapper under which perf_event_open fails with EPERM (a seccomp
+    filter, as Docker's default profile has)."""
+    out = tmp_path_factory.mktemp("noperf") / "noperf"
+    proc = subprocess.run(["gcc", "-O1", "-o", str(out), str(NATIVE_SRC / "noperf.c")],
+                          stderr=subprocess.PIPE)
+    assert proc.returncode == 0, proc.stderr.decode()
+    return out
+
+
+@pytest.mark.parametrize("mode", ["perf", "ptrace", "refused"])
+def test_record_native(interp, mode, start_program, pyscope, gilhog_lib, noperf, tmp_path):
     """The hog's samples hold hog_checksum at one of its loop's lines under
     hog_loop at its call; the locker's idle samples wait in pthread_mutex_lock
     under wait_for_lock under locker (item 5); the GIL-hog report names
     hog_checksum with hog_loop as its caller (item 3); the metadata says how
-    C stacks were taken."""
+    C stacks were taken. "refused": no --native-mode, and the kernel
+    refuses perf_event_open (a seccomp filter, as in a Docker container):
+    pyscope falls back to ptrace by itself, and says why on stderr and in
+    the metadata, in full."""
     target = start_hog(start_program, interp, gilhog_lib)
     callers = target.report["extra"]["callers"]
     out = tmp_path / "rec.json"
-    result = record(pyscope, out, "-p", target.pid, "--native", "--idle",
-                    "--native-mode", mode, duration=2)
+    if mode == "refused":
+        result = pyscope("record", "-d", 2, "-f", "json", "-q", "-o", out, "-p", target.pid,
+                         "--native", "--idle", prefix=[str(noperf)], timeout=2 + RECORD_SLACK)
+        assert result.returncode == 0, result
+    else:
+        result = record(pyscope, out, "-p", target.pid, "--native", "--idle",
+                        "--native-mode", mode, duration=2)
     doc = load_record(out)
     native = doc["meta"]["native"]
     merging = expect_merge(interp.id)
     if mode == "ptrace":
         assert native["mode"] == "ptrace" and "--native-mode=ptrace" in native["note"], native
         assert "ptrace interrupts" in result.stderr, result.stderr
+    elif mode == "refused":
+        assert native["mode"] == "ptrace", native
+        assert re.fullmatch(r"perf_event_open refused \(Operation not permitted, "
+                            r"perf_event_paranoid=-?\d+\): C stacks by ptrace interrupts, which "
+                            r"stop the process briefly at each pass \(at most 100 Hz\)",
+                            native["note"]), native
+        assert "pyscope: " + native["note"] + "\n" in result.stderr, result.stderr
     else:
         assert native["mode"] == "perf_event" and native["note"] is None, native
     assert native["merged"] + native["unmerged"] > 0, native
@@ -357,10 +383,11 @@ def test_record_native_debug_builds(path, start_program, pyscope, gilhog_lib, tm
         assert not any(f["function"].startswith("_PyEval_EvalFrame") for f in frames), frames
 
 
-def top_line_matching(args, wanted, timeout=30):
-    """Runs pyscope top ARGS until a line of its output is wanted(line);
-    returns that line (None if it never came) and the lines seen."""
-    proc = subprocess.Popen([str(PYSCOPE), "top"] + args,
+def top_line_matching(args, wanted, timeout=30, prefix=()):
+    """Runs pyscope top ARGS (under the command prefix) until a line of its
+    output is wanted(line); returns that line (None if it never came) and
+    the lines seen."""
+    proc = subprocess.Popen(list(prefix) + [str(PYSCOPE), "top"] + args,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     seen, found = [], None
     deadline = time.monotonic() + timeout
@@ -388,6 +415,26 @@ def test_top_native(start_program, gilhog_lib, tmp_path):
     row = re.compile(r"^ +([\d.]+)% +([\d.]+)%  \[C\] hog_checksum \(libgilhog\.so\) \S*gilhog\.c$")
     found, seen = top_line_matching(["--native", "-p", str(target.pid)],
                                     lambda line: (m := row.match(line)) and float(m.group(1)) > 5)
+    assert found, "\n".join(seen[-40:])
+
+
+def test_top_native_falls_back_to_ptrace(start_program, gilhog_lib, noperf):
+    """top --native where the kernel refuses perf_event_open: C stacks by
+    ptrace, and the screen says so (stderr is hidden behind it), then
+    counts hog_checksum as with perf events."""
+    interp = pick_interp("3.11", "3.12")
+    target = start_hog(start_program, interp, gilhog_lib)
+    row = re.compile(r"^ +([\d.]+)% +([\d.]+)%  \[C\] hog_checksum \(libgilhog\.so\) \S*gilhog\.c$")
+    notes = []
+
+    def wanted(line):
+        if line.startswith("perf_event_open refused (Operation not permitted") and \
+                "C stacks by ptrace interrupts" in line:
+            notes.append(line)
+        m = row.match(line)
+        return notes and m and float(m.group(1)) > 5
+    found, seen = top_line_matching(["--native", "-p", str(target.pid)], wanted,
+                                    prefix=[str(noperf)])
     assert found, "\n".join(seen[-40:])
 
 
