@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HERE, PYSCOPE, run_pyscope
+from test_native import native_ext  # noqa: F401 (a fixture)
 from test_html import embedded_data
 from test_record import (RECORD_SLACK, check_chrome, check_pprof, check_speedscope,
                          load_record, parse_collapsed, pick_interp, record)
@@ -194,6 +195,50 @@ def test_record_native(interp, mode, start_program, pyscope, gilhog_lib, noperf,
     assert "C functions holding the GIL" in result.stderr, result.stderr
     assert re.search(r"\[C\] hog_checksum \(libgilhog\.so\) \S*gilhog\.c:\d+\n\s+called from "
                      r"hog_loop \(", result.stderr), result.stderr
+
+
+EXT_WAIT_LINE = next(n for n, text in enumerate(
+    (NATIVE_SRC / "nativeext.c").read_text().splitlines(), 1) if "wait-here" in text)
+
+
+def test_off_cpu_in_a_c_extension_mutex(interp, start_program, pyscope, native_ext, tmp_path):
+    """--native --idle, item 5: a thread blocked in a C extension's mutex,
+    the GIL released, is idle; its idle samples say where it waits:
+    pthread_mutex_lock (libc) in nativeext_wait_for_lock at its line, called
+    from wait() at its line; the wait is charged to that C call site in the
+    profile. (Debian's 3.13+ ship no Python.h: the ctypes locker of
+    test_record_native is their off-CPU case.)"""
+    if native_ext is None:
+        pytest.skip("no Python.h for %s (test_record_native's ctypes locker covers it)"
+                    % interp.id)
+    target = start_program(interp, "native_mutex.py", native_ext)
+    caller = target.report["extra"]["caller"]
+    waiter = next(t for t in target.report["threads"] if t["name"] == "waiter")
+    target.wait_in_syscall(waiter["native_id"], (FUTEX,))
+    out = tmp_path / "rec.json"
+    record(pyscope, out, "-p", target.pid, "--native", "--idle", duration=2)
+    doc = load_record(out)
+    samples = thread_samples(doc, "waiter")
+    assert samples and all(state == "idle" for _, state, _ in samples), samples[:3]
+    merging = expect_merge(interp.id)
+    waits = [(frames, n) for frames, _, n in samples
+             if any(is_c(f, "nativeext_wait_for_lock", "pyscope_nativeext.so") for f in frames)]
+    # Every sample after the first pass (which has no C stack yet).
+    assert sum(n for _, n in waits) >= sum(n for _, _, n in samples) - 2, samples[:3]
+    for frames, _ in waits:
+        at = max(i for i, f in enumerate(frames)
+                 if is_c(f, "nativeext_wait_for_lock", "pyscope_nativeext.so"))
+        assert frames[at]["file"].endswith("nativeext.c") and \
+            frames[at]["line"] == EXT_WAIT_LINE, frames[at]
+        unmerged = any(f["function"] == NOT_MERGED for f in frames)
+        assert not (merging and unmerged), [f["function"] for f in frames]
+        marker = [i for i, f in enumerate(frames) if f["function"] == NOT_MERGED]
+        py = python_caller(frames, marker[0] if unmerged else at)
+        assert py and (py["function"], py["line"]) == (caller["function"], caller["line"]), py
+        inner = frames[at + 1:]
+        assert inner and all(f.get("native") and f["module"].startswith("libc.so")
+                             for f in inner), inner
+        assert any("lock" in f["function"] for f in inner), inner
 
 
 def test_kept_unwind_rules_match_libdwfl(interp, start_program, gilhog_lib, tmp_path):
