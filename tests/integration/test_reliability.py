@@ -16,6 +16,7 @@ import stat
 import subprocess
 import threading
 import time
+import types
 
 import pytest
 
@@ -388,8 +389,28 @@ def test_record_follows_an_exec_into_another_python(interp, spawn, pyscope, tmp_
     proc = spawn([interp.path, str(PROGRAMS / "exec_other.py"), str(report), other.path],
                  ready_line="ready")
     out = tmp_path / "rec.json"
-    result = pyscope("record", "-p", proc.pid, "-d", "10", "-r", "200", "-f", "json", "-o", out)
-    assert result.returncode == 0, result
+    # The first stage execs only once pyscope samples it.
+    start = None
+    recorder = subprocess.Popen([str(PYSCOPE), "record", "-p", str(proc.pid), "-d", "10", "-r",
+                                 "200", "-f", "json", "-o", str(out)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in recorder.stderr:
+        lines.append(line)
+        if line.startswith("pyscope: sampling process %d " % proc.pid):
+            (tmp_path / "stages.jsonl.go").touch()
+            start = time.monotonic()
+            break
+    try:
+        rest, err = recorder.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        recorder.kill()
+        rest, err = recorder.communicate()
+    result = types.SimpleNamespace(returncode=recorder.returncode, stdout=rest,
+                                   stderr="".join(lines) + err,
+                                   elapsed=time.monotonic() - (start or 0))
+    assert result.returncode == 0 and start is not None, result
     stages = [json.loads(line) for line in report.read_text().splitlines()]
     assert [s["stage"] for s in stages] == ["before", "exec", "after"], stages
     assert {s["pid"] for s in stages} == {proc.pid}
@@ -398,7 +419,8 @@ def test_record_follows_an_exec_into_another_python(interp, spawn, pyscope, tmp_
     assert after["python_version"] == other.version
     assert ("pyscope: process %d exec'd %s (Python %s): following the new program\n"
             % (proc.pid, after["executable"], after["python_version"])) in result.stderr, result
-    # The recording ended when the second stage exited, not at -d.
+    # The recording ended when the second stage exited (2 s after it was
+    # let go), not at -d.
     assert result.elapsed < 8, result
     doc = strict_json(out.read_text())
     assert doc["meta"]["python_version"] == before["python_version"]

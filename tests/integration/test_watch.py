@@ -429,6 +429,7 @@ def walk(n):
     if n:
         walk(n - 1)
 end = time.monotonic() + 0.5
+walk(3)  # once at least: a loaded machine can pause the program past end
 while time.monotonic() < end:
     walk(3)
 """

@@ -1,8 +1,10 @@
 """A program that execs another interpreter in place (issue 13.5): the first
-stage spins in before_exec(), then os.execv's the interpreter named in
-argv[2] on this same file; the second stage spins in after_exec() and exits.
-Each stage appends its own pid, version and executable to the report
-(argv[1], one JSON line per stage).
+stage spins in before_exec() until the file REPORT.go exists (the test
+makes it once pyscope samples: a loaded machine may take seconds to start
+pyscope) and 0.5 s more, then os.execv's the interpreter named in argv[2]
+on this same file; the second stage spins in after_exec() and exits. Each
+stage appends its own pid, version and executable to the report (argv[1],
+one JSON line per stage).
 
 usage: exec_other.py REPORT OTHER_PYTHON [after]
 """
@@ -28,7 +30,10 @@ def spin(seconds):
 
 
 def before_exec(path, other):
-    spin(1.0)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path + ".go") and time.monotonic() < deadline:
+        spin(0.01)
+    spin(0.5)
     report(path, "exec")
     os.execv(other, [other, os.path.abspath(__file__), path, other, "after"])
 
