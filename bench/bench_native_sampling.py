@@ -304,13 +304,20 @@ def memory(args, tmp, lib):
                                stderr=subprocess.DEVNULL)
         points = []
         started = time.monotonic()
-        while rec.poll() is None:
+        # wait4, not poll(), reaps it: its rusage gives the peak, the
+        # writing of the output included.
+        usage = None
+        while usage is None:
             time.sleep(args.memory_seconds / 12)
+            pid, _, ru = os.wait4(rec.pid, os.WNOHANG)
+            if pid:
+                usage = ru
+                rec.returncode = 0
+                break
             try:
                 points.append((time.monotonic() - started, rss_kb(rec.pid)))
             except OSError:
-                break
-        rec.wait()
+                pass
         for t, kb in points:
             print("  t=%5.0f s  VmRSS %6.1f MB" % (t, kb / 1024))
         # Only points inside the recording: the last ones catch it writing
@@ -321,6 +328,7 @@ def memory(args, tmp, lib):
             rate = (m1 - m0) / 1024 / max(t1 - t0, 1) * 60
             print("  growth after the first point: %.2f MB/min; extrapolated to 10 min: %.1f MB"
                   % (rate, m1 / 1024 + rate * (600 - t1) / 60))
+        print("  peak VmRSS (VmHWM, output written): %.1f MB" % (usage.ru_maxrss / 1024))
         with open(out) as f:
             meta = json.load(f)["meta"]
         print("  passes %d, C stacks: %s" % (meta["passes"], meta.get("native")))
