@@ -157,7 +157,6 @@ static int c_hogs_build(struct profile_summary *s, const struct profile *p)
         uint32_t c_frame, py_frame;
         c_holder(p, &p->stacks[h->stack], &c_frame, &py_frame);
         if (c_frame == UINT32_MAX) {
-            s->c_hog_unnamed += h->samples;
             if (stack_unmerged(p, &p->stacks[h->stack]))
                 s->c_hog_unmerged += h->samples;
             continue;

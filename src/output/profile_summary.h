@@ -58,8 +58,8 @@ struct profile_summary {
     size_t n_hogs_total;                   /* distinct hog stacks, shown or not */
     struct summary_c_hog c_hogs[SUMMARY_MAX_C_HOGS];   /* most samples first */
     size_t n_c_hogs;
-    uint64_t c_hog_unnamed;                /* hog samples naming no C function... */
-    uint64_t c_hog_unmerged;               /* ...of which their C stack was not merged */
+    uint64_t c_hog_unmerged;               /* hog samples naming no C function, their C
+                                              stack not merged */
     double gil_utilisation_pct;            /* passes in which some thread held the GIL */
     double gc_pct;                         /* passes during which a collection ran */
     struct summary_gc_trigger gc_triggers[SUMMARY_MAX_GC_TRIGGERS];   /* most collections first */

@@ -254,8 +254,9 @@ static void write_hogs(FILE *out, const struct profile *p, const struct profile_
                          "short: see the C stacks line above).\n",
                     (unsigned long long)s->c_hog_unmerged, PROFILE_NATIVE_NOT_MERGED);
         else
-            fputs("\nC functions holding the GIL (--native): none; those stacks were running "
-                  "Python code, in no C call of their own.\n", out);
+            fputs("\nC functions holding the GIL (--native): none; no hog stack is inside a C "
+                  "call of its own (they run Python code, or are taking or dropping the "
+                  "GIL).\n", out);
         return;
     }
     fputs("\nC functions holding the GIL in those stacks (--native), with their Python caller:\n", out);
