@@ -8,6 +8,9 @@
 #include <pthread.h>
 
 static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
+/* Threads past the GIL's release in wait_for_lock: once a thread counts here,
+ * the only futex it can block in is the mutex's, not the GIL's. */
+static _Atomic int waiting;
 
 __attribute__((noinline)) static PyObject *nativeext_call(PyObject *self, PyObject *callable)
 {
@@ -31,10 +34,19 @@ __attribute__((noinline)) static PyObject *nativeext_wait_for_lock(PyObject *sel
     (void)self;
     (void)unused;
     Py_BEGIN_ALLOW_THREADS
+    waiting++;
     pthread_mutex_lock(&held); /* wait-here */
+    waiting--;
     pthread_mutex_unlock(&held);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
+}
+
+static PyObject *nativeext_waiters(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromLong(waiting);
 }
 
 static PyMethodDef methods[] = {
@@ -42,6 +54,8 @@ static PyMethodDef methods[] = {
     {"take_lock", nativeext_take_lock, METH_NOARGS, "take the module's C mutex"},
     {"wait_for_lock", nativeext_wait_for_lock, METH_NOARGS,
      "wait for the module's C mutex, without the GIL"},
+    {"waiters", nativeext_waiters, METH_NOARGS,
+     "threads in wait_for_lock that have released the GIL"},
     {NULL, NULL, 0, NULL},
 };
 

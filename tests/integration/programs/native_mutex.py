@@ -14,6 +14,7 @@ The report's extra names the waiter's Python caller and the line of its call.
 
 import sys
 import threading
+import time
 
 sys.dont_write_bytecode = True
 import _target  # noqa: E402
@@ -34,6 +35,13 @@ def main():
                               daemon=True)
     waiter.start()
     started.wait()
+    # started only says the waiter is about to call; a loaded machine can
+    # leave it runnable for a while, and a test reading the report must
+    # find it blocked in the mutex, not on its way there.
+    for _ in range(2000):
+        if pyscope_nativeext.waiters():
+            break
+        time.sleep(0.005)
     extra = {"caller": {"function": wait.__name__,
                         "line": _target.marker_line(wait, "# wait-call")}}
     _target.park(__file__, path, extra=extra)
