@@ -517,11 +517,17 @@ int run_program(const struct run_options *o)
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
     sigprocmask(recording ? SIG_BLOCK : SIG_SETMASK, recording ? &chld : NULL, &old_mask);
+    /* A signal sent to pyscope while the program starts waits, blocked,
+     * until there is a program to pass it on to (a handler that ran before
+     * child_pid was set would drop it). */
+    sigset_t spawning;
+    sigprocmask(SIG_BLOCK, &forwarded, &spawning);
     /* The terminal's Ctrl-C is for the program: it decides what to do. */
     struct tracer tr;
     struct pyscope_error err = {0};
     if (tracer_spawn(&tr, o->program, &old_mask, PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC,
                      &err) != 0) {
+        sigprocmask(SIG_SETMASK, &spawning, NULL);
         error_report(&err);
         if (rec) {
             flight_free(&rec->flight);
@@ -531,6 +537,7 @@ int run_program(const struct run_options *o)
         return PYSCOPE_ERR_OTHER;
     }
     child_pid = tr.pid;
+    sigprocmask(SIG_SETMASK, &spawning, NULL);
     if (rec) {
         tr.on_gone = armed_gone;
         tr.gone_ctx = rec;
