@@ -123,6 +123,9 @@ struct agent {
     uint64_t budget_at_ns;
     /* health */
     uint64_t samples, sample_errors, scans, ticks, ticks_late;
+    /* process passes, and those that repeated the last because nothing ran */
+    uint64_t passes, passes_repeated;
+    bool clock_note_logged;
     /* Samplers freed since the allocator was last asked to give memory back. */
     size_t freed_since_trim;
     double lag_seconds;          /* summed lateness of passes behind the clock */

@@ -127,6 +127,14 @@ static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
         s->idle_recheck_ns = 250000000ull;
         s->names_refresh_ns = 10000000000ull;
         s->skip_quiet_tstates = true;
+        /* A process none of whose threads has run since the last pass is
+         * not read again (most of a quiet host's passes). */
+        if (sampler_repeat_still(s) != 0 && !a->clock_note_logged) {
+            a->clock_note_logged = true;
+            agent_log(a, "every pass reads its process, even one that has not run since the "
+                         "last: no scheduler totals (taskstats) for process %d (%s)", (int)p->pid,
+                      s->clock.why_not);
+        }
         if (a->page_cache)
             target_cache_use(s->target, a->page_cache);
         else
@@ -432,6 +440,7 @@ void agent_sample_all(struct agent *a, uint64_t now_ns)
         if (p->state != AGENT_PROC_SAMPLING || !p->sampler)
             continue;
         uint64_t failed_before = a->profile.meta.passes_failed;
+        uint64_t repeated_before = p->sampler->passes_repeated;
         if (sampler_pass(p->sampler, monotonic_ns()) != 0) {
             bool exec = p->sampler->exec_seen;
             detach(a, p, now_ns);
@@ -450,6 +459,8 @@ void agent_sample_all(struct agent *a, uint64_t now_ns)
             continue;
         }
         p->passes++;
+        a->passes++;
+        a->passes_repeated += p->sampler->passes_repeated - repeated_before;
         if (a->profile.meta.passes_failed != failed_before) {
             p->passes_failed++;
             a->sample_errors++;

@@ -82,6 +82,10 @@ struct sampled_thread {
      * at the last pass. A C stack sampled before then may be of its wait
      * for the GIL: never used for a sample that holds it. */
     uint64_t hold_seen_ns, hold_seen_switches;
+    /* this pass's sample, for a pass that repeats it (has_sample false:
+     * none was given) */
+    struct sink_sample sample;
+    bool has_sample;
     struct sink_thread sink;
     struct py_stack_copy copy;
     struct stack_memo memo;
@@ -267,6 +271,8 @@ void sampler_close(struct sampler *s, uint64_t now_ns)
     async_stacks_free(s->tasks);
     free(s->entry_flags);
     native_sampler_close(s->native);
+    if (s->clock_open)
+        run_clock_close(&s->clock);
     if (s->target)
         target_close(s->target);
     memset(s, 0, sizeof *s);
@@ -1356,13 +1362,6 @@ static void read_uncovered_stacks(struct sampler *s, int n_pass)
 }
 
 /* What sampling the threads of one pass found, for the pass-wide facts. */
-struct pass_summary {
-    bool failed, gc_now, waiters;
-    uint64_t holder, switches;      /* the main interpreter's GIL holder */
-    uint32_t holder_stack;
-    uint64_t sampled, torn;         /* stacks read, and of those torn */
-};
-
 /* A thread whose copy turned out older than its top frame pointer
  * (top_slot_changed): its state, top frame and stack are read again, in
  * that order and at once, and walked without the check. Returns false
@@ -1454,6 +1453,7 @@ static void sample_thread(struct sampler *s, struct pass_thread *pass, struct pa
         state = PROFILE_WAITING_GIL;
     th->last_stack = torn ? UINT32_MAX : stack;
     th->last_top_frame = pass->pt.top_frame;
+    th->has_sample = false;
     sum->sampled++;
     if (torn) {
         sum->torn++;
@@ -1462,6 +1462,8 @@ static void sample_thread(struct sampler *s, struct pass_thread *pass, struct pa
     if (stack == UINT32_MAX)
         return;
     struct sink_sample sample = {th->profile_thread, stack, state, in_gc, syscall};
+    th->sample = sample;
+    th->has_sample = !torn && state != PROFILE_UNKNOWN;
     s->sink->ops->add(s->sink, &th->sink, &sample);
     /* Suspended tasks are counts without a timeline: into a profile only. */
     if (s->tasks && s->tasks_waiting && s->sink == &s->profile_sink.sink)
@@ -1524,9 +1526,52 @@ static void finish_pass(struct sampler *s, const struct pass_summary *sum, uint6
     s->gc_was_collecting = sum->gc_now;
 }
 
+/* Every thread as the last pass found it: none has run since. */
+static int repeat_pass(struct sampler *s, uint64_t now_ns, uint64_t rel_ns)
+{
+    s->sink->ops->begin_pass(s->sink, rel_ns);
+    for (size_t i = 0; i < s->n_threads; i++)
+        if (s->threads[i].has_sample)
+            s->sink->ops->add(s->sink, &s->threads[i].sink, &s->threads[i].sample);
+    finish_pass(s, &s->last_sum, now_ns, rel_ns);
+    s->passes_repeated++;
+    return 0;
+}
+
+/* Whether this pass can give the last one's samples again: the clock is
+ * looked at on every pass, before anything is read, so that "still" always
+ * covers the time since the last pass's reads. */
+static bool still_since_last_pass(struct sampler *s)
+{
+    if (!s->repeat_still || !s->clock_open || s->native || s->tasks)
+        return false;
+    /* A process that has run at every look lately is looked at less often
+     * (up to every 16th pass): its clock then costs little, and "still"
+     * stays exact, as it spans everything since the last look. */
+    if (s->clock_skip > 0) {
+        s->clock_skip--;
+        return false;
+    }
+    bool still = run_clock_still(&s->clock);
+    if (still) {
+        s->clock_ran = 0;
+    } else {
+        if (s->clock_ran < 16)
+            s->clock_ran++;
+        s->clock_skip = s->clock_ran - 1;
+    }
+    return still && s->repeatable;
+}
+
 static int pass_body(struct sampler *s, uint64_t now_ns)
 {
     uint64_t rel_ns = now_ns > s->start_ns ? now_ns - s->start_ns : 0;
+    /* Before anything is read, the interpreters' periodic lookup and the
+     * exec check included: a process that has not run cannot have exec'd
+     * or started an interpreter. */
+    if (still_since_last_pass(s))
+        return repeat_pass(s, now_ns, rel_ns);
+    s->repeatable = false;
     int ready = prepare_pass(s, now_ns);
     if (ready <= 0)
         return ready;
@@ -1555,6 +1600,10 @@ static int pass_body(struct sampler *s, uint64_t now_ns)
         if (!s->threads[i].seen)
             forget_thread(s, i, rel_ns);
     finish_pass(s, &sum, now_ns, rel_ns);
+    s->repeatable = !sum.failed && sum.torn == 0 && s->n_threads > 0;
+    for (size_t i = 0; i < s->n_threads && s->repeatable; i++)
+        s->repeatable = s->threads[i].has_sample;
+    s->last_sum = sum;
 
     /* A new thread is named within a second; the names of known ones are
      * looked at again at the owner's pace. */
@@ -1576,6 +1625,13 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
     int rc = pass_body(s, now_ns);
     native_sampler_end_pass(s->native);
     return rc;
+}
+
+int sampler_repeat_still(struct sampler *s)
+{
+    s->repeat_still = true;
+    s->clock_open = run_clock_open(&s->clock, s->pid) == 0;
+    return s->clock_open ? 0 : -1;
 }
 
 int sampler_enable_native(struct sampler *s, int mode, bool all, double rate_hz,

@@ -14,6 +14,7 @@
 #include "python/frames.h"
 #include "python/runtime.h"
 #include "python/threads.h"
+#include "target/run_clock.h"
 #include "util/addrset.h"
 #include "util/error.h"
 
@@ -34,6 +35,14 @@ struct chain_entry {
     bool cframe_ok;
     bool cframe_assumed;      /* not read: the thread is parked idle, the last one stands */
     bool ts_skipped;          /* its thread state not read: the last pass's block stands */
+};
+
+/* What one pass found, besides each thread's sample. */
+struct pass_summary {
+    bool failed, gc_now, waiters;
+    uint64_t holder, switches;      /* the main interpreter's GIL holder */
+    uint32_t holder_stack;
+    uint64_t sampled, torn;         /* stacks read, and of those torn */
 };
 
 struct sampler {
@@ -108,6 +117,16 @@ struct sampler {
      * Python code since: its thread state is not read again (the agent's
      * setting; see quiet_since_read in sampler.c). */
     bool skip_quiet_tstates;
+    /* The agent's: a process none of whose threads has been on a CPU since
+     * the last pass that read every thread whole (target/run_clock.h) is
+     * not read again: that pass's samples are given once more. */
+    bool repeat_still;
+    bool clock_open;
+    struct run_clock clock;
+    unsigned clock_ran, clock_skip;   /* looks in a row that found it had run; passes to skip */
+    bool repeatable;                  /* the last pass read every thread whole */
+    struct pass_summary last_sum;
+    uint64_t passes_repeated;
     bool chain_blocks;                /* s->blocks hold the chain's thread states */
     bool thread_unnamed;
     uint64_t start_ns;                /* monotonic time of the first pass */
@@ -134,6 +153,10 @@ int sampler_small_caches(struct sampler *s);
 /* One pass over all threads at monotonic time now_ns. Returns 0, or -1 when
  * the process is gone. */
 int sampler_pass(struct sampler *s, uint64_t now_ns);
+/* The agent's: passes over a process that has not run since the last one
+ * repeat its samples. -1 when the kernel's counters cannot be had
+ * (s->clock.why_not says why): every pass then reads the process. */
+int sampler_repeat_still(struct sampler *s);
 /* Turns on --async's task stacks; -1 when the target has no asyncio layout. */
 int sampler_enable_tasks(struct sampler *s);
 /* --native: every sample also carries the thread's C stack (mode: an enum

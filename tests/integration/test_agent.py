@@ -816,3 +816,51 @@ def test_quiet_threads_followed_when_they_move(interp, start_program, agent, tmp
     assert sleeper_d["idle"] >= 0.9 * sum(sleeper_d.values()), sleeper_d
     hog_d = {k: h1[k] - h0[k] for k in h1}
     assert hog_d["holding_gil"] + hog_d["waiting_gil"] >= 0.9 * sum(hog_d.values()), hog_d
+
+
+def passes(fams, kind):
+    return sum(v for _, v in series(fams, "pyscope_agent_process_passes_total", kind=kind))
+
+
+def test_still_process_not_read_again_until_it_runs(interp, start_program, agent, tmp_path):
+    """A process none of whose threads has been on a CPU since the last pass
+    is not read again: the kernel's task clock says so, and the last pass's
+    samples stand (pyscope_agent_process_passes_total{kind="repeated"}).
+    The moment a thread runs, it is read: agent_still.py's napper, woken
+    for a 1.5 s burst, is counted holding the GIL for what its own
+    time.thread_time() says it ran (the repeat never hides a thread on a
+    CPU), and idle again afterwards."""
+    done = tmp_path / "done"
+    target = start_program(interp, "agent_still.py", done, 1.5)
+    a = agent("--cpu-budget", "0")
+    a.wait_sampling(target.pid)
+    time.sleep(1.0)
+    f0 = a.metrics()
+    time.sleep(2.0)
+    f1 = a.metrics()
+    read, repeated = (passes(f1, k) - passes(f0, k) for k in ("read", "repeated"))
+    # 19 Hz for 2 s; a sleeping process's passes are nearly all repeats.
+    assert read + repeated >= 20, (read, repeated)
+    assert repeated >= 0.8 * (read + repeated), (read, repeated, a.log())
+    idle = {t: thread_seconds(f1, target.pid, t) for t in ("napper", "reader", "MainThread")}
+    idle0 = {t: thread_seconds(f0, target.pid, t) for t in idle}
+    for t in idle:
+        d = {k: idle[t][k] - idle0[t][k] for k in idle[t]}
+        assert d["idle"] >= 0.95 * sum(d.values()) and d["idle"] > 1.5, (t, d)
+
+    before = thread_seconds(a.metrics(), target.pid, "napper")
+    target.proc.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 20
+    while not done.exists() or not done.read_text().endswith("\n"):
+        assert time.monotonic() < deadline, "napper never finished its burst"
+        time.sleep(0.02)
+    cpu = float(done.read_text())
+    time.sleep(0.5)
+    after = thread_seconds(a.metrics(), target.pid, "napper")
+    d = {k: after[k] - before[k] for k in after}
+    on_cpu = d["holding_gil"] + d["running"] + d["waiting_gil"]
+    # Its own CPU time against what the agent counted on a CPU: the agent's
+    # passes are 53 ms apart, so each end of the burst can be off by one.
+    assert d["holding_gil"] >= 0.8 * cpu - 0.11, (d, cpu)
+    assert on_cpu <= 1.5 + 0.2, (d, cpu)
+    assert d["idle"] >= 0.3, d

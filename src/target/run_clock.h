@@ -1,0 +1,37 @@
+/* Whether any thread of a process has run at all since the last look, from
+ * the scheduler's own accounting, which the kernel keeps for every task
+ * anyway (taskstats, asked over generic netlink for the whole thread group):
+ * how many times its threads were scheduled in, their time on a CPU, their
+ * context switches. A process none of whose threads ran is exactly as it
+ * was: its Python state cannot have changed. Nothing is added to the
+ * target's own scheduling (a perf counter per thread would be: measured
+ * here, it cost a context-switching program a quarter of its speed). */
+#ifndef PYSCOPE_TARGET_RUN_CLOCK_H
+#define PYSCOPE_TARGET_RUN_CLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct run_clock {
+    pid_t pid;
+    int sock;                  /* generic netlink; -1 when unavailable */
+    uint32_t seq;
+    uint64_t last[4];          /* the thread group's totals at the last look */
+    bool known;
+    char why_not[96];          /* when the kernel's accounting cannot be had */
+};
+
+/* 0, or -1 with why_not set (a kernel without taskstats, a network
+ * namespace without it): then run_clock_still always says no. */
+int run_clock_open(struct run_clock *c, pid_t pid);
+
+/* True when no thread of the process has been scheduled in since the
+ * previous call, and none on a CPU all along has been charged a tick (at
+ * every pass interval of the agent, many ticks long). The first call, and
+ * any that cannot ask, say no. One request and one reply. */
+bool run_clock_still(struct run_clock *c);
+
+void run_clock_close(struct run_clock *c);
+
+#endif

@@ -1,0 +1,54 @@
+"""Target: a process that does nothing for long stretches, the agent's
+common case: "napper" waits on an event and "reader" on another, the main
+thread sleeps. On SIGUSR1 the main thread's handler lets napper go: it runs
+burst() for BURST seconds of wall time, then writes to DONE_FILE its own CPU
+seconds for the burst (time.thread_time), and waits again.
+
+usage: python agent_still.py REPORT.json DONE_FILE [BURST]
+"""
+
+import signal
+import sys
+import threading
+import time
+
+sys.dont_write_bytecode = True
+import _target  # noqa: E402
+
+go = threading.Event()
+never = threading.Event()
+
+
+def burst(seconds):
+    x, end = 1, time.monotonic() + seconds
+    while time.monotonic() < end:
+        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+    return x
+
+
+def nap(done_file, seconds):
+    while True:
+        go.wait()
+        go.clear()
+        cpu = time.thread_time()
+        burst(seconds)
+        cpu = time.thread_time() - cpu
+        with open(done_file, "w") as f:
+            f.write("%.6f\n" % cpu)
+
+
+def main():
+    path = _target.report_path()
+    done_file = sys.argv[2]
+    seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 1.5
+    signal.signal(signal.SIGUSR1, lambda *_: go.set())
+    threads = [threading.Thread(target=nap, args=(done_file, seconds), name="napper",
+                                daemon=True),
+               threading.Thread(target=never.wait, name="reader", daemon=True)]
+    for t in threads:
+        t.start()
+    _target.park(__file__, path, extra={t.name: t.native_id for t in threads})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+/* target/run_clock against a real child process and the kernel's
+ * accounting: still only while none of its threads runs, whether it wakes
+ * from a sleep, starts a thread that runs and exits, stays on a CPU all
+ * along, or starts a thread that does. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "target/run_clock.h"
+#include "unit.h"
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void spin_ms(unsigned ms)
+{
+    uint64_t end = now_ns() + ms * 1000000ull;
+    while (now_ns() < end)
+        ;
+}
+
+static void *spinner(void *arg)
+{
+    (void)arg;
+    spin_ms(20);
+    return NULL;
+}
+
+static void *spinner_for_ever(void *arg)
+{
+    (void)arg;
+    for (;;)
+        spin_ms(1000);
+    return NULL;
+}
+
+/* The child: waits on the pipe; 'r' runs 20 ms, 't' starts a thread that
+ * runs 20 ms and exits, 's' runs for ever, 'T' starts a thread that runs for
+ * ever (and goes back to waiting); it says when done on ack. */
+static void child(int fd, int ack)
+{
+    char c;
+    while (read(fd, &c, 1) == 1) {
+        if (c == 'r') {
+            spin_ms(20);
+        } else if (c == 't') {
+            pthread_t t;
+            if (pthread_create(&t, NULL, spinner, NULL) == 0)
+                pthread_join(t, NULL);
+        } else if (c == 'T') {
+            pthread_t t;
+            if (pthread_create(&t, NULL, spinner_for_ever, NULL) != 0)
+                _exit(1);
+        } else if (c == 's') {
+            if (write(ack, &c, 1) != 1)
+                _exit(1);
+            for (;;)
+                spin_ms(1000);
+        }
+        if (write(ack, &c, 1) != 1)
+            _exit(1);
+    }
+    _exit(0);
+}
+
+static void pause_ms(unsigned ms)
+{
+    struct timespec ts = {0, (long)ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Calls still() until it says still (at most n times), pausing between. */
+static bool settles(struct run_clock *c, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (run_clock_still(c))
+            return true;
+        pause_ms(10);
+    }
+    return false;
+}
+
+/* Has the child do c, and waits until it says it has. */
+static void tell(const int fds[2], char c)
+{
+    char done = 0;
+    CHECK(write(fds[0], &c, 1) == 1);
+    CHECK(read(fds[1], &done, 1) == 1 && done == c);
+    pause_ms(5); /* back in its read */
+}
+
+/* busy: the last thing the child is told, after which it is on a CPU for
+ * ever ('s': the thread that was looked at all along; 'T': a thread it
+ * starts, which has no counter yet). */
+static void test_child(char busy)
+{
+    int p[2], a[2];
+    CHECK(pipe(p) == 0 && pipe(a) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[1]);
+        close(a[0]);
+        child(p[0], a[1]);
+    }
+    close(p[0]);
+    close(a[1]);
+    int fds[2] = {p[1], a[0]};
+    pause_ms(30);
+    struct run_clock c;
+    int rc = run_clock_open(&c, pid);
+    CHECK_EQ_INT(rc, 0);
+    if (rc != 0) {
+        fprintf(stderr, "    run_clock_open: %s\n", c.why_not);
+    } else {
+        /* Nothing known yet at the first look. */
+        CHECK(!run_clock_still(&c));
+        CHECK(settles(&c, 50));
+        CHECK(run_clock_still(&c));
+
+        tell(fds, 'r');
+        CHECK(!run_clock_still(&c)); /* woke and ran */
+        CHECK(settles(&c, 50));
+
+        tell(fds, 't');
+        CHECK(!run_clock_still(&c)); /* a thread it started ran, and is gone */
+        CHECK(settles(&c, 50));
+
+        /* On a CPU from now on, its page still once it is never switched
+         * out: a look says still only when the child's own CPU clock did not
+         * move between this look and the one before (a machine short of
+         * CPUs can leave it runnable and unrun for a while). */
+        tell(fds, busy);
+        clockid_t cpu;
+        CHECK(clock_getcpuclockid(pid, &cpu) == 0);
+        struct timespec ts;
+        int wrong = 0, moving = 0;
+        run_clock_still(&c);
+        clock_gettime(cpu, &ts);
+        uint64_t before = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        for (int i = 0; i < 20; i++) {
+            pause_ms(20); /* five ticks of this kernel's clock (HZ 250) */
+            bool still = run_clock_still(&c);
+            clock_gettime(cpu, &ts);
+            uint64_t after = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+            if (still && after - before > 1000000ull)
+                wrong++;
+            moving += !still;
+            before = after;
+        }
+        CHECK_EQ_INT(wrong, 0);
+        CHECK(moving > 0);
+        run_clock_close(&c);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(p[1]);
+    close(a[0]);
+}
+
+static void test_refused(void)
+{
+    struct run_clock c;
+    /* No such process: never still, and said why. */
+    CHECK_EQ_INT(run_clock_open(&c, 0x3ffffff0), 0);
+    CHECK(!run_clock_still(&c));
+    CHECK(!run_clock_still(&c));
+    CHECK(c.why_not[0] != '\0');
+    run_clock_close(&c);
+}
+
+int main(void)
+{
+    test_child('s');
+    test_child('T');
+    test_refused();
+    return unit_report("run_clock");
+}
