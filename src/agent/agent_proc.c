@@ -432,9 +432,30 @@ static void maybe_reset(struct agent *a, uint64_t now_ns)
             attach(a, a->procs[i], now_ns);
 }
 
+/* Whether each process has run since its last pass, asked of the kernel
+ * for all of them at once. */
+static void look_ahead(struct agent *a)
+{
+    struct run_clock **clocks = malloc(a->n_procs * sizeof *clocks);
+    if (!clocks)
+        return;
+    size_t n = 0;
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct agent_proc *p = a->procs[i];
+        struct run_clock *c = p->state == AGENT_PROC_SAMPLING && p->sampler
+                                  ? sampler_clock_to_look(p->sampler)
+                                  : NULL;
+        if (c)
+            clocks[n++] = c;
+    }
+    run_clock_look_all(clocks, n);
+    free(clocks);
+}
+
 void agent_sample_all(struct agent *a, uint64_t now_ns)
 {
     maybe_reset(a, now_ns);
+    look_ahead(a);
     for (size_t i = 0; i < a->n_procs; i++) {
         struct agent_proc *p = a->procs[i];
         if (p->state != AGENT_PROC_SAMPLING || !p->sampler)

@@ -1541,6 +1541,13 @@ static int repeat_pass(struct sampler *s, uint64_t now_ns, uint64_t rel_ns)
 /* Whether this pass can give the last one's samples again: the clock is
  * looked at on every pass, before anything is read, so that "still" always
  * covers the time since the last pass's reads. */
+struct run_clock *sampler_clock_to_look(struct sampler *s)
+{
+    return s->repeat_still && s->clock_open && !s->native && !s->tasks && s->clock_skip == 0
+               ? &s->clock
+               : NULL;
+}
+
 static bool still_since_last_pass(struct sampler *s)
 {
     if (!s->repeat_still || !s->clock_open || s->native || s->tasks)

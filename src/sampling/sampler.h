@@ -157,6 +157,9 @@ int sampler_pass(struct sampler *s, uint64_t now_ns);
  * repeat its samples. -1 when the kernel's counters cannot be had
  * (s->clock.why_not says why): every pass then reads the process. */
 int sampler_repeat_still(struct sampler *s);
+/* The clock the next pass will look at (for run_clock_look_all, which looks
+ * at many processes' at once), or NULL when it will not look. */
+struct run_clock *sampler_clock_to_look(struct sampler *s);
 /* Turns on --async's task stacks; -1 when the target has no asyncio layout. */
 int sampler_enable_tasks(struct sampler *s);
 /* --native: every sample also carries the thread's C stack (mode: an enum

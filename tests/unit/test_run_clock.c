@@ -167,6 +167,83 @@ static void test_child(char busy)
     close(a[0]);
 }
 
+struct kid {
+    pid_t pid;
+    int fds[2];
+};
+
+static void start_kid(struct kid *k)
+{
+    int p[2], a[2];
+    CHECK(pipe(p) == 0 && pipe(a) == 0);
+    k->pid = fork();
+    if (k->pid == 0) {
+        close(p[1]);
+        close(a[0]);
+        child(p[0], a[1]);
+    }
+    close(p[0]);
+    close(a[1]);
+    k->fds[0] = p[1];
+    k->fds[1] = a[0];
+}
+
+static void stop_kid(struct kid *k)
+{
+    kill(k->pid, SIGKILL);
+    waitpid(k->pid, NULL, 0);
+    close(k->fds[0]);
+    close(k->fds[1]);
+}
+
+/* Both still after a few batched looks (sleeping children). */
+static bool both_settle(struct run_clock *const *cs)
+{
+    for (int i = 0; i < 50; i++) {
+        run_clock_look_all(cs, 2);
+        bool a = run_clock_still(cs[0]), b = run_clock_still(cs[1]);
+        if (a && b)
+            return true;
+        pause_ms(10);
+    }
+    return false;
+}
+
+/* Looks made for several processes at once: each answer is its own, and a
+ * look made ahead but never taken cannot make the next say still. */
+static void test_look_all(void)
+{
+    struct kid kids[2];
+    start_kid(&kids[0]);
+    start_kid(&kids[1]);
+    pause_ms(30);
+    struct run_clock c0, c1;
+    CHECK_EQ_INT(run_clock_open(&c0, kids[0].pid), 0);
+    CHECK_EQ_INT(run_clock_open(&c1, kids[1].pid), 0);
+    struct run_clock *cs[2] = {&c0, &c1};
+    CHECK(both_settle(cs));
+
+    tell(kids[0].fds, 'r');
+    run_clock_look_all(cs, 2);
+    CHECK(!run_clock_still(&c0)); /* it ran */
+    CHECK(run_clock_still(&c1));  /* the other did not */
+    CHECK(both_settle(cs));
+
+    /* A look ahead that no pass took: the child runs after it, and the next
+     * look, compared with that one, would see nothing. */
+    run_clock_look_all(cs, 2);
+    CHECK(run_clock_still(&c1));
+    tell(kids[0].fds, 'r');
+    run_clock_look_all(cs, 2); /* c0's previous look was never taken */
+    CHECK(!run_clock_still(&c0));
+    CHECK(run_clock_still(&c1));
+
+    run_clock_close(&c0);
+    run_clock_close(&c1);
+    stop_kid(&kids[0]);
+    stop_kid(&kids[1]);
+}
+
 static void test_refused(void)
 {
     struct run_clock c;
@@ -182,6 +259,7 @@ int main(void)
 {
     test_child('s');
     test_child('T');
+    test_look_all();
     test_refused();
     return unit_report("run_clock");
 }
