@@ -46,6 +46,144 @@ static const char *default_interval(void)
     return text;
 }
 
+/* One diagnosis: the snapshots, their waits and the analysis, kept until
+ * the report is written (the report points into them). */
+struct diagnosis {
+    struct py_runtime rt;
+    struct hang_live first, second;
+    struct waits_ctx *waits;
+    struct why_report why;
+    bool no_runtime;
+};
+
+/* How a child process waited for is diagnosed: as the parent, one level
+ * down at most (a child's children are not looked at). */
+struct child_ctx {
+    long interval, loop_threshold;
+    int depth;
+};
+
+static void diagnosis_free(struct diagnosis *d)
+{
+    why_report_free(&d->why);
+    waits_free(d->waits);
+    hang_live_free(&d->first);
+    hang_live_free(&d->second);
+    memset(d, 0, sizeof *d);
+}
+
+static int child_verdict(void *ctx, pid_t child, struct diagnosis_child *out);
+
+/* Takes the snapshots of pid (a core's one) and analyses them into d->why;
+ * children non-NULL lets a thread waiting for a child ask about it. 0, or
+ * -1 with err set (d is then freed). */
+static int diagnose(struct target *t, pid_t pid, long interval, long loop_threshold,
+                    struct child_ctx *children, const struct core_info *info,
+                    const char *core_path, struct diagnosis *d, struct pyscope_error *err)
+{
+    memset(d, 0, sizeof *d);
+    double first_at = monotonic_ms();
+    if (py_runtime_find(t, &d->rt, err) != 0) {
+        d->no_runtime = true;
+        return -1;
+    }
+    if (hang_live_take(&d->rt, pid, &d->first, err) != 0)
+        goto fail;
+    d->first.report.pid = pid;
+    if (info) {
+        snprintf(d->first.report.core_path, sizeof d->first.report.core_path, "%s", core_path);
+        if (info->compression)
+            snprintf(d->first.report.core_compression, sizeof d->first.report.core_compression,
+                     "%s", compression_name(info->compression));
+        snprintf(d->first.report.command, sizeof d->first.report.command, "%s", info->psargs);
+        const char *exe = core_resolved_path(t, info->exe);
+        snprintf(d->first.report.executable, sizeof d->first.report.executable, "%s",
+                 exe ? exe : info->exe);
+    } else {
+        target_cmdline(t, d->first.report.command, sizeof d->first.report.command);
+        target_exe(t, d->first.report.executable, sizeof d->first.report.executable);
+    }
+    snprintf(d->first.report.python_version, sizeof d->first.report.python_version, "%s",
+             d->rt.version);
+
+    d->waits = waits_new(&d->rt);
+    if (!d->waits || waits_analyze(d->waits, &d->first.report, &d->first.raw) != 0) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        goto fail;
+    }
+    double watched_ms = 0;
+    if (interval > 0) {
+        struct timespec delay = {interval / 1000, (interval % 1000) * 1000000L};
+        while (nanosleep(&delay, &delay) != 0 && errno == EINTR)
+            ;
+        if (target_gone(t)) {
+            error_set(err, PYSCOPE_ERR_EXITED, "process %d exited during the %ld ms interval",
+                      (int)pid, interval);
+            goto fail;
+        }
+        if (hang_live_take(&d->rt, pid, &d->second, err) != 0)
+            goto fail;
+        watched_ms = monotonic_ms() - first_at;
+    }
+    uint64_t caught = 0;
+    target_caught_signals(t, &caught);
+    struct hang_snapshot a = {&d->first.report, &d->first.raw, d->first.cpu_ns, caught, {0}};
+    py_signal_handlers_read(&d->rt, &a.handlers);
+    struct hang_snapshot b = {&d->second.report, &d->second.raw, d->second.cpu_ns, caught,
+                              a.handlers};
+    struct diagnosis_queries queries;
+    waits_queries(d->waits, &queries);
+    if (children) {
+        queries.child_verdict = child_verdict;
+        queries.child_ctx = children;
+    }
+    const struct stack_report *later = interval > 0 ? &d->second.report : NULL;
+    if (hang_analyze(&queries, &a, interval > 0 ? &b : NULL, (int)interval, &d->why) != 0 ||
+        asyncio_blocked_findings(&d->first.report, later, (int)interval, (int)loop_threshold,
+                                 &d->why) != 0 ||
+        asyncio_orphan_findings(&d->first.report, later, &d->why) != 0 ||
+        asyncio_asleep_findings(&d->first.report, later, &d->why) != 0 ||
+        asyncio_stream_findings(&d->first.report, later, &d->why) != 0 ||
+        asyncio_cycle_findings(&d->first.report, later, &d->why) != 0) {
+        error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
+        goto fail;
+    }
+    d->why.progress.watched_ms = watched_ms;
+    return 0;
+fail:
+    diagnosis_free(d);
+    return -1;
+}
+
+static int child_verdict(void *ctx, pid_t child, struct diagnosis_child *out)
+{
+    const struct child_ctx *parent = ctx;
+    if (!parent || parent->depth >= 1)
+        return -1;
+    struct pyscope_error err = {0};
+    struct target *t = process_open(child, &err);
+    if (!t)
+        return -1;
+    target_cache_enable(t);
+    struct diagnosis d;
+    int rc = -1;
+    if (diagnose(t, child, parent->interval, parent->loop_threshold, NULL, NULL, NULL, &d,
+                 &err) == 0) {
+        if (!target_gone(t)) {
+            out->verdict = d.why.verdict;
+            out->grade = d.why.grade;
+            snprintf(out->summary, sizeof out->summary, "%.*s", (int)sizeof out->summary - 1,
+                     d.why.summary);
+            if (process_thread_comm(child, child, out->comm, sizeof out->comm) != 0)
+                snprintf(out->comm, sizeof out->comm, "?");
+            rc = 0;
+        }
+        diagnosis_free(&d);
+    }
+    target_close(t);
+    return rc;
+}
+
 int cmd_why(int argc, char **argv)
 {
     if (tree_requested(argc, argv))
@@ -126,80 +264,21 @@ int cmd_why(int argc, char **argv)
         pid = info->pid;
     target_cache_enable(t);
 
-    struct py_runtime rt;
-    struct hang_live first = {0}, second = {0};
-    struct waits_ctx *waits = NULL;
-    struct why_report why = {0};
+    struct diagnosis d;
     int status = 0;
-    double first_at = monotonic_ms();
-    if (py_runtime_find(t, &rt, &err) != 0) {
-        if (info)
+    struct child_ctx children = {interval, loop_threshold, 0};
+    if (diagnose(t, pid, interval, loop_threshold, info ? NULL : &children, info, core_path, &d,
+                 &err) != 0) {
+        if (info && d.no_runtime)
             cli_explain_core_failure(t, &err);
         goto fail;
     }
-    if (hang_live_take(&rt, pid, &first, &err) != 0)
-        goto fail;
-    first.report.pid = pid;
-    if (info) {
-        snprintf(first.report.core_path, sizeof first.report.core_path, "%s", core_path);
-        if (info->compression)
-            snprintf(first.report.core_compression, sizeof first.report.core_compression, "%s",
-                     compression_name(info->compression));
-        snprintf(first.report.command, sizeof first.report.command, "%s", info->psargs);
-        const char *exe = core_resolved_path(t, info->exe);
-        snprintf(first.report.executable, sizeof first.report.executable, "%s",
-                 exe ? exe : info->exe);
-    } else {
-        target_cmdline(t, first.report.command, sizeof first.report.command);
-        target_exe(t, first.report.executable, sizeof first.report.executable);
-    }
-    snprintf(first.report.python_version, sizeof first.report.python_version, "%s", rt.version);
-
-    waits = waits_new(&rt);
-    if (!waits || waits_analyze(waits, &first.report, &first.raw) != 0) {
-        error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
-        goto fail;
-    }
-    double watched_ms = 0;
-    if (interval > 0) {
-        struct timespec delay = {interval / 1000, (interval % 1000) * 1000000L};
-        while (nanosleep(&delay, &delay) != 0 && errno == EINTR)
-            ;
-        if (target_gone(t)) {
-            error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the %ld ms interval",
-                      (int)pid, interval);
-            goto fail;
-        }
-        if (hang_live_take(&rt, pid, &second, &err) != 0)
-            goto fail;
-        watched_ms = monotonic_ms() - first_at;
-    }
-    uint64_t caught = 0;
-    target_caught_signals(t, &caught);
-    struct hang_snapshot a = {&first.report, &first.raw, first.cpu_ns, caught, {0}};
-    py_signal_handlers_read(&rt, &a.handlers);
-    struct hang_snapshot b = {&second.report, &second.raw, second.cpu_ns, caught, a.handlers};
-    struct diagnosis_queries queries;
-    waits_queries(waits, &queries);
-    if (hang_analyze(&queries, &a, interval > 0 ? &b : NULL, (int)interval, &why) != 0) {
-        error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
-        goto fail;
-    }
-    if (asyncio_blocked_findings(&first.report, interval > 0 ? &second.report : NULL,
-                                 (int)interval, (int)loop_threshold, &why) != 0 ||
-        asyncio_orphan_findings(&first.report, interval > 0 ? &second.report : NULL, &why) != 0 ||
-        asyncio_asleep_findings(&first.report, interval > 0 ? &second.report : NULL, &why) != 0 ||
-        asyncio_stream_findings(&first.report, interval > 0 ? &second.report : NULL, &why) != 0 ||
-        asyncio_cycle_findings(&first.report, interval > 0 ? &second.report : NULL, &why) != 0) {
-        error_set(&err, PYSCOPE_ERR_OTHER, "out of memory");
-        goto fail;
-    }
+    struct why_report why = d.why;
     if (target_gone(t)) {
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the diagnosis", (int)pid);
         goto fail;
     }
     why.verbose = verbose;
-    why.progress.watched_ms = watched_ms;
     if (json)
         why_report_write_json(stdout, &why);
     else
@@ -212,10 +291,7 @@ fail:
         error_set(&err, PYSCOPE_ERR_EXITED, "process %d exited during the diagnosis", (int)pid);
     status = error_report(&err);
 out:
-    why_report_free(&why);
-    waits_free(waits);
-    hang_live_free(&first);
-    hang_live_free(&second);
+    diagnosis_free(&d);
     target_close(t);
     return status;
 }

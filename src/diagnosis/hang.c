@@ -777,6 +777,57 @@ static void pipe_finding(struct analysis *an)
     }
 }
 
+static bool in_a_finding(const struct analysis *an, int i)
+{
+    for (int k = 0; k < an->why->n_findings; k++)
+        for (int m = 0; m < an->why->findings[k].n_threads; m++)
+            if (an->why->findings[k].threads[m] == i)
+                return true;
+    return false;
+}
+
+/* A thread waiting for a child to exit, which is stuck itself (a deadlock,
+ * a lock nobody will release...): the child never exits, so neither does
+ * the wait. A child that merely sleeps, computes or waits for the outside
+ * is left alone: the wait is then the parent's idle. */
+static void child_finding(struct analysis *an)
+{
+    const struct stack_report *report = an->first->report;
+    if (!an->q->child_verdict || report->core_path[0] ||
+        (an->why->progress.checked && an->why->progress.progressing))
+        return;
+    for (int i = 0; i < an->n; i++) {
+        const struct report_wait *w = wait_of(an, i);
+        if (!w || w->kind != WAIT_CHILD || w->child <= 0 || an->why->threads[i].changed ||
+            in_a_finding(an, i))
+            continue;
+        struct diagnosis_child c;
+        memset(&c, 0, sizeof c);
+        if (an->q->child_verdict(an->q->child_ctx, w->child, &c) != 0)
+            continue;
+        bool stuck = c.verdict != WHY_NOT_HUNG && c.verdict != WHY_IDLE &&
+                     c.verdict != WHY_UNCHECKED && c.verdict != WHY_GIL_HOG &&
+                     c.grade != WHY_GRADE_NONE;
+        if (!stuck)
+            continue;
+        struct why_finding *f = new_finding(an, c.verdict);
+        if (!f)
+            return;
+        f->grade = c.grade;
+        f->certain = c.grade == WHY_GRADE_CERTAIN;
+        f->with_child = true;
+        f->child_pid = w->child;
+        add_thread(f->threads, &f->n_threads, i);
+        attach_joiners(an, f);
+        f->summary[0] = '\0';
+        stack_report_append_thread(f->summary, sizeof f->summary, &report->threads[i]);
+        text_append(f->summary, sizeof f->summary,
+                    " waits for child process %d (%s) to exit, which is stuck itself (%s%s): %s",
+                    (int)w->child, c.comm, why_verdict_name(c.verdict),
+                    c.grade == WHY_GRADE_PROBABLE ? ", probable" : "", c.summary);
+    }
+}
+
 /* A client waiting for a reply that may never come: a read without
  * timeout on a TCP connection this process opened. A server thread reading
  * an accepted connection is waiting for its client's next request, which is
@@ -975,7 +1026,9 @@ static void headline(struct analysis *an)
     bool probable = f->grade == WHY_GRADE_PROBABLE;
     if (probable && f->kind != WHY_DEADLOCK)
         text_append(s, size, "probably hung: ");
-    switch (f->kind) {
+    if (f->child_pid)
+        text_append(s, size, "%s", f->summary);
+    else switch (f->kind) {
     case WHY_STOPPED:
         text_append(s, size, "%s", f->summary);
         break;
@@ -1108,6 +1161,7 @@ int hang_analyze(const struct diagnosis_queries *q, const struct hang_snapshot *
     attach_blocked(&an);
     network_finding(&an);
     pipe_finding(&an);
+    child_finding(&an);
     for (int k = 0; k < why->n_findings; k++) {
         struct why_finding *f = &why->findings[k];
         bool live_threads = f->kind == WHY_NETWORK_WAIT || f->kind == WHY_GIL_BLOCKED ||

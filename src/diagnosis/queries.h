@@ -11,10 +11,19 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "report/why_report.h"
 #include "target/pipe_peers.h"
 
 /* The most `with`-held locks one thread's answer carries. */
 #define DIAGNOSIS_MAX_HELD 16
+
+/* What `why` says of a child process, looked at on its own. */
+struct diagnosis_child {
+    enum why_verdict verdict;
+    enum why_grade grade;
+    char comm[32];
+    char summary[640];
+};
 
 struct diagnosis_queries {
     void *ctx;
@@ -29,6 +38,11 @@ struct diagnosis_queries {
      * process holds: 0 and *out, or -1. */
     int (*blocked_pipe_writer)(void *ctx, uint64_t read_pipe, pid_t only_child,
                                struct pipe_blocked_writer *out);
+    /* The verdict on a child process of a live target, diagnosed as `why`
+     * would (a Python process; not for a core): 0 and *out, or -1. Its own
+     * context, as the caller of the diagnosis answers it (NULL: no). */
+    int (*child_verdict)(void *child_ctx, pid_t child, struct diagnosis_child *out);
+    void *child_ctx;
 };
 
 #endif

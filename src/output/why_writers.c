@@ -358,6 +358,10 @@ void why_report_write_json(FILE *out, const struct why_report *why)
             json_member_uint(&w, "task", f->task);
         else
             json_member_null(&w, "task");
+        if (f->child_pid)
+            json_member_int(&w, "child_pid", f->child_pid);
+        else
+            json_member_null(&w, "child_pid");
         json_end_object(&w);
     }
     json_end_array(&w);

@@ -1092,5 +1092,6 @@ static int query_blocked_pipe_writer(void *ctx, uint64_t read_pipe, pid_t only_c
 
 void waits_queries(struct waits_ctx *c, struct diagnosis_queries *q)
 {
-    *q = (struct diagnosis_queries){c, query_reaches, query_held_locks, query_blocked_pipe_writer};
+    *q = (struct diagnosis_queries){c, query_reaches, query_held_locks, query_blocked_pipe_writer,
+                                       NULL, NULL};
 }

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 #include "report/stack_report.h"
 
 enum why_verdict {
@@ -58,6 +59,9 @@ struct why_finding {
     uint64_t task;                       /* the asyncio task it is about; 0 for threads */
     enum why_grade grade;
     bool with_child;                     /* deadlock with a child process (pipes) */
+    /* The threads wait for this child process to exit, and it is stuck
+     * itself (kind and grade are its verdict's); 0 for none. */
+    pid_t child_pid;
     int releasers[WHY_MAX_FINDING_THREADS];/* live threads that could still release it (probable) */
     int n_releasers;
     char summary[1024];

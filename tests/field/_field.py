@@ -61,19 +61,24 @@ def main_blocked_in(*functions):
     return wait
 
 
-def blocked_writing(pid):
-    """A `before` for report_later: wait until process pid sleeps in
-    write() (its pipe is full)."""
+def blocked_in_syscall(pid, number):
+    """A `before` for report_later: wait until process pid sleeps in the
+    system call of this (x86-64) number."""
     def wait():
         while True:
             try:
                 with open("/proc/%d/syscall" % pid) as f:
-                    if f.read().split()[0] == "1":
+                    if f.read().split()[0] == str(number):
                         return
             except (OSError, IndexError):
                 pass
             threading.Event().wait(0.005)
     return wait
+
+
+def blocked_writing(pid):
+    """Process pid sleeps in write() (its pipe is full)."""
+    return blocked_in_syscall(pid, 1)
 
 
 def report_later(expect, objects=None, extra=None, settle=True, then=None, before=None):

@@ -63,7 +63,7 @@ def check_why_schema(doc, pid):
         assert key in doc["progress"], "progress.%s missing" % key
     for finding in doc["findings"]:
         for key in ("kind", "certain", "grade", "summary", "threads", "blocked_threads",
-                "releasers", "object"):
+                "releasers", "object", "task", "child_pid"):
             assert key in finding, "finding.%s missing: %r" % (key, finding)
         assert finding["kind"] in VERDICTS
         assert finding["grade"] in ("certain", "probable")
