@@ -730,6 +730,20 @@ static bool waits_on_child_pipe(const struct report_wait *w, uint64_t *read_pipe
     return *read_pipe != 0;
 }
 
+/* multiprocessing's Process.join: the child's queue feeder is what cannot
+ * finish (the pitfall its documentation's "Joining processes that use
+ * queues" describes), and the cure is a get() before the join. */
+static bool in_process_join(const struct report_thread *th)
+{
+    for (size_t k = 0; k < th->n_frames && k < 64; k++) {
+        const struct report_frame *f = &th->frames[k];
+        if (f->file && strstr(f->file, "multiprocessing/process.py") && f->function &&
+            strstr(f->function, "join"))
+            return true;
+    }
+    return false;
+}
+
 static void pipe_finding(struct analysis *an)
 {
     const struct stack_report *report = an->first->report;
@@ -772,8 +786,10 @@ static void pipe_finding(struct analysis *an)
                     ", which is blocked writing to its fd %d (pipe:[%llu]): that pipe is full, this "
                     "process holds its read end (fd %d) and no thread reads it (%s)",
                     bw.child_fd, (unsigned long long)bw.pipe, bw.parent_fd,
-                    for_exit ? "read the pipe while waiting, e.g. with Popen.communicate()"
-                             : "read both pipes, e.g. with Popen.communicate()");
+                    !for_exit ? "read both pipes, e.g. with Popen.communicate()"
+                    : in_process_join(&report->threads[i])
+                        ? "take the items of the child's multiprocessing Queue before join()"
+                        : "read the pipe while waiting, e.g. with Popen.communicate()");
     }
 }
 

@@ -62,16 +62,23 @@ def main_blocked_in(*functions):
 
 
 def blocked_in_syscall(pid, number):
-    """A `before` for report_later: wait until process pid sleeps in the
-    system call of this (x86-64) number."""
+    """A `before` for report_later: wait until a thread of process pid
+    sleeps in the system call of this (x86-64) number."""
+    def in_it(tid):
+        try:
+            with open("/proc/%d/task/%s/syscall" % (pid, tid)) as f:
+                return f.read().split()[0] == str(number)
+        except (OSError, IndexError):
+            return False
+
     def wait():
         while True:
             try:
-                with open("/proc/%d/syscall" % pid) as f:
-                    if f.read().split()[0] == str(number):
-                        return
-            except (OSError, IndexError):
-                pass
+                tids = os.listdir("/proc/%d/task" % pid)
+            except OSError:
+                tids = []
+            if any(in_it(tid) for tid in tids):
+                return
             threading.Event().wait(0.005)
     return wait
 

@@ -142,6 +142,9 @@ def check(doc, report):
         child = report["extra"].get("child")
         if child:
             assert "child process %d" % child in finding["summary"], explain
+        hint = report["extra"].get("hint")
+        if hint:
+            assert hint in finding["summary"], explain
         # Stuck because the child it waits for is: named in the JSON too.
         assert finding["child_pid"] == (child if report["extra"].get("child_stuck") else None), \
             explain
