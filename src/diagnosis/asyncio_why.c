@@ -381,9 +381,24 @@ int asyncio_asleep_findings(const struct stack_report *first, const struct stack
         size_t size = sizeof f->summary;
         text_format(s, size, "every task of the asyncio loop of ");
         append_thread(s, size, t);
-        text_append(s, size, " is suspended and nothing can resume one: the loop waits in its "
-                             "selector with no timer, no callback ready, no I/O but its own wake-up "
-                             "socket and no other thread that could call it:");
+        if (loop->ready_count > 0 && later->ready_count > 0) {
+            /* asyncio selects with timeout 0 when it has ready callbacks:
+             * asleep with some queued, they came after it went to sleep, from
+             * another thread, by a call_soon that does not wake it. */
+            text_append(s, size, " is suspended and nothing will resume one: the loop sleeps in "
+                                 "its selector with no timeout although %ld callback%s wait%s in "
+                                 "its ready queue (the first calls %s), in both snapshots: "
+                                 "scheduled from another thread with call_soon, which does not "
+                                 "wake the loop (call_soon_threadsafe does), and no timer, I/O or "
+                                 "other thread will:",
+                        loop->ready_count, loop->ready_count == 1 ? "" : "s",
+                        loop->ready_count == 1 ? "s" : "",
+                        loop->ready_callback[0] ? loop->ready_callback : "?");
+        } else {
+            text_append(s, size, " is suspended and nothing can resume one: the loop waits in "
+                                 "its selector with no timer, no callback ready, no I/O but its "
+                                 "own wake-up socket and no other thread that could call it:");
+        }
         size_t shown = 0;
         for (size_t i = 0; i < loop->n_tasks && shown < 4; i++) {
             const struct report_task *task = &loop->tasks[i];

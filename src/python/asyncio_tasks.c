@@ -1126,6 +1126,7 @@ static struct report_loop *loop_for(struct report_tasks *out, uint64_t loop)
     l->left_selector = NAN;
     l->callback_s = -1;
     l->callback_frame = -1;
+    l->ready_count = -1;
     return l;
 }
 
@@ -2010,6 +2011,8 @@ static void uvloop_step(struct tctx *c, struct report_loop *loop, const struct r
  * asyncio keeps no start time of a callback outside debug mode: the time
  * since end_time is the callback's own for the first of an iteration, and
  * its upper bound for a later one. */
+static void loop_ready(struct tctx *c, struct report_loop *loop);
+
 static void loop_step(struct tctx *c, struct report_loop *loop, const struct report_thread *th,
                       double stacks_at)
 {
@@ -2023,6 +2026,7 @@ static void loop_step(struct tctx *c, struct report_loop *loop, const struct rep
     const struct report_frame *inner = r ? &th->frames[r - 1] : NULL;
     if (inner && frame_is(inner, "selectors.py", "select")) {
         loop->step = LOOP_STEP_SELECTOR;
+        loop_ready(c, loop);
         return;
     }
     if (!inner || !frame_is(inner, "asyncio/events.py", "_run")) {
@@ -2304,6 +2308,46 @@ static long sequence_items(struct tctx *c, uint64_t obj, enum hold_kind kind, ui
     return n;
 }
 
+/* What a handle's callback calls: a Python function's qualified name (a
+ * pure-Python Future's own method) or a C callable's (the C Future's
+ * set_result). */
+static void callback_name(struct tctx *c, uint64_t cb, char *name, size_t size)
+{
+    const struct py_code *code;
+    if (type_named(c, cb, "method") &&
+        (code = py_code_get(c->codes, &c->r,
+                            u64_at(c, u64_at(c, cb + (uint64_t)c->L->method_func) +
+                                          (uint64_t)c->L->func_code))))
+        snprintf(name, size, "%.*s", (int)size - 1, code->qualname);
+    else if (type_named(c, cb, "function") &&
+             (code = py_code_get(c->codes, &c->r, u64_at(c, cb + (uint64_t)c->L->func_code))))
+        snprintf(name, size, "%.*s", (int)size - 1, code->qualname);
+    else
+        py_c_callable_name(&c->r, cb, name, size);
+}
+
+#define LOOP_READY_MAX 4096
+
+static void loop_ready(struct tctx *c, struct report_loop *loop)
+{
+    uint64_t seq, *items = NULL, cb;
+    int64_t cb_offset = 0;
+    uint64_t cb_type = 0;
+    if (py_attr_get(&c->r, loop->addr, "_ready", &seq) != 0 ||
+        !type_named(c, seq, "collections.deque"))
+        return;
+    long n = sequence_items(c, seq, HOLD_DEQUE, &items, LOOP_READY_MAX);
+    if (n < 0) {
+        free(items);
+        return;
+    }
+    loop->ready_count = n;
+    if (n > 0 && type_named(c, items[0], "Handle") &&
+        slot_get(c, items[0], "_callback", &cb_offset, &cb_type, &cb) == 0)
+        callback_name(c, cb, loop->ready_callback, sizeof loop->ready_callback);
+    free(items);
+}
+
 static void hold_walk(struct hold_scan *s, uint64_t obj)
 {
     struct tctx *c = s->c;
@@ -2506,14 +2550,7 @@ static void hold_handles(struct hold_scan *s, uint64_t loop, bool ready)
         if (!refs)
             continue;
         char name[128] = "?", due[64] = ", ready to run", text[256];
-        const struct py_code *code;
-        if (type_named(c, cb, "method") &&    /* a pure-Python Future's own */
-            (code = py_code_get(c->codes, &c->r,
-                                u64_at(c, u64_at(c, cb + (uint64_t)c->L->method_func) +
-                                              (uint64_t)c->L->func_code))))
-            snprintf(name, sizeof name, "%.127s", code->qualname);
-        else
-            py_c_callable_name(&c->r, cb, name, sizeof name);
+        callback_name(c, cb, name, sizeof name);
         double when;
         if (!ready && slot_get(c, handle, "_when", &when_offset, &when_type, &value) == 0 &&
             py_number(&c->r, value, &when) == 0)

@@ -86,6 +86,12 @@ struct report_loop {
     long callback_index, callback_count;   /* callback index (1-based) of the count the
                                               iteration runs; 0 unknown */
     char callback[160];          /* the function the callback runs, "" unknown */
+    /* While its thread sleeps in the selector: the callbacks waiting in its
+     * ready queue (_ready), -1 unknown, and what the first one calls. A
+     * loop puts no timeout of 0 on its select only when it saw them
+     * before sleeping: one queued since came from another thread. */
+    long ready_count;
+    char ready_callback[160];
     int callback_frame;          /* uvloop: the callback's frame in its thread's frames,
                                     -1 unknown (asyncio's: the one Handle._run calls) */
     struct report_task *tasks;
