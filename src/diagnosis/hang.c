@@ -9,6 +9,7 @@
  * queues or events nobody can set. */
 #include "diagnosis/hang.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,10 @@ struct node {
     bool reach_same_lock;        /* ... and do not wait to acquire the same lock */
     bool held;                   /* in a finding though live by the rules (network, GIL) */
     bool consumer;               /* in get() on a queue: a worker waiting for work */
+    /* An asyncio loop's thread asleep in its selector with no timeout and no
+     * fd but the loop's own wake-up socket: only another thread
+     * (call_soon_threadsafe) can wake it, so it is live only when one is. */
+    bool wake_only;
     /* Tarjan's strongly connected components */
     int index, lowlink, component;
     bool on_stack;
@@ -307,6 +312,26 @@ static enum why_live own_liveness(const struct analysis *an, int i)
     }
 }
 
+static bool loop_asleep(const struct analysis *an, int i)
+{
+    const struct report_thread *th = &an->first->report->threads[i];
+    const struct report_wait *w = th->wait;
+    const struct report_tasks *tasks = an->first->report->tasks;
+    if (!tasks || !w || w->kind != WAIT_SELECT || w->timeout != WAIT_TIMEOUT_NONE ||
+        w->total_fds != 1 || w->n_fds != 1 ||
+        strcmp(w->fds[0].what, "socket unix (unnamed) CONNECTED") != 0)
+        return false;
+    /* A Python handler of a signal (but SIGINT's, which ends asyncio.run
+     * rather than waking a task) runs on the main thread and may wake it. */
+    if (th->tid == an->first->report->pid &&
+        (python_signals(an->first) & ~(UINT64_C(1) << (SIGINT - 1))) != 0)
+        return false;
+    for (size_t l = 0; l < tasks->n_loops; l++)
+        if (tasks->loops[l].tid == th->tid && tasks->loops[l].step == LOOP_STEP_SELECTOR)
+            return true;
+    return false;
+}
+
 static void build_node(struct analysis *an, int i)
 {
     const struct report_wait *w = wait_of(an, i);
@@ -315,6 +340,10 @@ static void build_node(struct analysis *an, int i)
     node->blocked = node->reason == WHY_LIVE_BLOCKED;
     node->live = !node->blocked;
     node->strong = node->live && node->reason != WHY_LIVE_SLEEPS && node->reason != WHY_LIVE_TIMEOUT;
+    if (node->reason == WHY_LIVE_OUTSIDE && loop_asleep(an, i)) {
+        node->wake_only = true;
+        node->live = node->strong = false;
+    }
     if (!node->blocked)
         return;
     switch (w->kind) {
@@ -350,6 +379,19 @@ static void propagate_liveness(struct analysis *an)
         bool changed = false;
         for (int i = 0; i < an->n; i++) {
             struct node *node = &an->nodes[i];
+            if (node->wake_only && !node->strong) {
+                /* Any other thread could wake it, as it is. */
+                for (int k = 0; k < an->n; k++) {
+                    const struct node *r = &an->nodes[k];
+                    if (k == i || r->wake_only)
+                        continue;
+                    if (r->live && !node->live)
+                        node->live = changed = true;
+                    if (r->strong && !node->strong)
+                        node->strong = changed = true;
+                }
+                continue;
+            }
             if (!node->blocked || node->strong)
                 continue;
             for (int k = 0; k < node->n_releasers; k++) {
