@@ -499,10 +499,11 @@ def wait_parked(pid, tid, quiet=0.3, timeout=10.0):
 
 def truth_attempt(interp, workload, launch, pyscope, workdir, tolerance=None, rate="200"):
     """One run of a workload under gil_truth.sh and pyscope at once.
-    Returns (problems, table, preempted): problems empty when everything
-    agrees (within tolerance(share, samples) points, by default
+    Returns (problems, table, preempted, untrusted): problems empty when
+    everything agrees (within tolerance(share, samples) points, by default
     truth_tolerance); preempted lists the threads that other work kept off
-    the CPUs."""
+    the CPUs; untrusted what makes the ground truth itself wrong (perf
+    records lost, two threads holding the GIL at once by its account)."""
     tolerance = tolerance or truth_tolerance
     script, knobs, roles = TRUTH_WORKLOADS.get(workload) or CONTENTION_WORKLOAD
     remove_stale_probes()
@@ -564,12 +565,13 @@ def truth_attempt(interp, workload, launch, pyscope, workdir, tolerance=None, ra
     doc = load_record(rec)
     load = (out / "load.txt").read_text().strip() if (out / "load.txt").exists() else "?"
 
-    problems = []
+    problems, untrusted = [], []
     if result.get("lost"):
-        problems.append("ground truth lost %s perf records" % result["lost"])
+        untrusted.append("it lost %s perf records" % result["lost"])
     for pid, proc in result.get("process", {}).items():
         if proc.get("hold_overlap_ns", 0) > 1000000:
-            problems.append("ground truth: hold intervals overlap by %d ns" % proc["hold_overlap_ns"])
+            untrusted.append("by its account two threads held the GIL at once for %.1f ms "
+                             "(a drop_gil it did not see)" % (proc["hold_overlap_ns"] / 1e6))
     truth_rows = {t["tid"]: t for t in result["threads"] if t["pid"] == target.pid}
     table = ["%s %s, %s; pyscope/truth in %%" % (interp.id, workload, load),
              "%-14s %7s %-13s %-13s %-13s" % ("role", "tid", "holding", "waiting", "running")]
@@ -597,7 +599,15 @@ def truth_attempt(interp, workload, launch, pyscope, workdir, tolerance=None, ra
     missing = [r for r in roles if r not in compared]
     if missing:
         problems.append("threads %s missing from pyscope or the ground truth" % missing)
-    return problems, "\n".join(table), preempted
+    return problems, "\n".join(table), preempted, untrusted
+
+
+def skip_untrusted(untrusted, table, load_note):
+    """Compared with a ground truth that is wrong, pyscope's figures mean
+    nothing either way: said, with the load measured, instead of judged."""
+    if untrusted:
+        pytest.skip("the ground truth (gil_truth.sh) cannot be trusted on this run: %s (%s)\n%s"
+                    % ("; ".join(untrusted), load_note, table))
 
 
 @pytest.mark.serial
@@ -611,8 +621,10 @@ def test_gil_states_vs_truth(interp, workload, launch, pyscope, tmp_path):
     reason = truth_skip_reason(interp)
     if reason:
         pytest.skip(reason)
-    problems, table, preempted = truth_attempt(interp, workload, launch, pyscope, tmp_path / "run")
+    problems, table, preempted, untrusted = truth_attempt(interp, workload, launch, pyscope,
+                                                          tmp_path / "run")
     print(table)
+    skip_untrusted(untrusted, table, table.splitlines()[0])
     if problems and preempted:
         pytest.skip("other work kept the workload off the CPUs, so waiting and running cannot "
                     "be told apart: %s\n%s\n%s" % ("; ".join(preempted), table, "\n".join(
@@ -635,10 +647,12 @@ def test_gil_states_under_cpu_contention(interp, launch, pyscope, tmp_path):
     if reason:
         pytest.skip(reason)
     hog = launch(["/usr/bin/python3", "-c", "while True: pass"], stdout=subprocess.DEVNULL)
-    problems, table, _ = truth_attempt(interp, "contention", launch, pyscope, tmp_path / "run",
-                                       tolerance=lambda share, samples: 5.0, rate="2000")
+    problems, table, _, untrusted = truth_attempt(interp, "contention", launch, pyscope,
+                                                  tmp_path / "run",
+                                                  tolerance=lambda share, samples: 5.0, rate="2000")
     assert hog.poll() is None, "the CPU hog exited"
     print(table)
+    skip_untrusted(untrusted, table, table.splitlines()[0])
     assert not problems, "%s\n%s" % (table, "\n".join("  PROBLEM " + p for p in problems))
 
 
