@@ -525,7 +525,12 @@ static void append_edge(char *s, size_t size, const struct report_task *a,
 {
     char words[64];
     text_append(s, size, "%s task \"%s\" ", first ? "" : ";", a->name);
-    if (a->lock_holder == b->addr)
+    if (a->lock_holder == a->addr && a == b)
+        text_append(s, size, "waits for %s 0x%llx, which it holds itself, in an `async with` "
+                             "further up its stack (asyncio.Lock is not reentrant)",
+                    a->wait_obj_type[0] ? a->wait_obj_type : "Lock",
+                    (unsigned long long)a->lock_waited);
+    else if (a->lock_holder == b->addr)
         text_append(s, size, "waits for %s 0x%llx, held by task \"%s\"",
                     a->wait_obj_type[0] ? a->wait_obj_type : "Lock",
                     (unsigned long long)a->lock_waited, b->name);
@@ -596,8 +601,11 @@ int asyncio_cycle_findings(const struct stack_report *first, const struct stack_
             }
             if (th >= 0)
                 f->threads[f->n_threads++] = th;
-            text_format(f->summary, sizeof f->summary, "%zu asyncio task%s wait%s for each other "
-                        "for ever", len, len == 1 ? "" : "s", len == 1 ? "s" : "");
+            if (len == 1)
+                text_format(f->summary, sizeof f->summary, "an asyncio task waits for itself for ever");
+            else
+                text_format(f->summary, sizeof f->summary, "%zu asyncio tasks wait for each other "
+                            "for ever", len);
             if (th >= 0) {
                 text_append(f->summary, sizeof f->summary, " on the loop of ");
                 append_thread(f->summary, sizeof f->summary, &first->threads[th]);

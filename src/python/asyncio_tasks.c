@@ -1400,9 +1400,10 @@ static bool is_aexit(struct tctx *c, uint64_t func)
  * from 3.14 (LOAD_SPECIAL). Only value stacks of known depth are read (a
  * stale slot must not make a holder); the task waiting for the lock keeps
  * the same while it acquires, so waiters are not asked. */
-static bool inside_async_with(struct tctx *c, const struct report_task *task, uint64_t lock)
+static bool inside_async_with(struct tctx *c, const struct report_task *task, uint64_t lock,
+                              size_t from)
 {
-    for (size_t k = 0; k < task->n_chain; k++) {
+    for (size_t k = from; k < task->n_chain; k++) {
         if (link_vars(c, &task->chain[k]) != 0)
             continue;
         int depth = c->frame->stack_exact ? c->frame->n_stack : suspended_depth(c, &task->chain[k]);
@@ -1436,8 +1437,20 @@ static void lock_holders(struct tctx *c, struct report_loop *loop)
         if (!lock)
             continue;
         size_t holders[NAMED], found = 0;
-        for (size_t j = 0; j < loop->n_tasks && found < NAMED; j++)
-            if (loop->tasks[j].lock_waited != lock && inside_async_with(c, &loop->tasks[j], lock))
+        /* A Lock its own waiter holds: an `async with` of it further up
+         * the waiter's stack than the frame acquiring it (the innermost of
+         * the program's own). asyncio.Lock is not reentrant: that task
+         * waits for itself. */
+        size_t acquiring = 0;
+        while (acquiring < t->n_chain && t->chain[acquiring].file &&
+               strstr(t->chain[acquiring].file, "asyncio/"))
+            acquiring++;
+        bool self_holds = acquiring < t->n_chain && type_named(c, lock, "Lock") &&
+                          inside_async_with(c, t, lock, acquiring + 1);
+        if (self_holds)
+            holders[found++] = i;
+        for (size_t j = 0; j < loop->n_tasks && !self_holds && found < NAMED; j++)
+            if (loop->tasks[j].lock_waited != lock && inside_async_with(c, &loop->tasks[j], lock, 0))
                 holders[found++] = j;
         char *held = found ? strstr(t->awaits, ", held (asyncio ") : NULL;
         if (!held)
