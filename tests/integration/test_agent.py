@@ -257,17 +257,24 @@ def test_prometheus_scrapes_agent(start_program, agent, spawn, tmp_path):
         time.sleep(0.5)
 
     assert prom_query(prom_port, 'up{job="pyscope"}')[0][1] == 1
+
+    def latest(expr):
+        """The newest value of each series in the last 30 s: a scrape that
+        timed out (a busy agent answers between passes) marks every series
+        stale until the next one, and an instant query then finds none."""
+        return prom_query(prom_port, "last_over_time(%s[30s])" % expr)
+
     for interp, gil, stuck in pairs:
         states, hung = seen[interp.id]
         total = sum(states.values())
         assert states["holding_gil"] / total >= 0.9, (interp.id, states)
         assert set(states) == {"holding_gil", "waiting_gil", "running", "idle", "unknown"}
 
-        main = {m["state"]: v for m, v in prom_query(
-            prom_port, 'pyscope_thread_seconds_total{pid="%d",tid="%d"}' % (gil.pid, gil.pid))}
+        main = {m["state"]: v for m, v in latest(
+            'pyscope_thread_seconds_total{pid="%d",tid="%d"}' % (gil.pid, gil.pid))}
         assert main["idle"] / sum(main.values()) >= 0.9, (interp.id, main)
 
-        threads = prom_query(prom_port, 'pyscope_process_threads{pid="%d"}' % gil.pid)
+        threads = latest('pyscope_process_threads{pid="%d"}' % gil.pid)
         assert len(threads) == 1, (interp.id, threads)
         labels, count = threads[0]
         assert count == len(gil.report["threads"]) == 2, (interp.id, count)
@@ -276,10 +283,10 @@ def test_prometheus_scrapes_agent(start_program, agent, spawn, tmp_path):
         assert labels["command"].split()[0] == interp.path
 
         assert hung[0][1] == 1
-        spin_hung = prom_query(prom_port, 'pyscope_process_hung{pid="%d"}' % gil.pid)
+        spin_hung = latest('pyscope_process_hung{pid="%d"}' % gil.pid)
         assert [(m["verdict"], v) for m, v in spin_hung] == [("not_hung", 0)], interp.id
-        names = {m["thread"] for m, _ in prom_query(
-            prom_port, 'pyscope_thread_seconds_total{pid="%d",state="idle"}' % stuck.pid)}
+        names = {m["thread"] for m, _ in latest(
+            'pyscope_thread_seconds_total{pid="%d",state="idle"}' % stuck.pid)}
         assert {"fetch_%d" % i for i in range(4)} <= names, (interp.id, names)
 
 
