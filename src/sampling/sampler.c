@@ -1361,7 +1361,6 @@ static void read_uncovered_stacks(struct sampler *s, int n_pass)
     }
 }
 
-/* What sampling the threads of one pass found, for the pass-wide facts. */
 /* A thread whose copy turned out older than its top frame pointer
  * (top_slot_changed): its state, top frame and stack are read again, in
  * that order and at once, and walked without the check. Returns false
@@ -1538,9 +1537,6 @@ static int repeat_pass(struct sampler *s, uint64_t now_ns, uint64_t rel_ns)
     return 0;
 }
 
-/* Whether this pass can give the last one's samples again: the clock is
- * looked at on every pass, before anything is read, so that "still" always
- * covers the time since the last pass's reads. */
 struct run_clock *sampler_clock_to_look(struct sampler *s)
 {
     return s->repeat_still && s->clock_open && !s->native && !s->tasks && s->clock_skip == 0
@@ -1548,6 +1544,10 @@ struct run_clock *sampler_clock_to_look(struct sampler *s)
                : NULL;
 }
 
+/* Whether this pass can give the last one's samples again. The clock is
+ * looked at before anything is read, so that "still" covers the time since
+ * the last read pass's reads (a look skipped only widens the span the next
+ * one covers). */
 static bool still_since_last_pass(struct sampler *s)
 {
     if (!s->repeat_still || !s->clock_open || s->native || s->tasks)
