@@ -433,12 +433,11 @@ static void maybe_reset(struct agent *a, uint64_t now_ns)
 }
 
 /* Whether each process has run since its last pass, asked of the kernel
- * for all of them at once. */
+ * for all of them at once (run_clock_look_all sends up to 64 to a message:
+ * handed over as many at a time, nothing is allocated on each tick). */
 static void look_ahead(struct agent *a)
 {
-    struct run_clock **clocks = malloc(a->n_procs * sizeof *clocks);
-    if (!clocks)
-        return;
+    struct run_clock *clocks[64];
     size_t n = 0;
     for (size_t i = 0; i < a->n_procs; i++) {
         struct agent_proc *p = a->procs[i];
@@ -447,9 +446,13 @@ static void look_ahead(struct agent *a)
                                   : NULL;
         if (c)
             clocks[n++] = c;
+        if (n == sizeof clocks / sizeof clocks[0]) {
+            run_clock_look_all(clocks, n);
+            n = 0;
+        }
     }
-    run_clock_look_all(clocks, n);
-    free(clocks);
+    if (n)
+        run_clock_look_all(clocks, n);
 }
 
 void agent_sample_all(struct agent *a, uint64_t now_ns)

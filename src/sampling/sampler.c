@@ -1537,11 +1537,16 @@ static int repeat_pass(struct sampler *s, uint64_t now_ns, uint64_t rel_ns)
     return 0;
 }
 
+/* Repeating a pass is the agent's, and only without C stacks or task
+ * stacks (which a repeat would not carry). */
+static bool clock_used(const struct sampler *s)
+{
+    return s->repeat_still && s->clock_open && !s->native && !s->tasks;
+}
+
 struct run_clock *sampler_clock_to_look(struct sampler *s)
 {
-    return s->repeat_still && s->clock_open && !s->native && !s->tasks && s->clock_skip == 0
-               ? &s->clock
-               : NULL;
+    return clock_used(s) && s->clock_skip == 0 ? &s->clock : NULL;
 }
 
 /* Whether this pass can give the last one's samples again. The clock is
@@ -1550,7 +1555,7 @@ struct run_clock *sampler_clock_to_look(struct sampler *s)
  * one covers). */
 static bool still_since_last_pass(struct sampler *s)
 {
-    if (!s->repeat_still || !s->clock_open || s->native || s->tasks)
+    if (!clock_used(s))
         return false;
     /* A process that has run at every look lately is looked at less often
      * (up to every 16th pass): its clock then costs little, and "still"
