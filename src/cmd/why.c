@@ -4,6 +4,7 @@
  * waits explain what each thread is stuck on. */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,10 @@
 
 #define DEFAULT_INTERVAL_MS 150
 #define MAX_INTERVAL_MS 60000
+/* How long past the sleepers' wake-up the second look comes, and the
+ * longest a look is put off for them. */
+#define SLEEPER_MARGIN_MS 30.0
+#define SLEEPER_WAIT_MAX_MS 1000.0
 
 static int take_interval(const char *arg, void *value)
 {
@@ -113,6 +118,17 @@ static int diagnose(struct target *t, pid_t pid, long interval, long loop_thresh
     }
     double watched_ms = 0;
     if (interval > 0) {
+        /* Tasks waiting while others sleep: the second look comes after
+         * the sleepers have woken, if that is within a second, so that it
+         * shows what they did (a heartbeat, or what releases the waiters). */
+        double wake_by = asyncio_sleepers_wake_by(&d->first.report);
+        struct timespec now;
+        if (!isnan(wake_by) && clock_gettime(CLOCK_MONOTONIC, &now) == 0) {
+            double wait_ms = (wake_by - ((double)now.tv_sec + (double)now.tv_nsec / 1e9)) * 1e3 +
+                             SLEEPER_MARGIN_MS;
+            if (wait_ms > interval && wait_ms <= SLEEPER_WAIT_MAX_MS)
+                interval = (long)wait_ms;
+        }
         struct timespec delay = {interval / 1000, (interval % 1000) * 1000000L};
         while (nanosleep(&delay, &delay) != 0 && errno == EINTR)
             ;
@@ -144,7 +160,8 @@ static int diagnose(struct target *t, pid_t pid, long interval, long loop_thresh
         asyncio_orphan_findings(&d->first.report, later, &d->why) != 0 ||
         asyncio_asleep_findings(&d->first.report, later, &d->why) != 0 ||
         asyncio_stream_findings(&d->first.report, later, &d->why) != 0 ||
-        asyncio_cycle_findings(&d->first.report, later, &d->why) != 0) {
+        asyncio_cycle_findings(&d->first.report, later, &d->why) != 0 ||
+        asyncio_sleeper_findings(&d->first.report, later, &d->why) != 0) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
     }

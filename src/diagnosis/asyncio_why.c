@@ -7,6 +7,7 @@
  * tasks each waiting for what only the next can do. */
 #include "diagnosis/asyncio_why.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,18 @@ static void outrank_no_hang(struct why_report *why, const struct why_finding *f)
         why->verdict = f->kind;
         why->grade = WHY_GRADE_CERTAIN;
         text_format(why->summary, sizeof why->summary, "%s", f->summary);
+    }
+}
+
+/* ... and a probable one, its summary after prefix. */
+static void outrank_no_hang_probably(struct why_report *why, const struct why_finding *f,
+                                     const char *prefix)
+{
+    if (why->verdict == WHY_NOT_HUNG || why->verdict == WHY_IDLE ||
+        why->verdict == WHY_UNCHECKED) {
+        why->verdict = f->kind;
+        why->grade = WHY_GRADE_PROBABLE;
+        text_format(why->summary, sizeof why->summary, "%s%s", prefix, f->summary);
     }
 }
 
@@ -252,6 +265,24 @@ static const char *wait_ender(const struct report_task *t)
     return "end the wait";
 }
 
+/* Where a task waits in the program: the innermost frame of its own code
+ * ("in f, file:line", between before and after); nothing when the chain
+ * has none. */
+static void append_task_where(char *s, size_t size, const struct report_task *t,
+                              const char *before, const char *after)
+{
+    const struct task_link *at = t->n_chain ? &t->chain[0] : NULL;
+    for (size_t k = 0; k < t->n_chain; k++)
+        if (t->chain[k].file && !strstr(t->chain[k].file, "/asyncio/")) {
+            at = &t->chain[k];
+            break;
+        }
+    if (at && at->function)
+        text_append(s, size, "%sin %s, %s:%d%s", before, at->function,
+                    at->file ? stack_report_short_path(at->file) : "?", at->line, after);
+}
+
+
 int asyncio_orphan_findings(const struct stack_report *first, const struct stack_report *second,
                             struct why_report *why)
 {
@@ -293,22 +324,29 @@ int asyncio_orphan_findings(const struct stack_report *first, const struct stack
                             (int)strcspn(task->awaits, " "), task->awaits,
                             object_words(task, words, sizeof words),
                             (unsigned long long)task->wait_obj, wait_ender(task));
-            /* Where the program waits: the innermost frame of its own code. */
-            const struct task_link *at = task->n_chain ? &task->chain[0] : NULL;
-            for (size_t k = 0; k < task->n_chain; k++)
-                if (task->chain[k].file && !strstr(task->chain[k].file, "/asyncio/")) {
-                    at = &task->chain[k];
-                    break;
-                }
-            if (at && at->function)
-                text_append(s, size, " (it is in %s, %s:%d)", at->function,
-                            at->file ? stack_report_short_path(at->file) : "?", at->line);
+            append_task_where(s, size, task, " (it is ", ")");
             if (loop->tid)
                 text_append(s, size, "; on the loop of thread %d", (int)loop->tid);
             outrank_no_hang(why, f);
         }
     }
     return 0;
+}
+
+/* The index of the loop's thread when every other thread is stuck or gone
+ * (another could wake the loop, by call_soon_threadsafe, unless it is
+ * stuck itself); -1 otherwise. */
+static int loop_thread_alone(const struct stack_report *first, const struct report_loop *loop,
+                             const struct why_report *why)
+{
+    int th = -1;
+    for (size_t i = 0; i < first->n_threads; i++) {
+        if (first->threads[i].tid == loop->tid)
+            th = (int)i;
+        else if (!why->threads[i].stuck && !why->threads[i].gone)
+            return -1;
+    }
+    return th;
 }
 
 /* The loop's thread sleeps in its selector for good: no timeout (so no
@@ -336,17 +374,8 @@ int asyncio_asleep_findings(const struct stack_report *first, const struct stack
         if (!loop->tid || !later || loop->n_tasks == 0 || loop->n_hidden || running_task(loop) ||
             running_task(later) || later->n_tasks != loop->n_tasks)
             continue;
-        int th = -1;
-        bool others_stuck = true;
-        for (size_t i = 0; i < first->n_threads; i++) {
-            if (first->threads[i].tid == loop->tid)
-                th = (int)i;
-            /* Another thread could wake the loop (call_soon_threadsafe)
-             * unless it is stuck itself. */
-            else if (!why->threads[i].stuck && !why->threads[i].gone)
-                others_stuck = false;
-        }
-        if (th < 0 || !others_stuck || !selector_asleep(&first->threads[th], &why->threads[th]))
+        int th = loop_thread_alone(first, loop, why);
+        if (th < 0 || !selector_asleep(&first->threads[th], &why->threads[th]))
             continue;
         /* Finished tasks (listed when their exception was never retrieved)
          * run no more; every other one must be suspended, in both snapshots. */
@@ -419,6 +448,194 @@ int asyncio_asleep_findings(const struct stack_report *first, const struct stack
     return 0;
 }
 
+/* What a pending task does, for sleeper_findings: waits on a primitive
+ * (no deadline, no known holder or single provider: those are the cycle
+ * finding's), sleeps in asyncio.sleep, awaits other tasks, or anything else
+ * (I/O, an executor's Future...), which could end from outside. */
+enum task_role { ROLE_OTHER, ROLE_WAITER, ROLE_SLEEPER, ROLE_BEHIND };
+
+static enum task_role task_role(const struct report_task *t)
+{
+    if (t->timed)
+        return ROLE_OTHER;
+    if (!strncmp(t->awaits, "asyncio.sleep", 13))
+        return ROLE_SLEEPER;
+    if (t->wait_obj && t->wait_obj != t->awaits_addr && t->wait_obj_type[0])
+        return strcmp(wait_ender(t), "end the wait") && !t->lock_holder && !t->provider
+                   ? ROLE_WAITER : ROLE_OTHER;
+    return t->n_children && !t->wait_obj ? ROLE_BEHIND : ROLE_OTHER;
+}
+
+/* The loop's thread in its selector with no I/O but its wake-up socket and
+ * nothing ready; the timers, if any, only wake sleepers. The second
+ * snapshot reads no waits: there the loop's own step and queues tell. */
+static bool loop_only_sleeps(const struct stack_report *first, const struct stack_report *r,
+                             const struct report_loop *loop)
+{
+    if (loop->step != LOOP_STEP_SELECTOR || loop->ready_count != 0 || loop->other_timers != 0 ||
+        loop->sleep_timers < 1 || running_task(loop))
+        return false;
+    for (size_t i = 0; i < r->n_threads; i++) {
+        const struct report_wait *w = r->threads[i].wait;
+        if (r->threads[i].tid == loop->tid)
+            return w ? w->kind == WAIT_SELECT && w->total_fds == 1 && w->n_fds == 1 &&
+                           strcmp(w->fds[0].what, "socket unix (unnamed) CONNECTED") == 0
+                     : r != first;
+    }
+    return false;
+}
+
+/* A pending task in this role (a waiter: on obj). */
+static bool in_role(const struct report_task *t, enum task_role role, uint64_t obj)
+{
+    return (!t->state || !strcmp(t->state, "pending")) && task_role(t) == role &&
+           (role != ROLE_WAITER || t->wait_obj == obj);
+}
+
+/* The tasks in role from index from on, four of them by name and where
+ * they are, then how many more of the total. */
+static void append_tasks(char *s, size_t size, const struct report_loop *loop, size_t from,
+                         enum task_role role, uint64_t obj, size_t total)
+{
+    size_t shown = 0;
+    for (size_t k = from; k < loop->n_tasks; k++) {
+        const struct report_task *o = &loop->tasks[k];
+        if (!in_role(o, role, obj))
+            continue;
+        if (shown++ == 4) {
+            text_append(s, size, " and %zu more", total - 4);
+            break;
+        }
+        text_append(s, size, "%s task \"%s\"", shown > 1 ? "," : "", o->name);
+        append_task_where(s, size, o, role == ROLE_SLEEPER ? " (asyncio.sleep " : " (", ")");
+    }
+}
+
+/* Tasks waiting on a primitive nobody releases while the loop still runs a
+ * heartbeat: the threads' "only threads that merely sleep could release
+ * it", for tasks. */
+static int sleeper_findings(const struct stack_report *first, const struct stack_report *second,
+                            const struct report_loop *loop, int th, struct why_report *why)
+{
+    const struct report_loop *later = same_loop(second->tasks, loop->addr);
+    if (!later || later->n_tasks != loop->n_tasks || !loop_only_sleeps(first, first, loop) ||
+        !loop_only_sleeps(first, second, later))
+        return 0;
+    size_t waiters = 0, sleepers = 0, woke = 0;
+    for (size_t i = 0; i < loop->n_tasks; i++) {
+        const struct report_task *t = &loop->tasks[i], *t2 = same_task(later, t->addr);
+        if (t->state && strcmp(t->state, "pending") != 0)
+            continue;
+        enum task_role role = task_role(t);
+        /* Waits still on the same Future: nothing ended them in between. */
+        if (role == ROLE_OTHER || !t2 || task_role(t2) != role ||
+            (role != ROLE_SLEEPER && t2->awaits_addr != t->awaits_addr))
+            return 0;
+        waiters += role == ROLE_WAITER;
+        sleepers += role == ROLE_SLEEPER;
+        /* A sleeper that slept through both snapshots has not had its say. */
+        woke += role == ROLE_SLEEPER && t2->awaits_addr != t->awaits_addr;
+    }
+    if (!waiters || !sleepers)
+        return 0;
+    /* One finding per object waited on. */
+    for (size_t i = 0; i < loop->n_tasks; i++) {
+        const struct report_task *t = &loop->tasks[i];
+        if (!in_role(t, ROLE_WAITER, t->wait_obj))
+            continue;
+        bool done = false;
+        for (size_t k = 0; k < i && !done; k++)
+            done = in_role(&loop->tasks[k], ROLE_WAITER, t->wait_obj);
+        if (done)
+            continue;
+        struct why_finding *f = add_finding(why, WHY_NEVER_NOTIFIED, t->wait_obj, t->addr);
+        if (!f)
+            return -1;
+        f->grade = WHY_GRADE_PROBABLE;
+        f->certain = false;
+        f->threads[f->n_threads++] = th;
+        char *s = f->summary, words[64];
+        size_t size = sizeof f->summary, n = 0;
+        for (size_t k = i; k < loop->n_tasks; k++)
+            n += in_role(&loop->tasks[k], ROLE_WAITER, t->wait_obj);
+        text_format(s, size, "%zu task%s of the asyncio loop of ", n, n == 1 ? "" : "s");
+        append_thread(s, size, &first->threads[th]);
+        text_append(s, size, " wait%s in %.*s on %s (0x%llx) with no timeout",
+                    n == 1 ? "s" : "", (int)strcspn(t->awaits, " "), t->awaits,
+                    object_words(t, words, sizeof words), (unsigned long long)t->wait_obj);
+        if (strstr(t->awaits, ", held ("))
+            text_append(s, size, ": %s, and asyncio records no holder (probably acquired on a "
+                                 "path that raised or returned before release())",
+                        strstr(t->awaits, "Semaphore") ? "its permits are all taken"
+                                                       : "it is locked, no task inside an async "
+                                                         "with of it");
+        text_append(s, size, ". Only %s that merely sleep%s could still %s:",
+                    sleepers == 1 ? "a task" : "tasks", sleepers == 1 ? "s" : "", wait_ender(t));
+        append_tasks(s, size, loop, 0, ROLE_SLEEPER, 0, sleepers);
+        if (woke == sleepers)
+            text_append(s, size, ", which woke between the snapshots and went back to sleep "
+                                 "with the waits as they were");
+        else
+            text_append(s, size, ", %s did not wake between the snapshots (a longer --interval "
+                                 "lets %s)", woke ? "some of which" : "which",
+                        sleepers == 1 ? "it" : "them");
+        text_append(s, size, "; in both snapshots the loop had no I/O but its wake-up socket, no "
+                             "callback ready and no timer but asyncio.sleep's. Waiting:");
+        append_tasks(s, size, loop, i, ROLE_WAITER, t->wait_obj, n);
+        outrank_no_hang_probably(why, f, "probably hung: ");
+    }
+    return 0;
+}
+
+double asyncio_sleepers_wake_by(const struct stack_report *first)
+{
+    double latest = NAN;
+    for (size_t l = 0; first->tasks && l < first->tasks->n_loops; l++) {
+        const struct report_loop *loop = &first->tasks->loops[l];
+        if (!loop->tid || loop->n_hidden || !loop_only_sleeps(first, first, loop))
+            continue;
+        bool waiter = false, other = false;
+        double due = NAN;
+        for (size_t i = 0; i < loop->n_tasks; i++) {
+            const struct report_task *t = &loop->tasks[i];
+            if (t->state && strcmp(t->state, "pending") != 0)
+                continue;
+            enum task_role role = task_role(t);
+            waiter = waiter || role == ROLE_WAITER;
+            other = other || role == ROLE_OTHER || (role == ROLE_SLEEPER && isnan(t->sleep_due));
+            if (role == ROLE_SLEEPER && (isnan(due) || t->sleep_due > due))
+                due = t->sleep_due;
+        }
+        if (waiter && !other && !isnan(due) && (isnan(latest) || due > latest))
+            latest = due;
+    }
+    return latest;
+}
+
+int asyncio_sleeper_findings(const struct stack_report *first, const struct stack_report *second,
+                             struct why_report *why)
+{
+    if (!first->tasks || !second || !second->tasks)
+        return 0;
+    /* As for a loop asleep: only a signal handler could still run code. */
+    if (why->python_signals & ~(UINT64_C(1) << (SIGINT - 1)))
+        return 0;
+    for (size_t l = 0; l < first->tasks->n_loops; l++) {
+        const struct report_loop *loop = &first->tasks->loops[l];
+        if (!loop->tid || loop->n_hidden)
+            continue;
+        int th = loop_thread_alone(first, loop, why);
+        /* A finding on this loop already says more (a cycle, an orphan). */
+        bool found = false;
+        for (int k = 0; k < why->n_findings && !found; k++)
+            for (size_t i = 0; i < loop->n_tasks && !found; i++)
+                found = why->findings[k].task == loop->tasks[i].addr;
+        if (th >= 0 && !found && sleeper_findings(first, second, loop, th, why) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 int asyncio_stream_findings(const struct stack_report *first, const struct stack_report *second,
                             struct why_report *why)
 {
@@ -456,12 +673,7 @@ int asyncio_stream_findings(const struct stack_report *first, const struct stack
                         " waits for a reply from %s on a connection it opened, with no timeout, "
                         "and nothing came in either snapshot: it waits for ever if the peer "
                         "never answers", task->stream_peer);
-            if (why->verdict == WHY_NOT_HUNG || why->verdict == WHY_IDLE ||
-                why->verdict == WHY_UNCHECKED) {
-                why->verdict = WHY_NETWORK_WAIT;
-                why->grade = WHY_GRADE_PROBABLE;
-                text_format(why->summary, sizeof why->summary, "%s", f->summary);
-            }
+            outrank_no_hang_probably(why, f, "");
         }
     }
     return 0;

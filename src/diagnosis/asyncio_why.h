@@ -36,6 +36,24 @@ int asyncio_orphan_findings(const struct stack_report *first, const struct stack
 int asyncio_asleep_findings(const struct stack_report *first, const struct stack_report *second,
                             struct why_report *why);
 
+/* Adds a never_notified finding (probable) for each object that tasks of
+ * a loop wait on (an Event, Queue, Lock, Semaphore... with no deadline, no
+ * holder task and no single other task referring to it) while every other
+ * task merely sleeps in asyncio.sleep or awaits those tasks: the loop's
+ * thread in its selector with no fd but its wake-up socket, nothing ready
+ * and no timer but the sleepers', every other thread stuck, no Python
+ * handler for a signal but SIGINT, in both snapshots. A heartbeat keeps
+ * such a loop from looking asleep; only it could still act. A live process
+ * only (second not NULL). 0, or -1 out of memory. */
+int asyncio_sleeper_findings(const struct stack_report *first, const struct stack_report *second,
+                             struct why_report *why);
+
+/* When the last sleeper of a loop that asyncio_sleeper_findings could
+ * report on wakes, on the loops' clock (CLOCK_MONOTONIC, as time.monotonic);
+ * NAN when there is no such loop. A second snapshot after it shows whether
+ * the sleepers, having run, left the waits as they were. */
+double asyncio_sleepers_wake_by(const struct stack_report *first);
+
 /* Adds a network_wait finding (probable: the peer may still answer) for
  * each task awaiting a stream read that no timeout bounds, on a connection
  * the program opened (a client's; a server's handler waiting for its client

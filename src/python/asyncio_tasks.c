@@ -981,7 +981,8 @@ static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited
     } else if (chain_has(t, "sleep")) {
         double when;
         struct timespec now;
-        if (sleep_due(c, t, &when) != 0)
+        t->sleep_due = sleep_due(c, t, &when) == 0 ? when : NAN;
+        if (isnan(t->sleep_due))
             snprintf(t->awaits, sizeof t->awaits, "asyncio.sleep (%s)", type);
         else if (target_can(c->r.t, TARGET_CAN_CLOCK) && clock_gettime(CLOCK_MONOTONIC, &now) == 0)
             /* Same machine, same clock as the loop's time.monotonic(). */
@@ -1127,6 +1128,7 @@ static struct report_loop *loop_for(struct report_tasks *out, uint64_t loop)
     l->callback_s = -1;
     l->callback_frame = -1;
     l->ready_count = -1;
+    l->sleep_timers = l->other_timers = -1;
     return l;
 }
 
@@ -1785,6 +1787,7 @@ static int report_task_add(struct tctx *c, struct report_tasks *out, uint64_t ta
     }
     struct report_task *t = &loop->tasks[loop->n_tasks++];
     memset(t, 0, sizeof *t);
+    t->sleep_due = NAN;
     fill_task(c, t, task, kind, state, lt, n_lt);
     memcpy(t->unretrieved, unretrieved, sizeof t->unretrieved);
     return 0;
@@ -2341,6 +2344,52 @@ static void callback_name(struct tctx *c, uint64_t cb, char *name, size_t size)
 
 #define LOOP_READY_MAX 4096
 
+/* asyncio.sleep's wake-up: futures._set_result_unless_cancelled, a plain
+ * function of asyncio's own (a program's function of that name is not). */
+static bool wakes_sleeper(struct tctx *c, uint64_t cb)
+{
+    const struct py_code *code;
+    return type_named(c, cb, "function") &&
+           (code = py_code_get(c->codes, &c->r, u64_at(c, cb + (uint64_t)c->L->func_code))) &&
+           strcmp(code->name, "_set_result_unless_cancelled") == 0 &&
+           strstr(code->filename, "asyncio/futures.py") != NULL;
+}
+
+/* The loop's timers, by whether they only wake a sleeping task; left
+ * unknown (-1) when any handle cannot be read as a TimerHandle. */
+static void loop_timers(struct tctx *c, struct report_loop *loop)
+{
+    uint64_t seq, *items = NULL, cb, cancelled;
+    int64_t cb_offset = 0, cancelled_offset = 0;
+    uint64_t cb_type = 0, cancelled_type = 0;
+    if (py_attr_get(&c->r, loop->addr, "_scheduled", &seq) != 0 || !type_named(c, seq, "list"))
+        return;
+    long n = sequence_items(c, seq, HOLD_LIST, &items, LOOP_READY_MAX);
+    long sleeps = 0, others = 0;
+    for (long i = 0; i < n; i++) {
+        int64_t off = 0;
+        if (!type_named(c, items[i], "TimerHandle") ||
+            slot_get(c, items[i], "_cancelled", &cancelled_offset, &cancelled_type,
+                     &cancelled) != 0 ||
+            py_int(&c->r, cancelled, &off) != 0) {
+            n = -1;
+            break;
+        }
+        if (off)
+            continue;            /* cancelled: dropped when it comes due */
+        if (slot_get(c, items[i], "_callback", &cb_offset, &cb_type, &cb) == 0 &&
+            wakes_sleeper(c, cb))
+            sleeps++;
+        else
+            others++;
+    }
+    free(items);
+    if (n < 0)
+        return;
+    loop->sleep_timers = sleeps;
+    loop->other_timers = others;
+}
+
 static void loop_ready(struct tctx *c, struct report_loop *loop)
 {
     uint64_t seq, *items = NULL, cb;
@@ -2359,6 +2408,7 @@ static void loop_ready(struct tctx *c, struct report_loop *loop)
         slot_get(c, items[0], "_callback", &cb_offset, &cb_type, &cb) == 0)
         callback_name(c, cb, loop->ready_callback, sizeof loop->ready_callback);
     free(items);
+    loop_timers(c, loop);
 }
 
 static void hold_walk(struct hold_scan *s, uint64_t obj)

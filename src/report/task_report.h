@@ -61,6 +61,8 @@ struct report_task {
                                     (asyncio.wait FIRST_COMPLETED/FIRST_EXCEPTION) */
     bool stream_opened;          /* ... on a connection the program opened (its
                                     transport belongs to no server) */
+    double sleep_due;            /* in asyncio.sleep: when it wakes, on the loop's clock
+                                    (time.monotonic); NAN unknown or not sleeping */
 };
 
 /* Where the loop's thread was in asyncio's _run_once at the instant of the
@@ -92,6 +94,10 @@ struct report_loop {
      * before sleeping: one queued since came from another thread. */
     long ready_count;
     char ready_callback[160];
+    /* ... and its timers (_scheduled) not cancelled: those that wake an
+     * asyncio.sleep, and all the others (call_later, timeouts), -1 unknown.
+     * A loop whose only timers wake sleepers has nothing else due. */
+    long sleep_timers, other_timers;
     int callback_frame;          /* uvloop: the callback's frame in its thread's frames,
                                     -1 unknown (asyncio's: the one Handle._run calls) */
     struct report_task *tasks;
