@@ -402,3 +402,30 @@ int py_attr_items(struct py_reader *r, uint64_t obj, int limit,
         return -1;
     return values_items(r, &v, home.values, limit, fn, ctx);
 }
+
+int py_member_offset(struct py_reader *r, uint64_t type, const char *name, int64_t *offset)
+{
+    const struct py_layout *L = r->L;
+    const struct py_asyncio_layout *A = &L->asyncio;
+    if (A->type_dict == PY_OFF_NONE || A->memberdescr_member == PY_OFF_NONE ||
+        A->memberdef_offset == PY_OFF_NONE)
+        return -1;
+    /* The class that declares the member may be a base (BaseTransport's _extra). */
+    uint64_t at = type, descr = 0;
+    bool found = false;
+    for (int depth = 0; at && !found && depth < 16; depth++) {
+        uint64_t dict = 0;
+        found = target_read_u64(r->t, at + (uint64_t)A->type_dict, &dict) == 0 && dict &&
+                py_dict_get_str(r, dict, name, &descr) == 0 &&
+                py_is_type(r, descr, "member_descriptor");
+        if (!found && target_read_u64(r->t, at + (uint64_t)L->type_base, &at) != 0)
+            return -1;
+    }
+    uint64_t def = 0, off = 0;
+    if (!found || target_read_u64(r->t, descr + (uint64_t)A->memberdescr_member, &def) != 0 ||
+        !def || target_read_u64(r->t, def + (uint64_t)A->memberdef_offset, &off) != 0 ||
+        (int64_t)off < 16 || (int64_t)off > 4096)
+        return -1;
+    *offset = (int64_t)off;
+    return 0;
+}

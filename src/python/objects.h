@@ -35,6 +35,11 @@ bool py_is_type(struct py_reader *r, uint64_t obj, const char *name);
 int py_str(struct py_reader *r, uint64_t obj, char *out, size_t outsize);
 /* A small int object (checked); -1 when not an int or too large. */
 int py_int(struct py_reader *r, uint64_t obj, int64_t *out);
+/* Where instances of type keep the member (a __slots__ entry, a C type's
+ * PyMemberDef) called name, read from its member descriptor in the type's
+ * or a base's dict: 0 and *offset, or -1. */
+int py_member_offset(struct py_reader *r, uint64_t type, const char *name, int64_t *offset);
+
 
 /* d[key] for a dict whose keys are str; 0 and *value, or -1 when missing or unreadable. */
 int py_dict_get_str(struct py_reader *r, uint64_t dict, const char *key, uint64_t *value);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "elf/elf_image.h"
+#include "python/code.h"
 #include "python/objects.h"
 #include "util/text.h"
 
@@ -113,6 +114,30 @@ static bool is_default_int_handler(struct py_reader *r, uint64_t func)
     return strcmp(name, "default_int_handler") == 0;
 }
 
+/* asyncio.run's own SIGINT handler (3.11+): a functools.partial of
+ * Runner._on_sigint, which cancels the main task the first time and raises
+ * KeyboardInterrupt after; like default_int_handler, it sets, releases or
+ * notifies nothing a thread could be waiting for. */
+static bool is_asyncio_sigint(struct py_reader *r, uint64_t func)
+{
+    uint64_t type, fn = 0, im_func = 0, code_addr = 0;
+    int64_t fn_at;
+    if (py_type_of(r, func, &type, NULL) != 0 || !py_is_type(r, func, "functools.partial") ||
+        py_member_offset(r, type, "func", &fn_at) != 0 ||
+        target_read_u64(r->t, func + (uint64_t)fn_at, &fn) != 0 || !py_is_type(r, fn, "method") ||
+        r->L->method_func == PY_OFF_NONE || r->L->func_code == PY_OFF_NONE ||
+        target_read_u64(r->t, fn + (uint64_t)r->L->method_func, &im_func) != 0 ||
+        !py_is_type(r, im_func, "function") ||
+        target_read_u64(r->t, im_func + (uint64_t)r->L->func_code, &code_addr) != 0)
+        return false;
+    struct py_code_cache codes = {0};
+    const struct py_code *code = py_code_get(&codes, r, code_addr);
+    bool asyncio = code && strcmp(code->name, "_on_sigint") == 0 &&
+                   strstr(code->filename, "asyncio/runners.py") != NULL;
+    py_code_cache_clear(&codes);
+    return asyncio;
+}
+
 void py_signal_handlers_read(struct py_runtime *rt, struct py_signal_handlers *out)
 {
     memset(out, 0, sizeof *out);
@@ -139,7 +164,7 @@ void py_signal_handlers_read(struct py_runtime *rt, struct py_signal_handlers *o
         /* SIG_DFL and SIG_IGN are ints; None marks a handler the signal
          * module did not install (glibc's, a C extension's). */
         if (strcmp(type, "int") == 0 || strcmp(type, "NoneType") == 0 ||
-            (s == SIGINT && is_default_int_handler(&r, func)))
+            (s == SIGINT && (is_default_int_handler(&r, func) || is_asyncio_sigint(&r, func))))
             continue;
         out->python |= 1ull << (s - 1);
     }

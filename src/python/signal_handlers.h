@@ -12,7 +12,8 @@
 struct py_signal_handlers {
     bool known;                 /* the table was found and read */
     uint64_t python;            /* bit n-1: signal n has a Python callable as handler
-                                   (SIGINT's default_int_handler excluded: it only raises) */
+                                   (SIGINT's default_int_handler excluded: it only raises;
+                                   so is asyncio.run's, which cancels the main task) */
     char source[96];            /* where the table was read, or why it could not be */
 };
 
