@@ -500,8 +500,11 @@ static void describe_edge(struct analysis *an, int i, char *out, size_t size)
         text_append(out, size, " waits to acquire ");
         append_object(out, size, w);
     } else {
-        text_append(out, size, " waits in %s.%s on %s (0x%llx)", w->object_type, w->operation,
-                    w->reference[0] ? w->reference : "?", (unsigned long long)w->object);
+        text_append(out, size, " waits in %s.%s on ", w->object_type, w->operation);
+        if (w->reference[0])
+            text_append(out, size, "%s (0x%llx)", w->reference, (unsigned long long)w->object);
+        else
+            text_append(out, size, "0x%llx", (unsigned long long)w->object);
     }
     if (node->owner_edges && w->owner >= 0) {
         text_append(out, size, " held by ");
@@ -513,7 +516,7 @@ static void describe_edge(struct analysis *an, int i, char *out, size_t size)
                 text_append(out, size, k + 1 == node->n_releasers ? " or " : ", ");
             stack_report_append_thread(out, size, &report->threads[node->releasers[k]]);
         }
-        text_append(out, size, " could release");
+        text_append(out, size, w->kind == WAIT_NOTIFY ? " could signal" : " could release");
     }
 }
 
@@ -538,17 +541,27 @@ static void deadlock_findings(struct analysis *an)
             return;
         f->certain = true;
         f->summary[0] = '\0';
+        bool inferred_lock = false, inferred_signal = false;
         for (int m = 0; m < n; m++) {
             add_thread(f->threads, &f->n_threads, members[m]);
-            f->certain &= an->nodes[members[m]].owner_edges;
+            bool owned = an->nodes[members[m]].owner_edges;
+            const struct report_wait *w = wait_of(an, members[m]);
+            f->certain &= owned;
+            inferred_lock |= !owned && w->kind == WAIT_LOCK;
+            inferred_signal |= !owned && w->kind != WAIT_LOCK;
             if (m)
                 text_append(f->summary, sizeof f->summary, "; ");
             describe_edge(an, members[m], f->summary + strlen(f->summary),
                           sizeof f->summary - strlen(f->summary));
         }
-        if (!f->certain)
+        if (inferred_lock)
             text_append(f->summary, sizeof f->summary,
                         " (a plain Lock records no owner: its holder is inferred)");
+        if (inferred_signal)
+            text_append(f->summary, sizeof f->summary,
+                        " (nothing records who will set a Future or an Event, or notify a "
+                        "Condition: that is inferred from what each thread can reach, an "
+                        "event loop's thread reaching what its queued callbacks act on)");
         f->certain &= all_dead;
         f->grade = f->certain ? WHY_GRADE_CERTAIN : WHY_GRADE_PROBABLE;
     }

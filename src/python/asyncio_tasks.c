@@ -691,31 +691,17 @@ static int link_local(struct tctx *c, const struct task_link *l, const char *nam
 static int slot_get(struct tctx *c, uint64_t obj, const char *name, int64_t *cached_offset,
                     uint64_t *cached_type, uint64_t *value)
 {
-    uint64_t type, descr;
+    uint64_t type;
     if (py_type_of(&c->r, obj, &type, NULL) != 0)
         return -1;
-    if (type == *cached_type) {
-        *value = u64_at(c, obj + (uint64_t)*cached_offset);
-        return *value ? 0 : -1;
+    if (type != *cached_type) {
+        int64_t offset;
+        if (py_member_offset(&c->r, type, name, &offset) != 0)
+            return -1;
+        *cached_type = type;
+        *cached_offset = offset;
     }
-    /* The class that declares the slot may be a base (BaseTransport's _extra). */
-    bool found = false;
-    uint64_t at = type;
-    for (int depth = 0; at && !found && depth < 16;
-         depth++, at = u64_at(c, at + (uint64_t)c->L->type_base)) {
-        uint64_t dict = u64_at(c, at + (uint64_t)c->A->type_dict);
-        found = dict && py_dict_get_str(&c->r, dict, name, &descr) == 0 &&
-                type_named(c, descr, "member_descriptor");
-    }
-    if (!found)
-        return -1;
-    uint64_t def = u64_at(c, descr + (uint64_t)c->A->memberdescr_member);
-    int64_t offset = (int64_t)u64_at(c, def + (uint64_t)c->A->memberdef_offset);
-    if (!def || offset < 16 || offset > 4096)
-        return -1;
-    *cached_type = type;
-    *cached_offset = offset;
-    *value = u64_at(c, obj + (uint64_t)offset);
+    *value = u64_at(c, obj + (uint64_t)*cached_offset);
     return *value ? 0 : -1;
 }
 
@@ -2344,6 +2330,14 @@ static void callback_name(struct tctx *c, uint64_t cb, char *name, size_t size)
 
 #define LOOP_READY_MAX 4096
 
+/* A loop's handle: in _ready a Handle (or a subclass: 3.13's
+ * _ThreadSafeHandle, which call_soon_threadsafe queues), in _scheduled a
+ * TimerHandle. */
+static bool is_handle(struct tctx *c, uint64_t obj, bool ready)
+{
+    return obj && py_type_is_or_inherits(&c->r, obj, ready ? "Handle" : "TimerHandle");
+}
+
 /* asyncio.sleep's wake-up: futures._set_result_unless_cancelled, a plain
  * function of asyncio's own (a program's function of that name is not). */
 static bool wakes_sleeper(struct tctx *c, uint64_t cb)
@@ -2368,7 +2362,7 @@ static void loop_timers(struct tctx *c, struct report_loop *loop)
     long sleeps = 0, others = 0;
     for (long i = 0; i < n; i++) {
         int64_t off = 0;
-        if (!type_named(c, items[i], "TimerHandle") ||
+        if (!is_handle(c, items[i], false) ||
             slot_get(c, items[i], "_cancelled", &cancelled_offset, &cancelled_type,
                      &cancelled) != 0 ||
             py_int(&c->r, cancelled, &off) != 0) {
@@ -2404,7 +2398,7 @@ static void loop_ready(struct tctx *c, struct report_loop *loop)
         return;
     }
     loop->ready_count = n;
-    if (n > 0 && type_named(c, items[0], "Handle") &&
+    if (n > 0 && is_handle(c, items[0], true) &&
         slot_get(c, items[0], "_callback", &cb_offset, &cb_type, &cb) == 0)
         callback_name(c, cb, loop->ready_callback, sizeof loop->ready_callback);
     free(items);
@@ -2583,7 +2577,7 @@ static void hold_handles(struct hold_scan *s, uint64_t loop, bool ready)
     bool clock = target_can(c->r.t, TARGET_CAN_CLOCK) && clock_gettime(CLOCK_MONOTONIC, &now) == 0;
     for (long i = 0; i < n; i++) {
         uint64_t handle = items[i], value, fut = 0;
-        if (!type_named(c, handle, ready ? "Handle" : "TimerHandle") ||
+        if (!is_handle(c, handle, ready) ||
             slot_get(c, handle, "_callback", &cb_offset, &cb_type, &cb) != 0)
             continue;
         int refs = 0;
@@ -2829,6 +2823,71 @@ void asyncio_wait_providers(struct py_runtime *rt, struct report_tasks *tasks)
         for (size_t l = 0; l < tasks->n_loops; l++)
             loop_providers(&c, &tasks->loops[l]);
     tctx_release(&c);
+}
+
+/* ---- for why: what a loop's thread will touch ----------------------------- */
+
+/* What a callback acts on when it runs: the object a method is bound to
+ * (a C method's self), the contents of a function's closure cells. */
+static size_t callback_objects(struct tctx *c, uint64_t cb, uint64_t *out, size_t max)
+{
+    const struct py_asyncio_layout *A = c->A;
+    const char *name;
+    size_t n = 0;
+    if (max == 0 || py_type_of(&c->r, cb, NULL, &name) != 0)
+        return 0;
+    if (!strcmp(name, "method") && A->method_self != PY_OFF_NONE)
+        out[n++] = u64_at(c, cb + (uint64_t)A->method_self);
+    else if (py_type_is_or_inherits(&c->r, cb, "builtin_function_or_method") &&
+             A->cfunction_self != PY_OFF_NONE)
+        out[n++] = u64_at(c, cb + (uint64_t)A->cfunction_self);
+    else if (!strcmp(name, "function") && A->func_closure != PY_OFF_NONE) {
+        uint64_t closure = u64_at(c, cb + (uint64_t)A->func_closure);
+        int64_t cells = type_named(c, closure, "tuple")
+                            ? (int64_t)u64_at(c, closure + (uint64_t)c->L->ob_size) : 0;
+        for (int64_t i = 0; i < cells && i < 16 && n < max; i++) {
+            uint64_t cell = u64_at(c, closure + (uint64_t)c->L->tuple_items + 8 * (uint64_t)i);
+            if (type_named(c, cell, "cell"))
+                out[n++] = u64_at(c, cell + (uint64_t)c->L->cell_ref);
+        }
+    }
+    return n;
+}
+
+size_t asyncio_loop_handle_objects(struct py_runtime *rt, uint64_t loop, uint64_t *out,
+                                   size_t max)
+{
+    struct tctx c;
+    size_t n = 0;
+    int64_t cb_offset = 0, args_offset = 0, cancelled_offset = 0;
+    uint64_t cb_type = 0, args_type = 0, cancelled_type = 0;
+    bool ok = tctx_init(&c, rt, NULL);
+    for (int ready = 1; ok && ready >= 0; ready--) {
+        uint64_t seq, *items = NULL;
+        if (py_attr_get(&c.r, loop, ready ? "_ready" : "_scheduled", &seq) != 0 ||
+            !type_named(&c, seq, ready ? "collections.deque" : "list"))
+            continue;
+        long k = sequence_items(&c, seq, ready ? HOLD_DEQUE : HOLD_LIST, &items, LOOP_READY_MAX);
+        for (long i = 0; i < k && n < max; i++) {
+            uint64_t cb, args, cancelled;
+            int64_t off = 0, n_args = 0;
+            if (!is_handle(&c, items[i], ready) ||
+                (slot_get(&c, items[i], "_cancelled", &cancelled_offset, &cancelled_type,
+                          &cancelled) == 0 &&
+                 py_int(&c.r, cancelled, &off) == 0 && off))
+                continue;
+            if (slot_get(&c, items[i], "_callback", &cb_offset, &cb_type, &cb) == 0)
+                n += callback_objects(&c, cb, out + n, max - n);
+            if (slot_get(&c, items[i], "_args", &args_offset, &args_type, &args) == 0 &&
+                type_named(&c, args, "tuple") &&
+                target_read_u64(c.r.t, args + (uint64_t)c.L->ob_size, (uint64_t *)&n_args) == 0)
+                for (int64_t a = 0; a < n_args && a < 16 && n < max; a++)
+                    out[n++] = u64_at(&c, args + (uint64_t)c.L->tuple_items + 8 * (uint64_t)a);
+        }
+        free(items);
+    }
+    tctx_release(&c);
+    return n;
 }
 
 /* ---- for samplers: the running task and the tasks awaiting it ------------- */

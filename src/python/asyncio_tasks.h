@@ -32,6 +32,14 @@ void asyncio_loop_steps_read(struct py_runtime *rt, struct report_tasks *tasks,
  * reference to what they wait on. */
 void asyncio_wait_providers(struct py_runtime *rt, struct report_tasks *tasks);
 
+/* For why's question of what a thread can reach: the objects the handles
+ * of the loop at loop address (ready to run, and due later) will act on when
+ * its thread runs them (a bound method's object, a closure's cells, the
+ * arguments), at most max into out; how many. A worker waiting on the
+ * Future of run_coroutine_threadsafe waits for that loop's thread. */
+size_t asyncio_loop_handle_objects(struct py_runtime *rt, uint64_t loop, uint64_t *out,
+                                   size_t max);
+
 /* For samplers (record/top --async): what one loop thread runs right now,
  * read cheaply on every pass. Caches what it can between passes. */
 struct asyncio_sampler;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "python/asyncio_tasks.h"
 #include "python/code.h"
 #include "python/frame_vars.h"
 #include "python/primitives.h"
@@ -34,6 +35,8 @@
 #define REACH_GLOBALS_PER_THREAD 32
 #define REACH_CONTAINER_ITEMS 256
 #define REACH_SET_MAX (1u << 20)
+/* Objects taken from one loop's handles, each with its attributes. */
+#define LOOP_HANDLE_OBJECTS 256
 
 struct held_locks {
     uint64_t locks[MAX_HELD];
@@ -73,6 +76,7 @@ struct waits_ctx {
     struct thread_reach *reach;       /* per thread, computed on demand */
     size_t n_reach;
     const struct stacks_raw *raw;     /* what the last waits_analyze was given */
+    const struct stack_report *report;   /* ... and its report (asyncio loops) */
     struct globals_reach *globals;    /* per module globals dict */
     int n_globals, cap_globals;
 };
@@ -876,6 +880,7 @@ int waits_analyze(struct waits_ctx *c, struct stack_report *report, const struct
     free(c->held);
     reach_free(c);
     c->raw = raw;
+    c->report = report;
     c->n_held = raw->n_threads;
     c->held = calloc(raw->n_threads ? raw->n_threads : 1, sizeof *c->held);
     c->n_reach = raw->n_threads;
@@ -1021,9 +1026,31 @@ static const struct obj_set *globals_reach(struct waits_ctx *c, uint64_t dict)
     return &g->objects;
 }
 
-static void thread_reach_build(struct waits_ctx *c, const struct stacks_thread_raw *t, struct thread_reach *tr)
+/* A thread running an asyncio loop will run the loop's handles: what their
+ * callbacks are bound to or close over, and their arguments, are its to act
+ * on (run_coroutine_threadsafe's Future, completed by a callback queued on
+ * the loop). */
+static void loop_handles_reach(struct waits_ctx *c, size_t index, struct obj_set *set)
 {
+    const struct report_tasks *tasks = c->report ? c->report->tasks : NULL;
+    if (!tasks || index >= c->report->n_threads)
+        return;
+    for (size_t l = 0; l < tasks->n_loops; l++) {
+        if (!tasks->loops[l].tid || tasks->loops[l].tid != c->report->threads[index].tid)
+            continue;
+        uint64_t objects[LOOP_HANDLE_OBJECTS];
+        size_t n = asyncio_loop_handle_objects(c->rt, tasks->loops[l].addr, objects,
+                                               LOOP_HANDLE_OBJECTS);
+        for (size_t k = 0; k < n; k++)
+            collect_value(c, set, objects[k], 1);
+    }
+}
+
+static void thread_reach_build(struct waits_ctx *c, size_t index, struct thread_reach *tr)
+{
+    const struct stacks_thread_raw *t = &c->raw->threads[index];
     tr->done = true;
+    loop_handles_reach(c, index, &tr->objects);
     for (size_t k = 0; k < t->n_frames && k < REACH_SEARCH_FRAMES; k++) {
         if (!read_frame_vars(c, &t->frames[k]))
             continue;
@@ -1049,7 +1076,7 @@ static bool thread_reaches(struct waits_ctx *c, const struct stacks_raw *raw, si
         return false;
     struct thread_reach *tr = &c->reach[index];
     if (!tr->done)
-        thread_reach_build(c, &raw->threads[index], tr);
+        thread_reach_build(c, index, tr);
     if (set_has(&tr->objects, obj))
         return true;
     for (int g = 0; g < tr->n_globals; g++) {
