@@ -449,21 +449,38 @@ int asyncio_asleep_findings(const struct stack_report *first, const struct stack
 }
 
 /* What a pending task does, for sleeper_findings: waits on a primitive
- * (no deadline, no known holder or single provider: those are the cycle
- * finding's), sleeps in asyncio.sleep, awaits other tasks, or anything else
- * (I/O, an executor's Future...), which could end from outside. */
+ * (no deadline; a holder task or a single provider only when that one is
+ * stuck the same way: a consumer whose only provider waits in join()),
+ * sleeps in asyncio.sleep, awaits other tasks, or anything else (I/O, an
+ * executor's Future...), which could end from outside. */
 enum task_role { ROLE_OTHER, ROLE_WAITER, ROLE_SLEEPER, ROLE_BEHIND };
 
-static enum task_role task_role(const struct report_task *t)
+static enum task_role role_at(const struct report_loop *loop, const struct report_task *t,
+                              int depth)
 {
-    if (t->timed)
+    if (t->timed || (t->state && strcmp(t->state, "pending") != 0))
         return ROLE_OTHER;
     if (!strncmp(t->awaits, "asyncio.sleep", 13))
         return ROLE_SLEEPER;
-    if (t->wait_obj && t->wait_obj != t->awaits_addr && t->wait_obj_type[0])
-        return strcmp(wait_ender(t), "end the wait") && !t->lock_holder && !t->provider
-                   ? ROLE_WAITER : ROLE_OTHER;
+    if (t->wait_obj && t->wait_obj != t->awaits_addr && t->wait_obj_type[0]) {
+        if (!strcmp(wait_ender(t), "end the wait"))
+            return ROLE_OTHER;
+        /* One who could act, itself held up: waits on as the waiter does. */
+        for (int k = 0; k < 2; k++) {
+            uint64_t who = k ? t->provider : t->lock_holder;
+            const struct report_task *o = who ? same_task(loop, who) : NULL;
+            enum task_role r = o && o != t && depth < 8 ? role_at(loop, o, depth + 1) : ROLE_OTHER;
+            if (who && r != ROLE_WAITER && r != ROLE_BEHIND)
+                return ROLE_OTHER;
+        }
+        return ROLE_WAITER;
+    }
     return t->n_children && !t->wait_obj ? ROLE_BEHIND : ROLE_OTHER;
+}
+
+static enum task_role task_role(const struct report_loop *loop, const struct report_task *t)
+{
+    return role_at(loop, t, 0);
 }
 
 /* The loop's thread in its selector with no I/O but its wake-up socket and
@@ -486,9 +503,10 @@ static bool loop_only_sleeps(const struct stack_report *first, const struct stac
 }
 
 /* A pending task in this role (a waiter: on obj). */
-static bool in_role(const struct report_task *t, enum task_role role, uint64_t obj)
+static bool in_role(const struct report_loop *loop, const struct report_task *t,
+                    enum task_role role, uint64_t obj)
 {
-    return (!t->state || !strcmp(t->state, "pending")) && task_role(t) == role &&
+    return (!t->state || !strcmp(t->state, "pending")) && task_role(loop, t) == role &&
            (role != ROLE_WAITER || t->wait_obj == obj);
 }
 
@@ -500,7 +518,7 @@ static void append_tasks(char *s, size_t size, const struct report_loop *loop, s
     size_t shown = 0;
     for (size_t k = from; k < loop->n_tasks; k++) {
         const struct report_task *o = &loop->tasks[k];
-        if (!in_role(o, role, obj))
+        if (!in_role(loop, o, role, obj))
             continue;
         if (shown++ == 4) {
             text_append(s, size, " and %zu more", total - 4);
@@ -526,9 +544,9 @@ static int sleeper_findings(const struct stack_report *first, const struct stack
         const struct report_task *t = &loop->tasks[i], *t2 = same_task(later, t->addr);
         if (t->state && strcmp(t->state, "pending") != 0)
             continue;
-        enum task_role role = task_role(t);
+        enum task_role role = task_role(loop, t);
         /* Waits still on the same Future: nothing ended them in between. */
-        if (role == ROLE_OTHER || !t2 || task_role(t2) != role ||
+        if (role == ROLE_OTHER || !t2 || task_role(later, t2) != role ||
             (role != ROLE_SLEEPER && t2->awaits_addr != t->awaits_addr))
             return 0;
         waiters += role == ROLE_WAITER;
@@ -541,11 +559,11 @@ static int sleeper_findings(const struct stack_report *first, const struct stack
     /* One finding per object waited on. */
     for (size_t i = 0; i < loop->n_tasks; i++) {
         const struct report_task *t = &loop->tasks[i];
-        if (!in_role(t, ROLE_WAITER, t->wait_obj))
+        if (!in_role(loop, t, ROLE_WAITER, t->wait_obj))
             continue;
         bool done = false;
         for (size_t k = 0; k < i && !done; k++)
-            done = in_role(&loop->tasks[k], ROLE_WAITER, t->wait_obj);
+            done = in_role(loop, &loop->tasks[k], ROLE_WAITER, t->wait_obj);
         if (done)
             continue;
         struct why_finding *f = add_finding(why, WHY_NEVER_NOTIFIED, t->wait_obj, t->addr);
@@ -557,7 +575,7 @@ static int sleeper_findings(const struct stack_report *first, const struct stack
         char *s = f->summary, words[64];
         size_t size = sizeof f->summary, n = 0;
         for (size_t k = i; k < loop->n_tasks; k++)
-            n += in_role(&loop->tasks[k], ROLE_WAITER, t->wait_obj);
+            n += in_role(loop, &loop->tasks[k], ROLE_WAITER, t->wait_obj);
         text_format(s, size, "%zu task%s of the asyncio loop of ", n, n == 1 ? "" : "s");
         append_thread(s, size, &first->threads[th]);
         text_append(s, size, " wait%s in %.*s on %s (0x%llx) with no timeout",
@@ -600,7 +618,7 @@ double asyncio_sleepers_wake_by(const struct stack_report *first)
             const struct report_task *t = &loop->tasks[i];
             if (t->state && strcmp(t->state, "pending") != 0)
                 continue;
-            enum task_role role = task_role(t);
+            enum task_role role = task_role(loop, t);
             waiter = waiter || role == ROLE_WAITER;
             other = other || role == ROLE_OTHER || (role == ROLE_SLEEPER && isnan(t->sleep_due));
             if (role == ROLE_SLEEPER && (isnan(due) || t->sleep_due > due))

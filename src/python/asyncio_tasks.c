@@ -731,24 +731,36 @@ static bool primitive_of(struct tctx *c, const struct report_task *t, char *out,
         "Queue", "LifoQueue", "PriorityQueue", "Event", "Lock", "Condition", "Semaphore",
         "BoundedSemaphore", "Barrier", "StreamReader", "TaskGroup", "Timeout",
     };
+    bool found = false;
     for (size_t k = 0; k < t->n_chain; k++) {
         const struct task_link *l = &t->chain[k];
-        if (!strstr(l->file, "asyncio"))
+        if (!strstr(l->file, "asyncio")) {
+            if (found)
+                break;              /* the program's own code: the wait is the inner one */
             continue;
+        }
         uint64_t self;
         const char *type;
         if (link_local(c, l, "self", &self) != 0 || py_type_of(&c->r, self, NULL, &type) != 0)
             continue;
+        const char *dot = strrchr(l->function, '.');
+        const char *method = dot ? dot + 1 : l->function;
         for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
             if (strcmp(type, classes[i]))
                 continue;
-            const char *dot = strrchr(l->function, '.');
-            snprintf(out, size, "%s.%s", type, dot ? dot + 1 : l->function);
+            /* Queue.join waits on the queue's own Event, a Barrier on its
+             * Condition: the outer primitive is the one the program used,
+             * and the one whose state tells why nothing ends the wait. */
+            if (found && !(strstr(type, "Queue") && !strcmp(method, "join")) &&
+                strcmp(type, "Barrier") != 0)
+                return true;
+            snprintf(out, size, "%s.%s", type, method);
             *self_out = self;
-            return true;
+            found = true;
+            break;
         }
     }
-    return false;
+    return found;
 }
 
 /* The innermost asyncio function of the chain named fn, if any. */
@@ -944,6 +956,11 @@ static void describe_wait(struct tctx *c, struct report_task *t, uint64_t waited
             py_sequence_length(&c->r, items, &n) == 0)
             snprintf(t->awaits, sizeof t->awaits, "%s (%s), %lld items queued", prim, type,
                      (long long)n);
+        else if (strstr(prim, "Queue.join") &&
+                 py_attr_get(&c->r, self, "_unfinished_tasks", &items) == 0 &&
+                 py_int(&c->r, items, &n) == 0)
+            snprintf(t->awaits, sizeof t->awaits, "%.60s (%.60s), %lld unfinished (put and not "
+                     "yet marked done with task_done())", prim, type, (long long)n);
         else if (strstr(prim, "Queue.put") && py_attr_get(&c->r, self, "_queue", &items) == 0 &&
                  py_sequence_length(&c->r, items, &n) == 0 &&
                  py_attr_get(&c->r, self, "_maxsize", &items) == 0 && py_int(&c->r, items, &max) == 0)
