@@ -161,7 +161,8 @@ static int diagnose(struct target *t, pid_t pid, long interval, long loop_thresh
         asyncio_asleep_findings(&d->first.report, later, &d->why) != 0 ||
         asyncio_stream_findings(&d->first.report, later, &d->why) != 0 ||
         asyncio_cycle_findings(&d->first.report, later, &d->why) != 0 ||
-        asyncio_sleeper_findings(&d->first.report, later, &d->why) != 0) {
+        asyncio_sleeper_findings(&d->first.report, later, &d->why) != 0 ||
+        asyncio_child_pipe_findings(&d->first.report, later, &queries, &d->why) != 0) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
     }

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include "diagnosis/queries.h"
 #include "util/text.h"
 
 static const struct report_task *running_task(const struct report_loop *loop)
@@ -628,6 +629,67 @@ double asyncio_sleepers_wake_by(const struct stack_report *first)
             latest = due;
     }
     return latest;
+}
+
+int asyncio_child_pipe_findings(const struct stack_report *first,
+                                const struct stack_report *second,
+                                const struct diagnosis_queries *q, struct why_report *why)
+{
+    if (!first->tasks || !second || !second->tasks || !q->blocked_pipe_writer)
+        return 0;
+    for (size_t l = 0; l < first->tasks->n_loops; l++) {
+        const struct report_loop *loop = &first->tasks->loops[l];
+        const struct report_loop *later = same_loop(second->tasks, loop->addr);
+        int th = -1;
+        for (size_t i = 0; loop->tid && i < first->n_threads; i++)
+            if (first->threads[i].tid == loop->tid)
+                th = (int)i;
+        /* The loop asleep in its selector: it runs nothing that would read. */
+        if (th < 0 || !later || loop->step != LOOP_STEP_SELECTOR ||
+            later->step != LOOP_STEP_SELECTOR)
+            continue;
+        const struct report_wait *w = first->threads[th].wait;
+        for (size_t i = 0; i < loop->n_tasks; i++) {
+            const struct report_task *task = &loop->tasks[i];
+            const struct report_task *t2 = same_task(later, task->addr);
+            struct pipe_blocked_writer bw;
+            if (!task->subprocess_pid || task->timed || !t2 || t2->awaits_addr != task->awaits_addr ||
+                q->blocked_pipe_writer(q->ctx, 0, task->subprocess_pid, &bw) != 0)
+                continue;
+            /* A read end the selector watches would have woken the loop. */
+            bool watched = false;
+            for (int k = 0; w && w->kind == WAIT_SELECT && k < w->n_fds && !watched; k++)
+                watched = w->fds[k].fd == bw.parent_fd;
+            if (watched)
+                continue;
+            struct why_finding *f = add_finding(why, WHY_DEADLOCK, 0, task->addr);
+            if (!f)
+                return -1;
+            f->with_child = true;
+            f->threads[f->n_threads++] = th;
+            char *s = f->summary;
+            size_t size = sizeof f->summary;
+            text_format(s, size, "task \"%s\" of the asyncio loop of ", task->name);
+            append_thread(s, size, &first->threads[th]);
+            text_append(s, size, " awaits child process %d (%s) to exit", (int)bw.pid, bw.comm);
+            append_task_where(s, size, task, " (", ")");
+            text_append(s, size, ", which is blocked writing to its fd %d (pipe:[%llu]): that pipe "
+                                 "is full, this process holds its read end (fd %d) and the loop "
+                                 "does not read it (asyncio stops reading a subprocess pipe "
+                                 "once its StreamReader holds twice its limit, 128 KiB by "
+                                 "default, that nobody reads): read while waiting, e.g. with "
+                                 "Process.communicate()",
+                        bw.child_fd, (unsigned long long)bw.pipe, bw.parent_fd);
+            if (why->verdict == WHY_NOT_HUNG || why->verdict == WHY_IDLE ||
+                why->verdict == WHY_UNCHECKED) {
+                why->verdict = WHY_DEADLOCK;
+                why->grade = WHY_GRADE_CERTAIN;
+                text_format(why->summary, sizeof why->summary, "deadlock with a child process: %s",
+                            f->summary);
+            }
+        }
+    }
+    return 0;
 }
 
 int asyncio_sleeper_findings(const struct stack_report *first, const struct stack_report *second,

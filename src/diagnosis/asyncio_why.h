@@ -54,6 +54,18 @@ int asyncio_sleeper_findings(const struct stack_report *first, const struct stac
  * the sleepers, having run, left the waits as they were. */
 double asyncio_sleepers_wake_by(const struct stack_report *first);
 
+/* Adds a deadlock finding (with a child, certain) for each task awaiting a
+ * child's exit (asyncio's Process.wait) while the child is blocked writing
+ * to a full pipe whose read end this process holds and the loop, asleep in
+ * its selector, does not watch: asyncio's documented Process.wait deadlock
+ * with stdout=PIPE. The same wait in both snapshots; a live process only
+ * (second not NULL: q answers for the live process). 0, or -1 out of
+ * memory. */
+struct diagnosis_queries;
+int asyncio_child_pipe_findings(const struct stack_report *first,
+                                const struct stack_report *second,
+                                const struct diagnosis_queries *q, struct why_report *why);
+
 /* Adds a network_wait finding (probable: the peer may still answer) for
  * each task awaiting a stream read that no timeout bounds, on a connection
  * the program opened (a client's; a server's handler waiting for its client

@@ -904,6 +904,7 @@ static void append_details(struct tctx *c, struct report_task *t)
     if ((l = chain_link(t, "asyncio/base_subprocess.py", "_wait")) &&
         link_local(c, l, "self", &self) == 0 &&
         py_attr_get(&c->r, self, "_pid", &transport) == 0 && py_int(&c->r, transport, &pid) == 0) {
+        t->subprocess_pid = pid > 0 && pid <= INT32_MAX ? (pid_t)pid : 0;
         int n = snprintf(out, room, ", subprocess pid %lld", (long long)pid);
         if (n > 0 && (size_t)n < room)
             out += n, room -= (size_t)n;

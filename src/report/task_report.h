@@ -61,6 +61,7 @@ struct report_task {
                                     (asyncio.wait FIRST_COMPLETED/FIRST_EXCEPTION) */
     bool stream_opened;          /* ... on a connection the program opened (its
                                     transport belongs to no server) */
+    pid_t subprocess_pid;        /* it awaits this child's exit (Process.wait), 0 none */
     double sleep_due;            /* in asyncio.sleep: when it wakes, on the loop's clock
                                     (time.monotonic); NAN unknown or not sleeping */
 };
