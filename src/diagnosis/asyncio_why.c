@@ -37,6 +37,15 @@ static void append_thread(char *s, size_t size, const struct report_thread *t)
         text_append(s, size, " \"%s\"", t->name);
 }
 
+/* The index of the thread running loop in r, -1 when none does. */
+static int loop_thread(const struct stack_report *r, const struct report_loop *loop)
+{
+    for (size_t i = 0; loop->tid && i < r->n_threads; i++)
+        if (r->threads[i].tid == loop->tid)
+            return (int)i;
+    return -1;
+}
+
 /* A new certain finding of kind about task, or NULL out of memory. */
 static struct why_finding *add_finding(struct why_report *why, enum why_verdict kind,
                                        uint64_t object, uint64_t task)
@@ -640,10 +649,7 @@ int asyncio_child_pipe_findings(const struct stack_report *first,
     for (size_t l = 0; l < first->tasks->n_loops; l++) {
         const struct report_loop *loop = &first->tasks->loops[l];
         const struct report_loop *later = same_loop(second->tasks, loop->addr);
-        int th = -1;
-        for (size_t i = 0; loop->tid && i < first->n_threads; i++)
-            if (first->threads[i].tid == loop->tid)
-                th = (int)i;
+        int th = loop_thread(first, loop);
         /* The loop asleep in its selector: it runs nothing that would read. */
         if (th < 0 || !later || loop->step != LOOP_STEP_SELECTOR ||
             later->step != LOOP_STEP_SELECTOR)
@@ -725,10 +731,7 @@ int asyncio_stream_findings(const struct stack_report *first, const struct stack
     for (size_t l = 0; l < first->tasks->n_loops; l++) {
         const struct report_loop *loop = &first->tasks->loops[l];
         const struct report_loop *later_loop = same_loop(second->tasks, loop->addr);
-        int th = -1;
-        for (size_t i = 0; loop->tid && i < first->n_threads; i++)
-            if (first->threads[i].tid == loop->tid)
-                th = (int)i;
+        int th = loop_thread(first, loop);
         for (size_t i = 0; th >= 0 && i < loop->n_tasks; i++) {
             const struct report_task *task = &loop->tasks[i];
             if (!task->stream_peer[0] || !task->stream_no_timeout || !task->stream_opened)
@@ -847,10 +850,7 @@ int asyncio_cycle_findings(const struct stack_report *first, const struct stack_
                                                    ? same_loop(second->tasks, loop->addr) : NULL;
         if (second && !later_loop)
             continue;
-        int th = -1;
-        for (size_t i = 0; loop->tid && i < first->n_threads; i++)
-            if (first->threads[i].tid == loop->tid)
-                th = (int)i;
+        int th = loop_thread(first, loop);
         unsigned char *seen = calloc(loop->n_tasks ? loop->n_tasks : 1, 1);
         unsigned char *reported = calloc(loop->n_tasks ? loop->n_tasks : 1, 1);
         if (!seen || !reported) {
