@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "diagnosis/asyncio_why.h"
 #include "output/dump_writers.h"
 #include "output/why_writers.h"
 #include "python/stacks.h"
@@ -509,7 +510,11 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
         struct hang_snapshot sb = {&second.report, &second.raw, second.cpu_ns, caught, sa.handlers};
         struct diagnosis_queries queries;
         waits_queries(p->why_waits, &queries);
-        if (hang_analyze(&queries, &sa, &sb, interval_ms, &why) == 0) {
+        /* The same findings as `why`: an asyncio service's hang is most
+         * often its tasks', with the loop's thread idle in its selector. */
+        if (hang_analyze(&queries, &sa, &sb, interval_ms, &why) == 0 &&
+            asyncio_findings(&first->report, &second.report, interval_ms, ASYNCIO_BLOCKED_MS,
+                             &queries, &why) == 0) {
             why.progress.watched_ms = interval_ms;
             char *json = NULL;
             size_t len = 0;

@@ -155,14 +155,8 @@ static int diagnose(struct target *t, pid_t pid, long interval, long loop_thresh
     }
     const struct stack_report *later = interval > 0 ? &d->second.report : NULL;
     if (hang_analyze(&queries, &a, interval > 0 ? &b : NULL, (int)interval, &d->why) != 0 ||
-        asyncio_blocked_findings(&d->first.report, later, (int)interval, (int)loop_threshold,
-                                 &d->why) != 0 ||
-        asyncio_orphan_findings(&d->first.report, later, &d->why) != 0 ||
-        asyncio_asleep_findings(&d->first.report, later, &d->why) != 0 ||
-        asyncio_stream_findings(&d->first.report, later, &d->why) != 0 ||
-        asyncio_cycle_findings(&d->first.report, later, &d->why) != 0 ||
-        asyncio_sleeper_findings(&d->first.report, later, &d->why) != 0 ||
-        asyncio_child_pipe_findings(&d->first.report, later, &queries, &d->why) != 0) {
+        asyncio_findings(&d->first.report, later, (int)interval, (int)loop_threshold, &queries,
+                         &d->why) != 0) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         goto fail;
     }

@@ -915,3 +915,18 @@ int asyncio_cycle_findings(const struct stack_report *first, const struct stack_
     }
     return 0;
 }
+
+int asyncio_findings(const struct stack_report *first, const struct stack_report *second,
+                     int interval_ms, int threshold_ms, const struct diagnosis_queries *q,
+                     struct why_report *why)
+{
+    return asyncio_blocked_findings(first, second, interval_ms, threshold_ms, why) != 0 ||
+                   asyncio_orphan_findings(first, second, why) != 0 ||
+                   asyncio_asleep_findings(first, second, why) != 0 ||
+                   asyncio_stream_findings(first, second, why) != 0 ||
+                   asyncio_cycle_findings(first, second, why) != 0 ||
+                   asyncio_sleeper_findings(first, second, why) != 0 ||
+                   asyncio_child_pipe_findings(first, second, q, why) != 0
+               ? -1
+               : 0;
+}

@@ -85,4 +85,11 @@ int asyncio_stream_findings(const struct stack_report *first, const struct stack
 int asyncio_cycle_findings(const struct stack_report *first, const struct stack_report *second,
                            struct why_report *why);
 
+/* Every asyncio finding above, in the order why makes them (a later one
+ * looks at what the earlier found); what `why` and the agent run after the
+ * threads' analysis. 0, or -1 out of memory. */
+int asyncio_findings(const struct stack_report *first, const struct stack_report *second,
+                     int interval_ms, int threshold_ms, const struct diagnosis_queries *q,
+                     struct why_report *why);
+
 #endif

@@ -32,6 +32,7 @@ import pytest
 from conftest import PROGRAMS, every_interp, pick_interp, target_env
 
 START_TIMEOUT = 15.0
+FIELD = PROGRAMS.parent.parent / "field"
 
 
 def strict_json(text):
@@ -358,6 +359,22 @@ def test_dump_and_why_endpoints(interp, start_program, agent):
     assert series(a.metrics(), "pyscope_process_hung", pid=target.pid, verdict="network_wait")
     assert a.get("/debug/pyscope/why?pid=1")[0] == 404
     assert a.get("/debug/pyscope/dump")[0] == 400
+
+
+def test_why_endpoint_asyncio_hang(interp, start_program, agent):
+    """The agent's why makes the asyncio findings `why` makes: a consumer
+    task waiting on a queue whose producer died (tests/field), with the
+    loop's thread idle in its selector, is never_notified, over HTTP and
+    in the metrics, not idle."""
+    target = start_program(interp, str(FIELD / "asyncio_producer_died.py"))
+    a = agent("--why-every", "600")
+    a.wait_sampling(target.pid)
+    status, _, body = a.get("/debug/pyscope/why?pid=%d" % target.pid)
+    assert status == 200, body
+    why = strict_json(body)
+    assert (why["verdict"], why["grade"]) == ("never_notified", "certain"), why["summary"]
+    assert "Queue.get" in why["summary"], why["summary"]
+    assert series(a.metrics(), "pyscope_process_hung", pid=target.pid, verdict="never_notified")
 
 
 def test_no_debug_endpoints_and_signals(agent, start_program, tmp_path):
