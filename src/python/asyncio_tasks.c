@@ -753,7 +753,7 @@ static bool primitive_of(struct tctx *c, const struct report_task *t, char *out,
              * and the one whose state tells why nothing ends the wait. */
             if (found && !(strstr(type, "Queue") && !strcmp(method, "join")) &&
                 strcmp(type, "Barrier") != 0)
-                return true;
+                break;
             snprintf(out, size, "%s.%s", type, method);
             *self_out = self;
             found = true;
