@@ -389,7 +389,12 @@ class Trial:
         pid = running["pid"]
         time.sleep(self.delay())
         self.result["landed"] = alive(tool_pid)
-        os.kill(tool_pid, self.signo)
+        try:
+            os.kill(tool_pid, self.signo)
+        except ProcessLookupError:
+            self.result["landed"] = False
+            self.note("pyscope %d was gone before the signal: %s"
+                      % (tool_pid, self.stderr_of("pyscope")[-400:]))
         if self.signo == signal.SIGKILL:
             wait_for(lambda: not alive(tool_pid) or None, EXIT_TIMEOUT)
         progressed = self.check_target(pid)
