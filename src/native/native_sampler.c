@@ -26,6 +26,7 @@
 
 #include "native/merge.h"
 #include "native/unwind.h"
+#include "target/cleanup.h"
 #include "target/process.h"
 #include "target/tracer.h"
 
@@ -67,6 +68,9 @@ struct ns_thread {
     uint64_t prev_hash;          /* of its Python frame ids */
     bool prev_known;
     bool poked;                  /* interrupted once to get a switch sample */
+    bool poke_pending;           /* ... and not scheduled since it was let go */
+    bool poke_inflight;          /* interrupted, and not let go yet */
+    uint64_t poke_exec_ns;       /* its CPU time when let go */
     /* The addresses of the newest sample, once unwound: passes that use
      * the same sample again (a thread still blocked, or one whose Python
      * stack stands still between two clock ticks) do not unwind it again. */
@@ -338,26 +342,85 @@ static void drain(struct native_sampler *ns, struct ns_thread *th)
 /* A thread blocked since before its events were opened has no switch-out
  * sample: one ptrace interrupt (it is blocked anyway, and its system call
  * restarts) makes it leave and re-enter the wait, which the switch event
- * samples. Done once per thread. */
-static void poke(struct ns_thread *th)
+ * samples. Done once per thread. A thread that cannot stop at once (a
+ * throttled cgroup, a busy CPU) is not waited for: it stays in flight, and
+ * a later pass lets it go once it has stopped; it is never kept stopped. */
+#define POKE_WAIT_US 2000
+#define POKE_CLOSE_WAIT_US 1000000
+/* CPU a thread let go may use on its way back into the call before it is
+ * taken to be running on its own account (the way is microseconds long). */
+#define POKE_RETURN_MAX_NS 1000000ull
+
+/* Lets go of a poked thread once it has stopped (waiting up to wait_us for
+ * that); false while it has not. */
+static bool release_poke(struct native_sampler *ns, struct ns_thread *th, int wait_us)
+{
+    for (int waited = 0;; waited += 100) {
+        int status;
+        pid_t got = waitpid(th->tid, &status, __WALL | WNOHANG);
+        if (got == th->tid || (got < 0 && errno != EINTR)) {
+            th->poke_inflight = false;
+            if (got == th->tid && WIFSTOPPED(status)) {
+                /* A signal that stopped it first is its own: given back. */
+                int sig = (status >> 16) != PTRACE_EVENT_STOP ? WSTOPSIG(status) : 0;
+                ptrace(PTRACE_DETACH, th->tid, NULL, (void *)(long)sig);
+                /* Until it has run its way back, it is still in the call. */
+                th->poke_pending =
+                    process_thread_cpu_ns(ns->pid, th->tid, &th->poke_exec_ns) == 0;
+            }
+            cleanup_thread_released(th->tid);
+            return true;
+        }
+        if (waited >= wait_us)
+            return false;
+        usleep(100);
+    }
+}
+
+static void poke(struct native_sampler *ns, struct ns_thread *th)
 {
     th->poked = true;
     if (ptrace(PTRACE_SEIZE, th->tid, NULL, NULL) != 0)
         return;
-    int sig = 0;
-    if (ptrace(PTRACE_INTERRUPT, th->tid, NULL, NULL) == 0) {
-        for (int tries = 0; tries < 2000; tries++) {
-            int status;
-            pid_t got = waitpid(th->tid, &status, __WALL | WNOHANG);
-            /* A signal that stopped it first is its own: given back. */
-            if (got == th->tid && WIFSTOPPED(status) && (status >> 16) != PTRACE_EVENT_STOP)
-                sig = WSTOPSIG(status);
-            if (got == th->tid || (got < 0 && errno != EINTR))
-                break;
-            usleep(100);
-        }
+    cleanup_thread_traced(th->tid);
+    th->poke_inflight = true;
+    if (ptrace(PTRACE_INTERRUPT, th->tid, NULL, NULL) != 0) {
+        /* Not stopping: released as it is (a seized thread that was never
+         * interrupted runs on untouched). */
+        ptrace(PTRACE_DETACH, th->tid, NULL, NULL);
+        th->poke_inflight = false;
+        cleanup_thread_released(th->tid);
+        return;
     }
-    ptrace(PTRACE_DETACH, th->tid, NULL, (void *)(long)sig);
+    release_poke(ns, th, POKE_WAIT_US);
+}
+
+bool native_sampler_poke_unrun(struct native_sampler *ns, pid_t tid)
+{
+    struct ns_thread *th = ns ? thread_of(ns, tid) : NULL;
+    uint64_t exec_ns;
+    if (!th)
+        return false;
+    if (th->poke_inflight)
+        return true;            /* interrupted, not stopped yet: still in its wait */
+    if (!th->poke_pending)
+        return false;
+    if (process_thread_cpu_ns(ns->pid, tid, &exec_ns) == 0 && exec_ns >= th->poke_exec_ns &&
+        exec_ns - th->poke_exec_ns < POKE_RETURN_MAX_NS)
+        return true;
+    th->poke_pending = false;
+    return false;
+}
+
+void native_sampler_poke_settled(struct native_sampler *ns, pid_t tid)
+{
+    struct ns_thread *th = ns ? thread_of(ns, tid) : NULL;
+    uint64_t exec_ns;
+    /* Back in its call only once it has run since it was let go: just
+     * after, /proc may still show the interrupted call. */
+    if (th && th->poke_pending && !th->poke_inflight &&
+        process_thread_cpu_ns(ns->pid, tid, &exec_ns) == 0 && exec_ns > th->poke_exec_ns)
+        th->poke_pending = false;
 }
 
 struct native_sampler *native_sampler_open(struct target *t, pid_t pid, const char *binary,
@@ -449,6 +512,12 @@ void native_sampler_close(struct native_sampler *ns)
     if (!ns)
         return;
     native_sampler_end_pass(ns);
+    /* A thread still in flight stops once it gets a CPU: waited for a
+     * while, so as not to leave it stopped under a tracer that stays (the
+     * agent's, a watch's); when pyscope exits the kernel lets it go. */
+    for (size_t i = 0; i < ns->n_threads; i++)
+        if (ns->threads[i].poke_inflight)
+            release_poke(ns, &ns->threads[i], POKE_CLOSE_WAIT_US);
     for (size_t i = 0; i < ns->n_threads; i++)
         close_thread(ns, &ns->threads[i]);
     free(ns->threads);
@@ -463,6 +532,9 @@ void native_sampler_close(struct native_sampler *ns)
 void native_sampler_begin_pass(struct native_sampler *ns, uint64_t now_ns)
 {
     ns->pass_ns = now_ns;
+    for (size_t i = 0; i < ns->n_threads; i++)
+        if (ns->threads[i].poke_inflight)
+            release_poke(ns, &ns->threads[i], 0);
     if (ns->mode != NATIVE_PTRACE || ns->paused)
         return;
     struct pyscope_error err = {0};
@@ -658,7 +730,7 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
                 sample_time = th->time;
             }
         } else if (blocked && !th->poked && ns->switch_events && th->ring) {
-            poke(th);
+            poke(ns, th);
         }
     }
     if (n_pcs <= 0) {

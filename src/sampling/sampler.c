@@ -628,6 +628,8 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
         th->waiting_since_switch = pi->gil_switches;
         return PROFILE_WAITING_GIL;
     case THREAD_IDLE:
+        if (s->native)
+            native_sampler_poke_settled(s->native, th->tid);
         th->waiting_since_switch = UINT64_MAX;
         *syscall_out = (uint16_t)(a.syscall_nr < 0xffff ? a.syscall_nr : 0xfffe);
         if (!torn) {
@@ -654,6 +656,12 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
             return PROFILE_WAITING_GIL;
         }
         th->waiting_since_switch = UINT64_MAX;
+        /* Runnable only because --native interrupted its wait (a loaded
+         * machine may not run it again for a while): the wait goes on. */
+        if (s->native && native_sampler_poke_unrun(s->native, th->tid)) {
+            *syscall_out = was_idle ? th->idle_syscall : 0xffff;
+            return PROFILE_IDLE;
+        }
         return PROFILE_RUNNING;
     case THREAD_HOLDING_GIL:
     case THREAD_UNKNOWN:

@@ -241,6 +241,57 @@ def test_off_cpu_in_a_c_extension_mutex(interp, start_program, pyscope, native_e
         assert any("lock" in f["function"] for f in inner), inner
 
 
+CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")
+
+
+def test_off_cpu_wait_interrupted_for_a_switch_sample(interp, start_program, pyscope, native_ext,
+                                                      tmp_path):
+    """A thread blocked since before --native opened its events is
+    interrupted once (ptrace) so that its wait is sampled on the way back
+    in. Until it has run again it is runnable, and /proc says "running": on
+    a loaded machine passes came in between and counted the waiting thread
+    as running (CI, twice). Here the program sits in a CPU cgroup throttled
+    to 1 ms per 100 ms that a spinner keeps exhausted, so the interrupted
+    thread waits up to 100 ms for the CPU: every sample must still be idle.
+    Before the fix 4-60 of about 95 samples read running in most runs;
+    after it, none in 175 runs."""
+    if native_ext is None:
+        pytest.skip("no Python.h for %s (test_record_native's ctypes locker covers it)"
+                    % interp.id)
+    if not (CPU_CGROUPS / "cpu.cfs_quota_us").exists() or os.geteuid() != 0:
+        pytest.skip("needs root and cgroup v1's cpu controller at %s" % CPU_CGROUPS)
+    target = start_program(interp, "native_mutex.py", native_ext)
+    waiter = next(t for t in target.report["threads"] if t["name"] == "waiter")
+    target.wait_in_syscall(waiter["native_id"], (FUTEX,))
+    group = CPU_CGROUPS / ("pyscope-test-%d" % target.pid)
+    group.mkdir()
+    spinner = None
+    try:
+        (group / "cpu.cfs_period_us").write_text("100000")
+        (group / "cpu.cfs_quota_us").write_text("1000")
+        (group / "cgroup.procs").write_text(str(target.pid))
+        spinner = subprocess.Popen(
+            ["sh", "-c", "echo $$ > %s && exec sh -c 'while :; do :; done'"
+             % (group / "cgroup.procs")])
+        time.sleep(0.2)
+        out = tmp_path / "rec.json"
+        record(pyscope, out, "-p", target.pid, "--native", "--idle", duration=1)
+    finally:
+        if spinner:
+            spinner.kill()
+            spinner.wait()
+        target.kill()
+        for _ in range(100):
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.05)
+    samples = thread_samples(load_record(out), "waiter")
+    assert samples and all(state == "idle" for _, state, _ in samples), \
+        [(state, n) for _, state, n in samples]
+
+
 def test_kept_unwind_rules_match_libdwfl(interp, start_program, gilhog_lib, tmp_path):
     """Item 1's throughput: perf samples are unwound from CFI rules kept per
     address, libdwfl taking over where a frame's rules are not simple.
