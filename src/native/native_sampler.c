@@ -110,6 +110,7 @@ struct native_sampler {
     size_t n_threads, cap_threads;
     struct pc_slot *pcs;
     uint32_t marker;             /* "[C stack not merged]" */
+    size_t pokes_open;           /* threads poked and not settled yet */
     uint64_t pass_ns;
     uint64_t refreshed_ns;       /* when modules were last looked for again */
     bool saw_unknown;            /* an address in no known file since */
@@ -244,6 +245,7 @@ void native_sampler_forget(struct native_sampler *ns, pid_t tid)
 {
     for (size_t i = 0; i < ns->n_threads; i++)
         if (ns->threads[i].tid == tid) {
+            ns->pokes_open -= ns->threads[i].poke_inflight || ns->threads[i].poke_pending;
             close_thread(ns, &ns->threads[i]);
             ns->threads[i] = ns->threads[--ns->n_threads];
             return;
@@ -351,6 +353,25 @@ static void drain(struct native_sampler *ns, struct ns_thread *th)
  * taken to be running on its own account (the way is microseconds long). */
 #define POKE_RETURN_MAX_NS 1000000ull
 
+/* Sets a thread's poke state, counting the threads in one (so that the
+ * sampler's questions cost nothing once every poke has settled). */
+static void set_poke(struct native_sampler *ns, struct ns_thread *th, bool inflight, bool pending)
+{
+    bool was = th->poke_inflight || th->poke_pending, is = inflight || pending;
+    th->poke_inflight = inflight;
+    th->poke_pending = pending;
+    ns->pokes_open += (size_t)is - (size_t)was;
+}
+
+/* A thread already known, without opening anything for it. */
+static struct ns_thread *known_thread(struct native_sampler *ns, pid_t tid)
+{
+    for (size_t i = 0; ns && ns->pokes_open && i < ns->n_threads; i++)
+        if (ns->threads[i].tid == tid)
+            return &ns->threads[i];
+    return NULL;
+}
+
 /* Lets go of a poked thread once it has stopped (waiting up to wait_us for
  * that); false while it has not. */
 static bool release_poke(struct native_sampler *ns, struct ns_thread *th, int wait_us)
@@ -359,15 +380,15 @@ static bool release_poke(struct native_sampler *ns, struct ns_thread *th, int wa
         int status;
         pid_t got = waitpid(th->tid, &status, __WALL | WNOHANG);
         if (got == th->tid || (got < 0 && errno != EINTR)) {
-            th->poke_inflight = false;
+            bool pending = false;
             if (got == th->tid && WIFSTOPPED(status)) {
                 /* A signal that stopped it first is its own: given back. */
                 int sig = (status >> 16) != PTRACE_EVENT_STOP ? WSTOPSIG(status) : 0;
                 ptrace(PTRACE_DETACH, th->tid, NULL, (void *)(long)sig);
                 /* Until it has run its way back, it is still in the call. */
-                th->poke_pending =
-                    process_thread_cpu_ns(ns->pid, th->tid, &th->poke_exec_ns) == 0;
+                pending = process_thread_cpu_ns(ns->pid, th->tid, &th->poke_exec_ns) == 0;
             }
+            set_poke(ns, th, false, pending);
             cleanup_thread_released(th->tid);
             return true;
         }
@@ -383,21 +404,20 @@ static void poke(struct native_sampler *ns, struct ns_thread *th)
     if (ptrace(PTRACE_SEIZE, th->tid, NULL, NULL) != 0)
         return;
     cleanup_thread_traced(th->tid);
-    th->poke_inflight = true;
     if (ptrace(PTRACE_INTERRUPT, th->tid, NULL, NULL) != 0) {
         /* Not stopping: released as it is (a seized thread that was never
          * interrupted runs on untouched). */
         ptrace(PTRACE_DETACH, th->tid, NULL, NULL);
-        th->poke_inflight = false;
         cleanup_thread_released(th->tid);
         return;
     }
+    set_poke(ns, th, true, false);
     release_poke(ns, th, POKE_WAIT_US);
 }
 
 bool native_sampler_poke_unrun(struct native_sampler *ns, pid_t tid)
 {
-    struct ns_thread *th = ns ? thread_of(ns, tid) : NULL;
+    struct ns_thread *th = known_thread(ns, tid);
     uint64_t exec_ns;
     if (!th)
         return false;
@@ -408,19 +428,19 @@ bool native_sampler_poke_unrun(struct native_sampler *ns, pid_t tid)
     if (process_thread_cpu_ns(ns->pid, tid, &exec_ns) == 0 && exec_ns >= th->poke_exec_ns &&
         exec_ns - th->poke_exec_ns < POKE_RETURN_MAX_NS)
         return true;
-    th->poke_pending = false;
+    set_poke(ns, th, false, false);
     return false;
 }
 
 void native_sampler_poke_settled(struct native_sampler *ns, pid_t tid)
 {
-    struct ns_thread *th = ns ? thread_of(ns, tid) : NULL;
+    struct ns_thread *th = known_thread(ns, tid);
     uint64_t exec_ns;
     /* Back in its call only once it has run since it was let go: just
      * after, /proc may still show the interrupted call. */
     if (th && th->poke_pending && !th->poke_inflight &&
         process_thread_cpu_ns(ns->pid, tid, &exec_ns) == 0 && exec_ns > th->poke_exec_ns)
-        th->poke_pending = false;
+        set_poke(ns, th, false, false);
 }
 
 struct native_sampler *native_sampler_open(struct target *t, pid_t pid, const char *binary,
@@ -532,7 +552,7 @@ void native_sampler_close(struct native_sampler *ns)
 void native_sampler_begin_pass(struct native_sampler *ns, uint64_t now_ns)
 {
     ns->pass_ns = now_ns;
-    for (size_t i = 0; i < ns->n_threads; i++)
+    for (size_t i = 0; ns->pokes_open && i < ns->n_threads; i++)
         if (ns->threads[i].poke_inflight)
             release_poke(ns, &ns->threads[i], 0);
     if (ns->mode != NATIVE_PTRACE || ns->paused)
