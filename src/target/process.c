@@ -749,9 +749,13 @@ struct target *process_open(pid_t pid, struct pyscope_error *err)
     bool changing = false;
     for (int tries = 0; tries < STARTUP_WAIT_TRIES; tries++) {
         rc = process_read_maps(&p->base);
-        if (rc != 0 && errno == ESRCH && switch_reader(p))
+        /* ENOENT: the thread read through was reaped in the meantime. Under
+         * exit_group the others follow, but may not be marked exiting yet. */
+        if (rc != 0 && (errno == ESRCH || errno == ENOENT) && switch_reader(p))
             rc = process_read_maps(&p->base);
         saved = errno;
+        if (rc != 0 && saved == ENOENT)
+            saved = ESRCH;
         changing = rc == 0 ? loader_at_work(&p->base, p->reader) : saved == ESRCH && process_alive(pid);
         /* Stopped there on purpose (watch and run start programs stopped at
          * their exec): waiting would not change a thing. */
