@@ -82,6 +82,7 @@ struct agent_proc {
     uint64_t next_why_ns;
     bool why_pending;
     uint64_t why_first_ns;
+    uint64_t why_due_ns;          /* when the second snapshot is taken */
     struct hang_live why_first;
     struct waits_ctx *why_waits;
     bool why_known;

@@ -550,7 +550,7 @@ void agent_why_step(struct agent *a, uint64_t now_ns)
         if (p->state != AGENT_PROC_SAMPLING || !p->sampler)
             continue;
         if (p->why_pending) {
-            if (now_ns - p->why_first_ns >= WHY_INTERVAL_NS)
+            if (now_ns >= p->why_due_ns)
                 why_finish(a, p, now_ns);
             continue;
         }
@@ -577,6 +577,10 @@ void agent_why_step(struct agent *a, uint64_t now_ns)
             continue;
         }
         p->why_first_ns = now_ns;
+        /* As why does: put off past the wake-up of tasks that merely sleep
+         * while others wait, so that the second look shows what they did. */
+        double interval_ms = asyncio_second_look_ms(r, WHY_INTERVAL_NS / 1e6, now_ns / 1e9);
+        p->why_due_ns = now_ns + (uint64_t)(interval_ms * 1e6);
         p->why_pending = true;
     }
 }

@@ -29,11 +29,6 @@
 
 #define DEFAULT_INTERVAL_MS 150
 #define MAX_INTERVAL_MS 60000
-/* How long past the sleepers' wake-up the second look comes, and the
- * longest a look is put off for them. */
-#define SLEEPER_MARGIN_MS 30.0
-#define SLEEPER_WAIT_MAX_MS 1000.0
-
 static int take_interval(const char *arg, void *value)
 {
     if (!cli_parse_duration_ms(arg, MAX_INTERVAL_MS, value)) {
@@ -121,14 +116,11 @@ static int diagnose(struct target *t, pid_t pid, long interval, long loop_thresh
         /* Tasks waiting while others sleep: the second look comes after
          * the sleepers have woken, if that is within a second, so that it
          * shows what they did (a heartbeat, or what releases the waiters). */
-        double wake_by = asyncio_sleepers_wake_by(&d->first.report);
         struct timespec now;
-        if (!isnan(wake_by) && clock_gettime(CLOCK_MONOTONIC, &now) == 0) {
-            double wait_ms = (wake_by - ((double)now.tv_sec + (double)now.tv_nsec / 1e9)) * 1e3 +
-                             SLEEPER_MARGIN_MS;
-            if (wait_ms > interval && wait_ms <= SLEEPER_WAIT_MAX_MS)
-                interval = (long)wait_ms;
-        }
+        if (clock_gettime(CLOCK_MONOTONIC, &now) == 0)
+            interval = (long)asyncio_second_look_ms(
+                &d->first.report, (double)interval,
+                (double)now.tv_sec + (double)now.tv_nsec / 1e9);
         struct timespec delay = {interval / 1000, (interval % 1000) * 1000000L};
         while (nanosleep(&delay, &delay) != 0 && errno == EINTR)
             ;

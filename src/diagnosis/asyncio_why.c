@@ -640,6 +640,59 @@ double asyncio_sleepers_wake_by(const struct stack_report *first)
     return latest;
 }
 
+static bool pending(const struct report_task *t)
+{
+    return !t->state || strcmp(t->state, "pending") == 0;
+}
+
+static bool rearms_timer(const struct report_task *t)
+{
+    return t->timed || strncmp(t->awaits, "asyncio.sleep", 13) == 0;
+}
+
+int asyncio_tasks_moved(const struct stack_report *first, const struct stack_report *second)
+{
+    if (!first->tasks || !second || !second->tasks)
+        return -1;
+    int moved = 0, loops = 0;
+    for (size_t l = 0; l < first->tasks->n_loops; l++) {
+        const struct report_loop *loop = &first->tasks->loops[l];
+        const struct report_loop *later = same_loop(second->tasks, loop->addr);
+        /* Past the cap, a task missing from one list may only be unshown. */
+        if (!later || loop->n_hidden || later->n_hidden)
+            continue;
+        loops++;
+        for (size_t i = 0; i < loop->n_tasks; i++) {
+            const struct report_task *t = &loop->tasks[i];
+            if (!pending(t))
+                continue;
+            const struct report_task *t2 = same_task(later, t->addr);
+            if (!t2 || !pending(t2))
+                moved++;
+            else if (t2->awaits_addr != t->awaits_addr && !(rearms_timer(t) && rearms_timer(t2)))
+                moved++;
+        }
+        for (size_t j = 0; j < later->n_tasks; j++)
+            if (pending(&later->tasks[j]) && !same_task(loop, later->tasks[j].addr))
+                moved++;
+    }
+    return loops ? moved : -1;
+}
+
+/* Past the sleepers' wake-up by a margin for their step to run; a look
+ * put off further than a second would make why slow for little. */
+#define SLEEPER_MARGIN_MS 30.0
+#define SLEEPER_WAIT_MAX_MS 1000.0
+
+double asyncio_second_look_ms(const struct stack_report *first, double interval_ms, double now_s)
+{
+    double wake_by = asyncio_sleepers_wake_by(first);
+    if (isnan(wake_by))
+        return interval_ms;
+    double wait_ms = (wake_by - now_s) * 1e3 + SLEEPER_MARGIN_MS;
+    return wait_ms > interval_ms && wait_ms <= SLEEPER_WAIT_MAX_MS ? wait_ms : interval_ms;
+}
+
 int asyncio_child_pipe_findings(const struct stack_report *first,
                                 const struct stack_report *second,
                                 const struct diagnosis_queries *q, struct why_report *why)

@@ -54,6 +54,17 @@ int asyncio_sleeper_findings(const struct stack_report *first, const struct stac
  * the sleepers, having run, left the waits as they were. */
 double asyncio_sleepers_wake_by(const struct stack_report *first);
 
+/* Tasks that moved on between the snapshots: ended, started, or awaiting
+ * another Future than before, except a task that only sleeps again
+ * (asyncio.sleep) or waits again with a deadline (a poll): those re-arm a
+ * timer without anything having happened. -1 when no loop was read. */
+int asyncio_tasks_moved(const struct stack_report *first, const struct stack_report *second);
+
+/* The interval to the second snapshot: interval_ms, or longer so that it
+ * comes just after those sleepers have woken (asyncio_sleepers_wake_by),
+ * when that is at most a second from now_s (CLOCK_MONOTONIC seconds). */
+double asyncio_second_look_ms(const struct stack_report *first, double interval_ms, double now_s);
+
 /* Adds a deadlock finding (with a child, certain) for each task awaiting a
  * child's exit (asyncio's Process.wait) while the child is blocked writing
  * to a full pipe whose read end this process holds and the loop, asleep in

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diagnosis/asyncio_why.h"
 #include "util/text.h"
 
 #define MAX_RELEASERS 64
@@ -129,6 +130,9 @@ static void compare_snapshots(const struct hang_snapshot *first, const struct ha
     }
     if (!cpu_known)
         p->cpu_ns = -1;
+    /* An asyncio service served in between, its loop's thread back in
+     * the same select: its tasks tell. */
+    p->tasks_moved = asyncio_tasks_moved(a, b);
     /* Where the scheduler does not say how long a thread has waited, a
      * thread that did not move waited at least the interval. */
     for (size_t i = 0; i < a->n_threads; i++) {
@@ -147,7 +151,7 @@ static void compare_snapshots(const struct hang_snapshot *first, const struct ha
     /* A thread that runs (or is runnable) is busy even if a loaded machine
      * gave it no CPU during the interval: a stuck process runs nothing. */
     p->progressing = p->gil_switches > 0 || p->threads_changed > 0 || p->threads_started > 0 ||
-                     p->threads_gone > 0 || p->threads_running > 0 ||
+                     p->threads_gone > 0 || p->threads_running > 0 || p->tasks_moved > 0 ||
                      (p->cpu_ns >= 0 && p->cpu_ns >= busy_ns);
 }
 
@@ -1185,6 +1189,9 @@ static void conclude(struct analysis *an)
                     "changed stack or wait, %d running",
                     p->interval_ms, (unsigned long long)p->gil_switches, p->threads_changed,
                     p->threads_changed == 1 ? "" : "s", p->threads_running);
+        if (p->tasks_moved > 0)
+            text_append(why->summary, sizeof why->summary, ", %d asyncio task%s moved on",
+                        p->tasks_moved, p->tasks_moved == 1 ? "" : "s");
         if (p->cpu_ns >= 0)
             text_append(why->summary, sizeof why->summary, ", %.1f ms of CPU", (double)p->cpu_ns / 1e6);
         text_append(why->summary, sizeof why->summary, ")");

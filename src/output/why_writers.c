@@ -177,6 +177,9 @@ void why_report_write_text(FILE *out, const struct why_report *why, bool color)
             fprintf(out, ", %d running", pr->threads_running);
         if (pr->threads_started || pr->threads_gone)
             fprintf(out, ", %d started, %d exited", pr->threads_started, pr->threads_gone);
+        if (pr->tasks_moved >= 0)
+            fprintf(out, ", %d asyncio task%s moved on", pr->tasks_moved,
+                    pr->tasks_moved == 1 ? "" : "s");
         fputc('\n', out);
         fprintf(out, "Watched   %.0f ms, from the first snapshot to the end of the second "
                      "(--interval %d ms; longer with e.g. --interval 2s)\n",
@@ -256,6 +259,11 @@ static void json_progress(struct json_writer *w, const struct why_report *why)
         json_member_int(w, "threads_started", p->threads_started);
         json_member_int(w, "threads_exited", p->threads_gone);
         json_member_int(w, "threads_running", p->threads_running);
+        json_key(w, "tasks_moved");
+        if (p->tasks_moved >= 0)
+            json_int(w, p->tasks_moved);
+        else
+            json_null(w);
         json_key(w, "watched_ms");
         json_double(w, p->watched_ms);
     } else {
@@ -267,6 +275,7 @@ static void json_progress(struct json_writer *w, const struct why_report *why)
         json_member_null(w, "threads_started");
         json_member_null(w, "threads_exited");
         json_member_null(w, "threads_running");
+        json_member_null(w, "tasks_moved");
         json_member_null(w, "watched_ms");
     }
     json_end_object(w);

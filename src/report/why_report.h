@@ -91,6 +91,7 @@ struct why_progress {
     int threads_started;        /* threads only in the second snapshot */
     int threads_gone;
     int threads_running;        /* running Python (GIL held, no syscall) in the second snapshot */
+    int tasks_moved;            /* asyncio tasks that moved on (asyncio_tasks_moved); -1 none read */
     double watched_ms;          /* from the start of the first snapshot to the end of the second */
 };
 

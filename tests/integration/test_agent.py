@@ -377,6 +377,32 @@ def test_why_endpoint_asyncio_hang(interp, start_program, agent):
     assert series(a.metrics(), "pyscope_process_hung", pid=target.pid, verdict="never_notified")
 
 
+@pytest.mark.parametrize("program,verdict,grade", [
+    ("asyncio_rate_limiter", "not_hung", None),
+    ("asyncio_semaphore_leak", "never_notified", "probable"),
+])
+def test_why_endpoint_waits_for_sleeping_tasks(interp, start_program, agent, program, verdict,
+                                               grade):
+    """As `why`, the agent's second look waits for tasks that merely sleep
+    while others wait to wake (here within 0.4 s): a refill task that
+    releases the waiters is then seen to move them (not hung), a heartbeat
+    that does not is seen to leave them as they were. With a fixed 150 ms
+    the refiller mostly slept through it, and the rate limiter read hung."""
+    target = start_program(interp, str(FIELD / (program + ".py")))
+    a = agent("--why-every", "600")
+    a.wait_sampling(target.pid)
+    seen = []
+    for _ in range(3):
+        # Each request is answered by a fresh evaluation, at its own phase
+        # of the sleeper's period.
+        status, _, body = a.get("/debug/pyscope/why?pid=%d" % target.pid)
+        assert status == 200, body
+        why = strict_json(body)
+        seen.append((why["verdict"], why["grade"] if grade else None))
+    assert seen == [(verdict, grade)] * 3, seen
+    assert series(a.metrics(), "pyscope_process_hung", pid=target.pid, verdict=verdict)
+
+
 def test_no_debug_endpoints_and_signals(agent, start_program, tmp_path):
     """--no-debug-endpoints leaves /metrics and pprof; SIGHUP reopens the
     log (rotated away by then); SIGTERM ends the agent cleanly, exit 0."""

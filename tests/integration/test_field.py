@@ -247,3 +247,24 @@ def test_stopped_dump_text(interp, start_field, pyscope):
     assert "holds the GIL" not in text.stdout, text.stdout
     doc = json.loads(pyscope("why", "--json", target.pid).stdout)
     assert doc["threads"][0]["stopped"]["resume"] == "kill -CONT %d" % target.pid
+
+
+def test_rate_limiter_progress_is_its_tasks(interp, start_field, pyscope):
+    """asyncio_rate_limiter.py once its reporter thread has gone: the loop's
+    thread is back in the same select at both snapshots, so what shows
+    progress is a request task that was served (it awaits a new Future). `why` must count it, every time, and must not
+    count the refiller re-arming its sleep as progress of its own."""
+    target = start_field(interp, "asyncio_rate_limiter")
+    pid = target.report["pid"]
+    wait_gone(pid, target.report["extra"]["reporter"])
+    for _ in range(3):
+        doc = json.loads(pyscope("why", "--json", pid).stdout)
+        progress = doc["progress"]
+        assert doc["verdict"] == "not_hung", doc["summary"]
+        assert progress["threads_changed"] == 0, progress
+        assert progress["tasks_moved"] >= 1, progress
+    leak = start_field(interp, "asyncio_semaphore_leak")
+    wait_gone(leak.report["pid"], leak.report["extra"]["reporter"])
+    doc = json.loads(pyscope("why", "--json", leak.report["pid"]).stdout)
+    assert doc["progress"]["tasks_moved"] == 0, doc["progress"]
+    assert (doc["verdict"], doc["grade"]) == ("never_notified", "probable"), doc["summary"]
