@@ -83,16 +83,29 @@ double sched_clock_off_cpu_ms(struct sched_clock *c, pid_t pid, pid_t tid)
     if (c->unavailable || tid <= 0)
         return -1;
     char path[96];
-    double last;
-    int cpu;
-    char state;
+    double last = 0, again = 0;
+    int cpu = -1;
+    char state = 0;
     snprintf(path, sizeof path, "/proc/%d/task/%d/sched", (int)pid, (int)tid);
-    if (exec_start_ms(path, &last) != 0) {
-        if (access(path, F_OK) != 0 && access("/proc/thread-self/sched", F_OK) != 0)
-            c->unavailable = true;
-        return -1;
+    /* exec_start is on the clock of the CPU the thread last ran on, and
+     * the CPUs' clocks can be far apart (each leaves out its own interrupt
+     * and steal time). A thread that ran
+     * between the reading of its exec_start and of its CPU would pair one
+     * CPU's clock with the other's: the exec_start read again after the CPU
+     * must not have moved. */
+    bool paired = false;
+    for (int tries = 0; tries < 3 && !paired; tries++) {
+        if (exec_start_ms(path, &last) != 0) {
+            if (access(path, F_OK) != 0 && access("/proc/thread-self/sched", F_OK) != 0)
+                c->unavailable = true;
+            return -1;
+        }
+        if (last_cpu(pid, tid, &cpu, &state) != 0 || state == 'R' ||
+            exec_start_ms(path, &again) != 0)
+            return -1;
+        paired = again == last;
     }
-    if (last_cpu(pid, tid, &cpu, &state) != 0 || state == 'R')
+    if (!paired)
         return -1;
     double now = now_on(c, cpu);
     if (now < 0)
