@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 void sched_clock_init(struct sched_clock *c)
@@ -29,8 +30,9 @@ static int exec_start_ms(const char *path, double *ms)
     return end == at + 1 ? -1 : 0;
 }
 
-/* Field 39 of stat (processor) and the state letter. */
-static int last_cpu(pid_t pid, pid_t tid, int *cpu, char *state)
+/* Field 39 of stat (processor), the state letter, and the thread's age in
+ * ms from field 22 (starttime, clock ticks after boot). */
+static int last_cpu(pid_t pid, pid_t tid, int *cpu, char *state, double *age_ms)
 {
     char path[96], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
@@ -41,14 +43,23 @@ static int last_cpu(pid_t pid, pid_t tid, int *cpu, char *state)
         return -1;
     p += 2;
     *state = *p;
-    /* state is field 3; processor is field 39 */
+    /* state is field 3; starttime field 22; processor field 39 */
+    unsigned long long start = 0;
     for (int field = 3; field < 39; field++) {
         p = strchr(p, ' ');
         if (!p)
             return -1;
         p++;
+        if (field + 1 == 22)
+            start = strtoull(p, NULL, 10);
     }
     *cpu = atoi(p);
+    struct timespec now;
+    long tick = sysconf(_SC_CLK_TCK);
+    *age_ms = -1;
+    if (tick > 0 && clock_gettime(CLOCK_BOOTTIME, &now) == 0)
+        *age_ms = ((double)now.tv_sec + (double)now.tv_nsec / 1e9 - (double)start / (double)tick) *
+                  1e3;
     return 0;
 }
 
@@ -86,6 +97,7 @@ double sched_clock_off_cpu_ms(struct sched_clock *c, pid_t pid, pid_t tid)
     double last = 0, again = 0;
     int cpu = -1;
     char state = 0;
+    double age_ms = -1;
     snprintf(path, sizeof path, "/proc/%d/task/%d/sched", (int)pid, (int)tid);
     /* exec_start is on the clock of the CPU the thread last ran on, and
      * the CPUs' clocks can be far apart (each leaves out its own interrupt
@@ -100,7 +112,7 @@ double sched_clock_off_cpu_ms(struct sched_clock *c, pid_t pid, pid_t tid)
                 c->unavailable = true;
             return -1;
         }
-        if (last_cpu(pid, tid, &cpu, &state) != 0 || state == 'R' ||
+        if (last_cpu(pid, tid, &cpu, &state, &age_ms) != 0 || state == 'R' ||
             exec_start_ms(path, &again) != 0)
             return -1;
         paired = again == last;
@@ -112,5 +124,11 @@ double sched_clock_off_cpu_ms(struct sched_clock *c, pid_t pid, pid_t tid)
         return -1;
     /* Our own clock was read once per CPU, possibly before this thread's:
      * a thread that ran since then shows a few negative milliseconds. */
-    return now > last ? now - last : 0;
+    double off = now > last ? now - last : 0;
+    /* Longer than the thread has lived (a tick of slack, and a second for
+     * clocks that jumped, as a paused VM's do): these clocks cannot be
+     * compared, and no figure is better than a wrong one. */
+    if (age_ms >= 0 && off > age_ms + 1000)
+        return -1;
+    return off;
 }
