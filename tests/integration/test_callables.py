@@ -157,8 +157,14 @@ def test_record_native_names_the_regex_matcher(interp, start_program, hog_lib, t
     assert top["module"] == module, (top, module)
     assert top["python_caller"].startswith("regex_loop ("), top
     assert top["python_caller"].endswith(":%d)" % REGEX_CALL_LINE), top
-    # It holds the GIL most of the recording: the spinner waits for it.
-    assert top["passes_pct"] >= 30, c_hogs
+    # The regex thread holds the GIL most of the recording, but a pass
+    # names a C function only when a native sample of it merged with the
+    # Python stack, and how many do depends on how often the thread got a
+    # CPU (on a loaded machine, a quarter of the passes where 55-60% is
+    # usual here): the matcher must be most of what was named, in a
+    # share no stray sample reaches.
+    named = sum(h["passes_pct"] for h in c_hogs)
+    assert top["passes_pct"] >= 10 and top["passes_pct"] >= named / 2, c_hogs
     assert re.search(r"\[C\] sre_ucs1_match\S* \(%s\) \S+:\d+\n\s+called from regex_loop \("
                      % re.escape(module), result.stderr), result.stderr
 
