@@ -21,6 +21,13 @@ struct py_runtime {
     /* 3.14+: the asyncio offsets, checked against the _asyncio module's own
      * AsyncioDebug section once one was found (python/asyncio_tasks.c):
      * where it was, or why the tasks cannot be read. */
+    /* Where the signal module's handler table was found (python/
+     * signal_handlers.c): its address, 0 until found; in _PyRuntime (its
+     * shape checked again at each read) or at its symbol; and the source
+     * named in reports. A table does not move: the search is made once. */
+    uint64_t signal_table;
+    bool signal_table_in_runtime;
+    char signal_table_source[96];
     bool asyncio_checked;
     bool asyncio_mismatch;
     char asyncio_offsets[PATH_MAX + 200];

@@ -73,6 +73,8 @@ static bool read_symbol_table(struct py_runtime *rt, unsigned char *table, struc
     if (!found || target_read(rt->target, value + rt->binary_bias, table, TABLE_BYTES) != 0)
         return false;
     text_format(out->source, sizeof out->source, "Handlers[] of signalmodule.c");
+    rt->signal_table = value + rt->binary_bias;
+    rt->signal_table_in_runtime = false;
     return true;
 }
 
@@ -92,6 +94,8 @@ static bool read_runtime_table(struct py_runtime *rt, unsigned char *table, uint
                 memcpy(table, copy + off, TABLE_BYTES);
                 found = true;
                 text_format(out->source, sizeof out->source, "_PyRuntime.signals (+%zu)", off);
+                rt->signal_table = rt->runtime_addr + off;
+                rt->signal_table_in_runtime = true;
             }
         }
     }
@@ -138,12 +142,35 @@ static bool is_asyncio_sigint(struct py_reader *r, uint64_t func)
     return asyncio;
 }
 
+/* The table where an earlier read found it: a symbol's is read as it is;
+ * one found in _PyRuntime by its shape must still have that shape (the
+ * default and ignore handlers after it included). */
+static bool read_known_table(struct py_runtime *rt, unsigned char *table, uint64_t *dfl,
+                             uint64_t *ign, struct py_signal_handlers *out)
+{
+    unsigned char copy[DEFAULT_HANDLER_AT + 16];
+    size_t len = rt->signal_table_in_runtime ? sizeof copy : TABLE_BYTES;
+    if (!rt->signal_table || target_read(rt->target, rt->signal_table, copy, len) != 0 ||
+        (rt->signal_table_in_runtime && !table_at(copy, len, 0, dfl, ign)))
+        return false;
+    memcpy(table, copy, TABLE_BYTES);
+    memcpy(out->source, rt->signal_table_source, sizeof out->source);
+    return true;
+}
+
 void py_signal_handlers_read(struct py_runtime *rt, struct py_signal_handlers *out)
 {
     memset(out, 0, sizeof *out);
     unsigned char table[TABLE_BYTES];
     uint64_t dfl = 0, ign = 0;
-    if (!read_symbol_table(rt, table, out) && !read_runtime_table(rt, table, &dfl, &ign, out)) {
+    bool found = read_known_table(rt, table, &dfl, &ign, out);
+    if (!found && (read_symbol_table(rt, table, out) ||
+                   read_runtime_table(rt, table, &dfl, &ign, out))) {
+        found = true;
+        memcpy(rt->signal_table_source, out->source, sizeof rt->signal_table_source);
+    }
+    if (!found) {
+        rt->signal_table = 0;
         text_format(out->source, sizeof out->source,
                     "the signal module's handler table was not found (stripped build)");
         return;

@@ -26,6 +26,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -401,6 +402,38 @@ def test_why_endpoint_waits_for_sleeping_tasks(interp, start_program, agent, pro
         seen.append((why["verdict"], why["grade"] if grade else None))
     assert seen == [(verdict, grade)] * 3, seen
     assert series(a.metrics(), "pyscope_process_hung", pid=target.pid, verdict=verdict)
+
+
+def test_why_endpoint_reads_a_handler_installed_later(interp, start_program, agent, tmp_path):
+    """The agent's why finds the signal module's handler table once per
+    process and reads it again at each evaluation: a Python handler
+    installed after the first evaluation is in the next one. Debian's
+    stripped 3.11 has no symbol for its table (before 3.12 not in
+    _PyRuntime): both say it was not read."""
+    trigger = tmp_path / "install"
+    target = start_program(interp, "agent_late_handler.py", trigger)
+    a = agent("--why-every", "600")
+    a.wait_sampling(target.pid)
+
+    def signals():
+        status, _, body = a.get("/debug/pyscope/why?pid=%d" % target.pid)
+        assert status == 200, body
+        return strict_json(body)["signals"]
+
+    before = signals()
+    trigger.write_text("go\n")
+    deadline = time.monotonic() + 10
+    while not Path(str(trigger) + ".done").exists():
+        assert time.monotonic() < deadline, "the handler was never installed"
+        time.sleep(0.02)
+    after = signals()
+    if interp.id == "debian-3.11":
+        assert not before["table_read"] and not after["table_read"], (before, after)
+        return
+    assert before["table_read"] and after["table_read"], (before, after)
+    assert "SIGUSR1" not in before["python_handlers"], before
+    assert "SIGUSR1" in after["python_handlers"], after
+    assert after["source"] == before["source"], (before, after)
 
 
 def test_no_debug_endpoints_and_signals(agent, start_program, tmp_path):
