@@ -23,6 +23,7 @@ seconds, and the growth per minute over the second half of the run
 extrapolated to one hour.
 
 usage: /usr/bin/python3 bench/bench_agent.py [--processes 50] [--threads 10] [--wake 0.05]
+           [--why-every S]
            [--rates 19,100] [--seconds 30] [--rounds 3] [--interp PATH]
            [--slowdown-rounds 5] [--slowdown-seconds 10] [--binary-b PATH]
            [--rss-minutes M [--rss-every 30]]
@@ -67,13 +68,17 @@ def metric(text, name):
     return [float(v) for v in re.findall(r"^%s(?:\{[^}]*\})? (\S+)$" % name, text, re.M)]
 
 
+WHY_EVERY = None  # --why-every, for every agent started
+
+
 def start_agent(pyscope, rate, processes, marker, budget="0", name=""):
     """-> (the agent's Popen, its /metrics URL) once it samples processes."""
     log = Path(marker) / ("agent%s-%g.log" % (name, rate))
     if log.exists():
         log.unlink()  # the agent appends: a previous run's port is not this one's
     agent = subprocess.Popen([str(pyscope), "agent", "--listen", "127.0.0.1:0", "--rate", str(rate),
-                              "--cpu-budget", budget, "--match", re.escape(marker), "--log", str(log)],
+                              "--cpu-budget", budget, "--match", re.escape(marker), "--log", str(log)]
+                             + (["--why-every", str(WHY_EVERY)] if WHY_EVERY else []),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     port = None
     for _ in range(500):
@@ -196,6 +201,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--interp")
+    ap.add_argument("--why-every", type=float,
+                    help="the agents' --why-every (default theirs, 30 s, which a run shorter "
+                         "than that mostly misses: its whys come in the settling time)")
     ap.add_argument("--budget", help="also a run at 19 Hz with this --cpu-budget (percent), "
                     "after a settling minute: the rate the budget leaves and the CPU it keeps")
     ap.add_argument("--slowdown-rounds", type=int, default=5)
@@ -204,6 +212,8 @@ def main():
     ap.add_argument("--rss-minutes", type=float, help="only the memory growth over this long")
     ap.add_argument("--rss-every", type=float, default=30)
     args = ap.parse_args()
+    global WHY_EVERY
+    WHY_EVERY = args.why_every
     binaries = {"A": Path(os.environ.get("PYSCOPE", ROOT / "pyscope"))}
     if args.binary_b:
         binaries["B"] = Path(args.binary_b)

@@ -1872,17 +1872,22 @@ struct report_tasks *asyncio_tasks_read(struct py_runtime *rt, enum tasks_mode m
     }
     /* From 3.14 a task leaves its thread's list once done. */
     out->done_seen = c.A->tstate_tasks_head != PY_OFF_NONE ? TASKS_DONE_REACHABLE : TASKS_DONE_ALL;
-    int n_tids = target_list_threads(c.r.t, tids, MAX_TIDS);
-    if (py_snapshot_read(&c.r, tids, n_tids > 0 ? n_tids : 0, &snap) != 0 || snap.n_interps == 0)
+    /* Whether asyncio was imported at all, before the threads are read: in
+     * most processes it was not (the agent asks every process, at each why). */
+    uint64_t interp = py_runtime_first_interpreter(rt);
+    if (!interp)
         goto fail;
-    uint64_t interp = snap.interps[0].addr;
     uint64_t tasks_dict = module_dict(&c, interp, "asyncio.tasks");
-    out->main_dict = module_dict(&c, interp, "__main__");
     if (!tasks_dict) {
         task_report_free(out);     /* asyncio never imported: nothing to say */
         out = NULL;
         goto done;
     }
+    int n_tids = target_list_threads(c.r.t, tids, MAX_TIDS);
+    if (py_snapshot_read(&c.r, tids, n_tids > 0 ? n_tids : 0, &snap) != 0 || snap.n_interps == 0 ||
+        snap.interps[0].addr != interp)
+        goto fail;
+    out->main_dict = module_dict(&c, interp, "__main__");
     py_task_classes(&c, interp, tasks_dict);
     out->py_task_type = c.py_task_type;
     out->py_future_type = c.py_future_type;

@@ -216,7 +216,8 @@ static void look_batch(struct run_clock *const *cs, size_t n)
         }
         /* Every reply is queued by the time send() returns; stale ones (of
          * a batch that gave up) are passed over by their numbers. */
-        for (int rounds = 0; rounds < 4; rounds++) {
+        size_t answers = 0;
+        for (int rounds = 0; rounds < 4 && answers < n; rounds++) {
             int got = recvmmsg(sock, msgs, (unsigned)n, MSG_DONTWAIT, NULL);
             if (got <= 0)
                 break;
@@ -229,6 +230,7 @@ static void look_batch(struct run_clock *const *cs, size_t n)
                     continue;
                 size_t i = seq - first;
                 answered[i] = true;
+                answers++;
                 cs[i]->ahead_still = judge(cs[i], attrs, alen);
                 if (err)
                     snprintf(cs[i]->why_not, sizeof cs[i]->why_not, "taskstats: %s",
