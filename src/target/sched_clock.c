@@ -101,10 +101,10 @@ double sched_clock_off_cpu_ms(struct sched_clock *c, pid_t pid, pid_t tid)
     snprintf(path, sizeof path, "/proc/%d/task/%d/sched", (int)pid, (int)tid);
     /* exec_start is on the clock of the CPU the thread last ran on, and
      * the CPUs' clocks can be far apart (each leaves out its own interrupt
-     * and steal time). A thread that ran
-     * between the reading of its exec_start and of its CPU would pair one
-     * CPU's clock with the other's: the exec_start read again after the CPU
-     * must not have moved. */
+     * and steal time). A thread that ran between the reading of its
+     * exec_start and of its CPU would pair one CPU's clock with the
+     * other's: the exec_start read again after the CPU must not have
+     * moved. */
     bool paired = false;
     for (int tries = 0; tries < 3 && !paired; tries++) {
         if (exec_start_ms(path, &last) != 0) {
