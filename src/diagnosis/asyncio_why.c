@@ -246,6 +246,16 @@ static const struct report_task *same_task(const struct report_loop *loop, uint6
     return NULL;
 }
 
+static bool task_pending(const struct report_task *t)
+{
+    return !t->state || strcmp(t->state, "pending") == 0;
+}
+
+static bool in_sleep(const struct report_task *t)
+{
+    return strncmp(t->awaits, "asyncio.sleep", 13) == 0;
+}
+
 /* "an Event", "a Queue": the class of what a task waits in a method of. */
 static const char *object_words(const struct report_task *t, char *words, size_t size)
 {
@@ -393,7 +403,7 @@ int asyncio_asleep_findings(const struct stack_report *first, const struct stack
         size_t pending = 0, first_pending = 0;
         for (size_t i = 0; i < loop->n_tasks && all_suspended; i++) {
             const struct report_task *task = &loop->tasks[i];
-            if (task->state && strcmp(task->state, "pending") != 0)
+            if (!task_pending(task))
                 continue;
             if (!pending++)
                 first_pending = i;
@@ -441,7 +451,7 @@ int asyncio_asleep_findings(const struct stack_report *first, const struct stack
         size_t shown = 0;
         for (size_t i = 0; i < loop->n_tasks && shown < 4; i++) {
             const struct report_task *task = &loop->tasks[i];
-            if (task->state && strcmp(task->state, "pending") != 0)
+            if (!task_pending(task))
                 continue;
             text_append(s, size, "%s task \"%s\" awaits %s", shown++ ? ";" : "", task->name,
                         task->awaits);
@@ -468,9 +478,9 @@ enum task_role { ROLE_OTHER, ROLE_WAITER, ROLE_SLEEPER, ROLE_BEHIND };
 static enum task_role role_at(const struct report_loop *loop, const struct report_task *t,
                               int depth)
 {
-    if (t->timed || (t->state && strcmp(t->state, "pending") != 0))
+    if (t->timed || !task_pending(t))
         return ROLE_OTHER;
-    if (!strncmp(t->awaits, "asyncio.sleep", 13))
+    if (in_sleep(t))
         return ROLE_SLEEPER;
     if (t->wait_obj && t->wait_obj != t->awaits_addr && t->wait_obj_type[0]) {
         if (!strcmp(wait_ender(t), "end the wait"))
@@ -516,7 +526,7 @@ static bool loop_only_sleeps(const struct stack_report *first, const struct stac
 static bool in_role(const struct report_loop *loop, const struct report_task *t,
                     enum task_role role, uint64_t obj)
 {
-    return (!t->state || !strcmp(t->state, "pending")) && task_role(loop, t) == role &&
+    return task_pending(t) && task_role(loop, t) == role &&
            (role != ROLE_WAITER || t->wait_obj == obj);
 }
 
@@ -552,7 +562,7 @@ static int sleeper_findings(const struct stack_report *first, const struct stack
     size_t waiters = 0, sleepers = 0, woke = 0;
     for (size_t i = 0; i < loop->n_tasks; i++) {
         const struct report_task *t = &loop->tasks[i], *t2 = same_task(later, t->addr);
-        if (t->state && strcmp(t->state, "pending") != 0)
+        if (!task_pending(t))
             continue;
         enum task_role role = task_role(loop, t);
         /* Waits still on the same Future: nothing ended them in between. */
@@ -626,7 +636,7 @@ double asyncio_sleepers_wake_by(const struct stack_report *first)
         double due = NAN;
         for (size_t i = 0; i < loop->n_tasks; i++) {
             const struct report_task *t = &loop->tasks[i];
-            if (t->state && strcmp(t->state, "pending") != 0)
+            if (!task_pending(t))
                 continue;
             enum task_role role = task_role(loop, t);
             waiter = waiter || role == ROLE_WAITER;
@@ -640,14 +650,9 @@ double asyncio_sleepers_wake_by(const struct stack_report *first)
     return latest;
 }
 
-static bool pending(const struct report_task *t)
-{
-    return !t->state || strcmp(t->state, "pending") == 0;
-}
-
 static bool rearms_timer(const struct report_task *t)
 {
-    return t->timed || strncmp(t->awaits, "asyncio.sleep", 13) == 0;
+    return t->timed || in_sleep(t);
 }
 
 int asyncio_tasks_moved(const struct stack_report *first, const struct stack_report *second)
@@ -664,16 +669,16 @@ int asyncio_tasks_moved(const struct stack_report *first, const struct stack_rep
         loops++;
         for (size_t i = 0; i < loop->n_tasks; i++) {
             const struct report_task *t = &loop->tasks[i];
-            if (!pending(t))
+            if (!task_pending(t))
                 continue;
             const struct report_task *t2 = same_task(later, t->addr);
-            if (!t2 || !pending(t2))
+            if (!t2 || !task_pending(t2))
                 moved++;
             else if (t2->awaits_addr != t->awaits_addr && !(rearms_timer(t) && rearms_timer(t2)))
                 moved++;
         }
         for (size_t j = 0; j < later->n_tasks; j++)
-            if (pending(&later->tasks[j]) && !same_task(loop, later->tasks[j].addr))
+            if (task_pending(&later->tasks[j]) && !same_task(loop, later->tasks[j].addr))
                 moved++;
     }
     return loops ? moved : -1;
@@ -832,7 +837,7 @@ static size_t wait_edges(const struct report_loop *loop, const struct report_tas
                          size_t *next, size_t max)
 {
     size_t n = 0;
-    if (t->timed || (t->state && strcmp(t->state, "pending") != 0))
+    if (t->timed || !task_pending(t))
         return 0;
     if (t->lock_holder && n < max)
         next[n++] = task_index(loop, t->lock_holder);

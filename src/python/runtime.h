@@ -18,9 +18,6 @@ struct py_runtime {
     char version[32];               /* "3.11.7", or "3.9" when the patch level is unknown */
     char binary[PATH_MAX];          /* the ELF file holding _PyRuntime, as the target sees it */
     uint64_t binary_bias;           /* its load bias */
-    /* 3.14+: the asyncio offsets, checked against the _asyncio module's own
-     * AsyncioDebug section once one was found (python/asyncio_tasks.c):
-     * where it was, or why the tasks cannot be read. */
     /* Where the signal module's handler table was found (python/
      * signal_handlers.c): its address, 0 until found; in _PyRuntime (its
      * shape checked again at each read) or at its symbol; and the source
@@ -28,6 +25,9 @@ struct py_runtime {
     uint64_t signal_table;
     bool signal_table_in_runtime;
     char signal_table_source[96];
+    /* 3.14+: the asyncio offsets, checked against the _asyncio module's own
+     * AsyncioDebug section once one was found (python/asyncio_tasks.c):
+     * where it was, or why the tasks cannot be read. */
     bool asyncio_checked;
     bool asyncio_mismatch;
     char asyncio_offsets[PATH_MAX + 200];
