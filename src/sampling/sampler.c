@@ -1618,6 +1618,10 @@ static void settle_handover(struct sampler *s, int n_pass)
             if (now.gil_holder) {
                 pi->gil_holder = now.gil_holder;
                 pi->gil_switches = now.gil_switches;
+                /* --native: a C stack taken before this read may still be
+                 * the new holder's wait in take_gil. */
+                if (s->native)
+                    s->states_read_ns = monotonic_ns();
                 break;
             }
         }
