@@ -15,7 +15,9 @@ the loop's iterations per wall second and per CPU second are compared,
 medians over --slowdown-rounds pairs (0: skip).
 
 With --binary-b PATH every run is done with both binaries, interleaved, and
-printed side by side (A is $PYSCOPE or ./pyscope).
+printed side by side (A is $PYSCOPE or ./pyscope); --args-a and --args-b
+add agent options to one of them (A and B may then be the same binary:
+--binary-b ./pyscope --args-a=--bpf).
 
 With --rss-minutes M, instead: one agent per binary at 19 Hz on the same
 processes at the same time for M minutes, their RSS every --rss-every
@@ -26,6 +28,7 @@ usage: /usr/bin/python3 bench/bench_agent.py [--processes 50] [--threads 10] [--
            [--why-every S]
            [--rates 19,100] [--seconds 30] [--rounds 3] [--interp PATH]
            [--slowdown-rounds 5] [--slowdown-seconds 10] [--binary-b PATH]
+           [--args-a=OPTIONS] [--args-b=OPTIONS]
            [--rss-minutes M [--rss-every 30]]
 """
 
@@ -72,13 +75,15 @@ WHY_EVERY = None  # --why-every, for every agent started
 
 
 def start_agent(pyscope, rate, processes, marker, budget="0", name=""):
-    """-> (the agent's Popen, its /metrics URL) once it samples processes."""
+    """-> (the agent's Popen, its /metrics URL) once it samples processes.
+    pyscope: the binary, or (the binary, more agent options)."""
+    pyscope, extra = pyscope if isinstance(pyscope, tuple) else (pyscope, [])
     log = Path(marker) / ("agent%s-%g.log" % (name, rate))
     if log.exists():
         log.unlink()  # the agent appends: a previous run's port is not this one's
     agent = subprocess.Popen([str(pyscope), "agent", "--listen", "127.0.0.1:0", "--rate", str(rate),
                               "--cpu-budget", budget, "--match", re.escape(marker), "--log", str(log)]
-                             + (["--why-every", str(WHY_EVERY)] if WHY_EVERY else []),
+                             + (["--why-every", str(WHY_EVERY)] if WHY_EVERY else []) + extra,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     port = None
     for _ in range(500):
@@ -209,6 +214,8 @@ def main():
     ap.add_argument("--slowdown-rounds", type=int, default=5)
     ap.add_argument("--slowdown-seconds", type=float, default=10)
     ap.add_argument("--binary-b", help="a second pyscope, run interleaved with the first")
+    ap.add_argument("--args-a", default="", help="more agent options for A (e.g. --bpf)")
+    ap.add_argument("--args-b", default="", help="more agent options for B")
     ap.add_argument("--rss-minutes", type=float, help="only the memory growth over this long")
     ap.add_argument("--rss-every", type=float, default=30)
     args = ap.parse_args()
@@ -216,9 +223,11 @@ def main():
     WHY_EVERY = args.why_every
     binaries = {"A": Path(os.environ.get("PYSCOPE", ROOT / "pyscope"))}
     if args.binary_b:
-        binaries["B"] = Path(args.binary_b)
-    for name, path in binaries.items():
-        print("%s: %s" % (name, path))
+        binaries["B"] = Path(args.binary_b).resolve()
+    for name, path in list(binaries.items()):
+        extra = (args.args_a if name == "A" else args.args_b).split()
+        binaries[name] = (path, extra)
+        print("%s: %s %s" % (name, path, " ".join(extra)))
     interp = args.interp or pick_interp().path
     marker = "/tmp/pyscope-bench-agent-%d" % os.getpid()
     os.makedirs(marker, exist_ok=True)

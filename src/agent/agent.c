@@ -11,6 +11,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "target/run_counter.h"
+
 #define SCAN_EVERY_NS 1000000000ull
 #define BUDGET_EVERY_NS 5000000000ull
 #define MIN_RATE_HZ 0.2
@@ -82,6 +84,13 @@ int agent_init(struct agent *a, const struct agent_options *opts)
         }
         a->has_match = true;
     }
+    /* Whether a process ran since the last pass, asked of taskstats 950
+     * times a second for 50 processes at 19 Hz, is a third of an idle
+     * fleet's cost; a BPF counter read is a load from memory. But the
+     * program runs at every charge of CPU time on the host: a program
+     * switching 85,000 times a second ran 5% slower. So only when asked. */
+    if (opts->bpf)
+        a->counting = run_counter_start(a->counting_why_not, sizeof a->counting_why_not) == 0;
     a->start_ns = monotonic_ns();
     a->start_unix_ns = agent_unix_ns();
     set_rate(a, opts->rate_hz);
@@ -117,6 +126,9 @@ void agent_free(struct agent *a)
     if (a->has_match)
         regfree(&a->match);
     a->has_match = false;
+    if (a->counting)
+        run_counter_stop();
+    a->counting = false;
     if (a->log)
         fclose(a->log);
     a->log = NULL;

@@ -40,6 +40,7 @@ struct agent_options {
     double window_s;             /* samples kept, for /debug/pprof/profile */
     size_t max_bytes;            /* cap on the samples' memory */
     size_t max_processes;        /* sampled at once; more are listed as unreadable */
+    bool bpf;                    /* --bpf: run_counter tells whether a process ran */
 };
 
 enum agent_proc_state {
@@ -99,6 +100,8 @@ struct agent {
     regex_t match;
     bool has_match;
     FILE *log;
+    bool counting;               /* run_counter started: processes' runs counted by BPF */
+    char counting_why_not[160];
     uint64_t start_ns;           /* monotonic: time 0 of the ring */
     uint64_t start_unix_ns;
     /* Frames, stacks and threads of every process are interned in one

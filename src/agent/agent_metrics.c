@@ -159,11 +159,15 @@ static void write_metrics(FILE *f, struct agent *a)
     fprintf(f, "pyscope_agent_samples_total %llu\n", (unsigned long long)a->samples);
     family(f, "pyscope_agent_process_passes_total", "counter",
            "Passes over one process: read, or repeated because none of its threads had run "
-           "since the last (the kernel's scheduler totals, taskstats, said so).");
+           "since the last (see pyscope_agent_run_source_info).");
     fprintf(f, "pyscope_agent_process_passes_total{kind=\"read\"} %llu\n",
             (unsigned long long)(a->passes - a->passes_repeated));
     fprintf(f, "pyscope_agent_process_passes_total{kind=\"repeated\"} %llu\n",
             (unsigned long long)a->passes_repeated);
+    family(f, "pyscope_agent_run_source_info", "gauge",
+           "What tells whether a process ran since the last pass: a BPF program counting the "
+           "scheduler's charges (bpf), or the kernel's totals over netlink (taskstats).");
+    fprintf(f, "pyscope_agent_run_source_info{source=\"%s\"} 1\n", a->counting ? "bpf" : "taskstats");
     family(f, "pyscope_agent_sample_errors_total", "counter",
            "Passes in which some stack could not be read whole (it changed under the reader).");
     fprintf(f, "pyscope_agent_sample_errors_total %llu\n", (unsigned long long)a->sample_errors);

@@ -153,9 +153,16 @@ static int sys_bpf(int cmd, union bpf_attr *attr)
 int bpf_map_create(enum bpf_map_type type, uint32_t key_size, uint32_t value_size,
                    uint32_t max_entries, const char *name)
 {
+    return bpf_map_create_flags(type, key_size, value_size, max_entries, 0, name);
+}
+
+int bpf_map_create_flags(enum bpf_map_type type, uint32_t key_size, uint32_t value_size,
+                         uint32_t max_entries, uint32_t flags, const char *name)
+{
     union bpf_attr attr;
     memset(&attr, 0, sizeof attr);
     attr.map_type = type;
+    attr.map_flags = flags;
     attr.key_size = key_size;
     attr.value_size = value_size;
     attr.max_entries = max_entries;
@@ -191,17 +198,41 @@ int bpf_map_lookup(int fd, const void *key, void *value)
     return sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr);
 }
 
-int bpf_prog_load_kprobe(const struct bpf_insn *insns, int n, char *log, size_t log_size)
+int bpf_map_delete(int fd, const void *key)
 {
     union bpf_attr attr;
     memset(&attr, 0, sizeof attr);
-    attr.prog_type = BPF_PROG_TYPE_KPROBE;
+    attr.map_fd = (uint32_t)fd;
+    attr.key = (uint64_t)(uintptr_t)key;
+    return sys_bpf(BPF_MAP_DELETE_ELEM, &attr);
+}
+
+int bpf_raw_tracepoint_open(const char *name, int prog_fd)
+{
+    union bpf_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.raw_tracepoint.name = (uint64_t)(uintptr_t)name;
+    attr.raw_tracepoint.prog_fd = (uint32_t)prog_fd;
+    return sys_bpf(BPF_RAW_TRACEPOINT_OPEN, &attr);
+}
+
+int bpf_prog_load_kprobe(const struct bpf_insn *insns, int n, char *log, size_t log_size)
+{
+    return bpf_prog_load(BPF_PROG_TYPE_KPROBE, "pyscope_filter", insns, n, log, log_size);
+}
+
+int bpf_prog_load(enum bpf_prog_type type, const char *name, const struct bpf_insn *insns, int n,
+                  char *log, size_t log_size)
+{
+    union bpf_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.prog_type = type;
     attr.insns = (uint64_t)(uintptr_t)insns;
     attr.insn_cnt = (uint32_t)n;
     /* The kernel offers bpf_probe_read_user only to programs that declare
      * a GPL-compatible licence. */
     attr.license = (uint64_t)(uintptr_t)"Dual MIT/GPL";
-    strncpy(attr.prog_name, "pyscope_filter", sizeof attr.prog_name - 1);
+    strncpy(attr.prog_name, name, sizeof attr.prog_name - 1);
     int fd = sys_bpf(BPF_PROG_LOAD, &attr);
     if (fd < 0 && log && log_size > 1 && errno != EPERM) {
         int saved = errno;

@@ -57,10 +57,21 @@ int bpfa_finish(struct bpf_asm *a);
 /* bpf(2). Each returns a descriptor (close-on-exec) or -1 with errno. */
 int bpf_map_create(enum bpf_map_type type, uint32_t key_size, uint32_t value_size,
                    uint32_t max_entries, const char *name);
+/* The same with map_flags (BPF_F_MMAPABLE: an array mmap() can share). */
+int bpf_map_create_flags(enum bpf_map_type type, uint32_t key_size, uint32_t value_size,
+                         uint32_t max_entries, uint32_t flags, const char *name);
 int bpf_map_update(int fd, const void *key, const void *value, uint64_t flags);
 int bpf_map_lookup(int fd, const void *key, void *value);
-/* A BPF_PROG_TYPE_KPROBE program (what a uprobe's perf event runs). The
- * verifier's log goes to log (log_size bytes) when the load fails. */
+int bpf_map_delete(int fd, const void *key);
+/* A program of the given type, named (up to 15 characters) for bpftool's
+ * list. The verifier's log goes to log (log_size bytes) when the load
+ * fails. */
+int bpf_prog_load(enum bpf_prog_type type, const char *name, const struct bpf_insn *insns, int n,
+                  char *log, size_t log_size);
+/* A BPF_PROG_TYPE_KPROBE program (what a uprobe's perf event runs). */
 int bpf_prog_load_kprobe(const struct bpf_insn *insns, int n, char *log, size_t log_size);
+/* Attaches a BPF_PROG_TYPE_RAW_TRACEPOINT program to the kernel tracepoint
+ * of that name; the attachment lasts as long as the descriptor returned. */
+int bpf_raw_tracepoint_open(const char *name, int prog_fd);
 
 #endif

@@ -1,7 +1,8 @@
 /* run_clock: the thread group's scheduler totals from taskstats (generic
  * netlink: the family looked up by name, then a TGID query per process per
- * look, many to a message when looked at together), compared from one look
- * to the next. One socket serves every clock of the process. */
+ * look, many to a message when looked at together), or run_counter's count
+ * once it is running, compared from one look to the next. One socket serves
+ * every clock of the process. */
 #include "target/run_clock.h"
 
 #include <errno.h>
@@ -10,9 +11,13 @@
 #include <linux/taskstats.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "target/proc_file.h"
+#include "target/run_counter.h"
 
 #define REPLY_MAX 1024        /* a TGID reply: headers and struct taskstats (about 450) */
 #define BATCH_MAX 64
@@ -125,10 +130,30 @@ static uint16_t taskstats_family(char *why, size_t why_size)
     return id;
 }
 
+/* A zombie's threads never run again: its count would stand for ever
+ * where a taskstats query for it fails. */
+static bool zombie(pid_t pid)
+{
+    char path[48], buf[160];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (proc_read_text(path, buf, sizeof buf) != 0)
+        return true;
+    const char *end = strrchr(buf, ')');
+    return !end || end[1] != ' ' || end[2] == 'Z' || end[2] == 'X';
+}
+
 int run_clock_open(struct run_clock *c, pid_t pid)
 {
     memset(c, 0, sizeof *c);
     c->pid = pid;
+    /* Only for a process that is there: a count kept for none would stand
+     * still. */
+    if (run_counter_on() && (kill(pid, 0) == 0 || errno == EPERM) && !zombie(pid) &&
+        (c->slot = run_counter_watch(pid)) >= 0) {
+        c->counted = true;
+        c->open = true;
+        return 0;
+    }
     if (sock < 0) {
         sock = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
         struct sockaddr_nl me = {.nl_family = AF_NETLINK};
@@ -179,6 +204,18 @@ static bool judge(struct run_clock *c, const char *attrs, size_t len)
                        ts.ac_utime + ts.ac_stime};
     bool still = c->known && memcmp(now, c->last, sizeof now) == 0;
     memcpy(c->last, now, sizeof now);
+    c->known = true;
+    return still;
+}
+
+/* A look at the count the BPF program keeps: it moved if any thread ran.
+ * An exit moves it too (the exiting thread's last switch is charged), and
+ * the pass it leads to finds the process gone. */
+static bool judge_count(struct run_clock *c)
+{
+    uint64_t n = run_counter_count(c->slot);
+    bool still = c->known && n == c->last_count;
+    c->last_count = n;
     c->known = true;
     return still;
 }
@@ -247,8 +284,6 @@ static void look_batch(struct run_clock *const *cs, size_t n)
 
 void run_clock_look_all(struct run_clock *const *cs, size_t n)
 {
-    if (sock < 0 || !family_id)
-        return;
     struct run_clock *batch[BATCH_MAX];
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -256,6 +291,13 @@ void run_clock_look_all(struct run_clock *const *cs, size_t n)
             continue;
         if (cs[i]->ahead)
             cs[i]->known = false; /* its last look was never used */
+        if (cs[i]->counted) {
+            cs[i]->ahead = true;
+            cs[i]->ahead_still = judge_count(cs[i]);
+            continue;
+        }
+        if (sock < 0 || !family_id)
+            continue;
         batch[k++] = cs[i];
         if (k == BATCH_MAX) {
             look_batch(batch, k);
@@ -274,6 +316,8 @@ bool run_clock_still(struct run_clock *c)
         c->ahead = false;
         return c->ahead_still;
     }
+    if (c->counted)
+        return judge_count(c);
     look_batch(&c, 1);
     c->ahead = false;
     return c->ahead_still;
@@ -281,7 +325,9 @@ bool run_clock_still(struct run_clock *c)
 
 void run_clock_close(struct run_clock *c)
 {
-    if (c->open && --users == 0 && sock >= 0) {
+    if (c->open && c->counted)
+        run_counter_unwatch(c->pid, c->slot);
+    else if (c->open && --users == 0 && sock >= 0) {
         close(sock);
         sock = -1;
         family_id = 0;

@@ -18,6 +18,9 @@ struct run_clock {
     pid_t pid;
     bool open;
     uint64_t last[4];          /* the thread group's totals at the last look */
+    bool counted;              /* looked at through run_counter instead */
+    uint64_t last_count;
+    int slot;                  /* its run_counter slot */
     bool known;
     /* A look made ahead by run_clock_look_all, for the next run_clock_still. */
     bool ahead, ahead_still;
@@ -25,7 +28,8 @@ struct run_clock {
 };
 
 /* 0, or -1 with why_not set (a kernel without taskstats, a network
- * namespace without it): then run_clock_still always says no. */
+ * namespace without it): then run_clock_still always says no. Through
+ * run_counter when it was started and has room for the process. */
 int run_clock_open(struct run_clock *c, pid_t pid);
 
 /* True when no thread of the process has been scheduled in since the

@@ -912,13 +912,18 @@ def test_still_process_not_read_again_until_it_runs(interp, start_program, agent
     The moment a thread runs, it is read: agent_still.py's napper, woken
     for a 1.5 s burst, is counted holding the GIL for what its own
     time.thread_time() says it ran (the repeat never hides a thread on a
-    CPU), and idle again afterwards."""
+    CPU), and idle again afterwards. Whether it ran is asked of taskstats,
+    or with --bpf counted by the agent's BPF program: the one or the other
+    by interpreter, which neither depends on."""
     done = tmp_path / "done"
     target = start_program(interp, "agent_still.py", done, 1.5)
-    a = agent("--cpu-budget", "0")
+    source = "bpf" if interp.id in ("3.8.18", "3.12.1", "debian-3.15") else "taskstats"
+    a = agent("--cpu-budget", "0", *(["--bpf"] if source == "bpf" else []))
     a.wait_sampling(target.pid)
     time.sleep(1.0)
     f0 = a.metrics()
+    assert [labels for labels, v in series(f0, "pyscope_agent_run_source_info") if v == 1] == \
+        [{"source": source}], a.log()
     time.sleep(2.0)
     f1 = a.metrics()
     read, repeated = (passes(f1, k) - passes(f0, k) for k in ("read", "repeated"))

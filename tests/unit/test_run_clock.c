@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "target/run_clock.h"
+#include "target/run_counter.h"
 #include "unit.h"
 
 static uint64_t now_ns(void)
@@ -258,11 +259,65 @@ static void test_refused(void)
     run_clock_close(&c);
 }
 
-int main(void)
+/* A process that exits: its threads ran to their end, so the next look
+ * is not still (then the pass it leads to finds it gone); once reaped,
+ * taskstats has nothing to say about it. A zombie is never counted: its
+ * count would stand for ever. */
+static void test_exits(void)
+{
+    struct kid k;
+    start_kid(&k);
+    pause_ms(30);
+    struct run_clock c;
+    CHECK_EQ_INT(run_clock_open(&c, k.pid), 0);
+    CHECK(settles(&c, 50));
+    kill(k.pid, SIGKILL);
+    pause_ms(50); /* a zombie now: not reaped */
+    CHECK(!run_clock_still(&c));
+    struct run_clock z;
+    CHECK_EQ_INT(run_clock_open(&z, k.pid), 0);
+    CHECK(!z.counted);
+    run_clock_close(&z);
+    waitpid(k.pid, NULL, 0);
+    if (!c.counted) {
+        int still = 0;
+        for (int i = 0; i < 20; i++)
+            still += run_clock_still(&c);
+        CHECK_EQ_INT(still, 0);
+    }
+    run_clock_close(&c);
+    close(k.fds[0]);
+    close(k.fds[1]);
+}
+
+static void all(void)
 {
     test_child('s');
     test_child('T');
     test_look_all();
     test_refused();
+    test_exits();
+}
+
+int main(void)
+{
+    all();
+    /* Again with the counts of run_counter's BPF program (root here). */
+    char why[160] = "";
+    int rc = run_counter_start(why, sizeof why);
+    CHECK_EQ_INT(rc, 0);
+    if (rc != 0) {
+        fprintf(stderr, "    run_counter_start: %s\n", why);
+    } else {
+        struct kid k;
+        start_kid(&k);
+        struct run_clock c;
+        CHECK_EQ_INT(run_clock_open(&c, k.pid), 0);
+        CHECK(c.counted);
+        run_clock_close(&c);
+        stop_kid(&k);
+        all();
+        run_counter_stop();
+    }
     return unit_report("run_clock");
 }
