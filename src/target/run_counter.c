@@ -16,7 +16,9 @@
 static int slots_fd = -1, counts_fd = -1, prog_fd = -1, link_fd = -1;
 static volatile uint64_t *counts; /* RUN_COUNTER_SLOTS, shared with the program */
 static size_t counts_size;
-static bool used[RUN_COUNTER_SLOTS];
+/* Each slot's thread group (0: free). A group has one slot: a second
+ * watch of it is refused, since the map can lead the program to only one. */
+static pid_t owner[RUN_COUNTER_SLOTS];
 
 enum { OUT };
 
@@ -117,19 +119,23 @@ int run_counter_watch(pid_t tgid)
 {
     if (link_fd < 0 || tgid <= 0)
         return -1;
+    uint32_t free_slot = RUN_COUNTER_SLOTS;
     for (uint32_t slot = 0; slot < RUN_COUNTER_SLOTS; slot++) {
-        if (used[slot])
-            continue;
-        /* A program that found the slot's last owner a moment before it
-         * was let go may still add to it: one look not still, no more. */
-        counts[slot] = 0;
-        uint32_t key = (uint32_t)tgid;
-        if (bpf_map_update(slots_fd, &key, &slot, BPF_ANY) != 0)
+        if (owner[slot] == tgid)
             return -1;
-        used[slot] = true;
-        return (int)slot;
+        if (!owner[slot] && free_slot == RUN_COUNTER_SLOTS)
+            free_slot = slot;
     }
-    return -1;
+    if (free_slot == RUN_COUNTER_SLOTS)
+        return -1;
+    /* A program that found the slot's last owner a moment before it was
+     * let go may still add to it: one look not still, no more. */
+    counts[free_slot] = 0;
+    uint32_t key = (uint32_t)tgid;
+    if (bpf_map_update(slots_fd, &key, &free_slot, BPF_ANY) != 0)
+        return -1;
+    owner[free_slot] = tgid;
+    return (int)free_slot;
 }
 
 uint64_t run_counter_count(int slot)
@@ -141,11 +147,11 @@ uint64_t run_counter_count(int slot)
 
 void run_counter_unwatch(pid_t tgid, int slot)
 {
-    if (slots_fd < 0 || tgid <= 0 || slot < 0 || slot >= RUN_COUNTER_SLOTS)
+    if (slots_fd < 0 || tgid <= 0 || slot < 0 || slot >= RUN_COUNTER_SLOTS || owner[slot] != tgid)
         return;
     uint32_t key = (uint32_t)tgid;
     bpf_map_delete(slots_fd, &key);
-    used[slot] = false;
+    owner[slot] = 0;
 }
 
 void run_counter_stop(void)
@@ -162,5 +168,5 @@ void run_counter_stop(void)
     if (slots_fd >= 0)
         close(slots_fd);
     link_fd = prog_fd = counts_fd = slots_fd = -1;
-    memset(used, 0, sizeof used);
+    memset(owner, 0, sizeof owner);
 }

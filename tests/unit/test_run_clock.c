@@ -311,9 +311,18 @@ int main(void)
     } else {
         struct kid k;
         start_kid(&k);
-        struct run_clock c;
+        struct run_clock c, again;
         CHECK_EQ_INT(run_clock_open(&c, k.pid), 0);
         CHECK(c.counted);
+        /* A second clock of the same process cannot share the count (the
+         * map leads to one slot): it asks taskstats, and closing it leaves
+         * the first one's count alone. */
+        CHECK_EQ_INT(run_clock_open(&again, k.pid), 0);
+        CHECK(!again.counted);
+        run_clock_close(&again);
+        CHECK(settles(&c, 50));
+        tell(k.fds, 'r');
+        CHECK(!run_clock_still(&c));
         run_clock_close(&c);
         stop_kid(&k);
         all();
