@@ -84,6 +84,7 @@ struct agent_proc {
     bool why_pending;
     uint64_t why_first_ns;
     uint64_t why_due_ns;          /* when the second snapshot is taken */
+    bool why_again;               /* a request waits for the evaluation after the pending one */
     struct hang_live why_first;
     struct waits_ctx *why_waits;
     bool why_known;

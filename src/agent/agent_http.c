@@ -172,9 +172,12 @@ static enum MHD_Result start_why(struct agent *a, struct MHD_Connection *conn, v
     p->conn = conn;
     p->pid = proc->pid;
     p->generation = proc->why_generation + (proc->why_pending ? 1 : 0);
-    /* A fresh evaluation now, rather than one up to --why-every old. */
+    /* A fresh evaluation now, rather than one up to --why-every old; one
+     * under way began before the request, so the next follows it at once. */
     if (!proc->why_pending)
         proc->next_why_ns = 0;
+    else
+        proc->why_again = true;
     p->next = a->http->pending;
     a->http->pending = p;
     *con_cls = p;

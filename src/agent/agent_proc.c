@@ -61,6 +61,7 @@ static void why_reset(struct agent_proc *p)
 static void detach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
 {
     why_reset(p);
+    p->why_again = false;
     if (p->sampler) {
         sampler_close(p->sampler, now_ns);
         free(p->sampler);
@@ -541,6 +542,10 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     hang_live_free(&second);
     p->why_generation++;
     why_reset(p);
+    if (p->why_again) {
+        p->why_again = false;
+        p->next_why_ns = 0;
+    }
 }
 
 void agent_why_step(struct agent *a, uint64_t now_ns)

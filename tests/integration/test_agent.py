@@ -404,6 +404,34 @@ def test_why_endpoint_waits_for_sleeping_tasks(interp, start_program, agent, pro
     assert series(a.metrics(), "pyscope_process_hung", pid=target.pid, verdict=verdict)
 
 
+def test_why_request_during_an_evaluation(start_program, agent):
+    """A why request that arrives while an evaluation is under way (begun
+    before it, so not fresh) is answered by the one that follows at once,
+    not by the one --why-every later. It used to wait those 600 s."""
+    interp = pick_interp()
+    target = start_program(interp, str(FIELD / "asyncio_semaphore_leak.py"))
+    a = agent("--why-every", "600")
+    a.wait_sampling(target.pid)
+    answers = {}
+
+    def ask(key):
+        started = time.monotonic()
+        status, _, body = a.get("/debug/pyscope/why?pid=%d" % target.pid, timeout=20)
+        answers[key] = (status, strict_json(body)["verdict"], time.monotonic() - started)
+
+    first = threading.Thread(target=ask, args=("first",))
+    first.start()
+    # The first request's evaluation waits ~0.2 s for the heartbeat to wake.
+    time.sleep(0.05)
+    ask("second")
+    first.join()
+    assert answers["first"][:2] == (200, "never_notified"), answers
+    assert answers["second"][:2] == (200, "never_notified"), answers
+    assert answers["second"][2] < 5, answers
+    evaluations = series(a.metrics(), "pyscope_process_why_evaluations_total", pid=target.pid)
+    assert evaluations and evaluations[0][1] >= 2, evaluations
+
+
 def test_why_endpoint_reads_a_handler_installed_later(interp, start_program, agent, tmp_path):
     """The agent's why finds the signal module's handler table once per
     process and reads it again at each evaluation: a Python handler
