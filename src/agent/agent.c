@@ -234,6 +234,7 @@ void agent_run(struct agent *a, volatile int *stop, volatile int *reopen_log)
         }
         uint64_t deadline = min_u64(a->next_tick_ns, a->next_scan_ns);
         deadline = min_u64(deadline, a->next_budget_ns);
+        deadline = min_u64(deadline, agent_why_deadline(a));
         if (a->opts.push_url)
             deadline = min_u64(deadline, a->next_push_ns);
         agent_http_poll(a, deadline);

@@ -85,6 +85,7 @@ struct agent_proc {
     uint64_t why_first_ns;
     uint64_t why_due_ns;          /* when the second snapshot is taken */
     bool why_again;               /* a request waits for the evaluation after the pending one */
+    uint64_t why_settle_ns;       /* since when a look is taken again (asyncio_caught_mid_step) */
     struct hang_live why_first;
     struct waits_ctx *why_waits;
     bool why_known;
@@ -159,6 +160,8 @@ double agent_cpu_seconds(void);
 void agent_scan(struct agent *a, uint64_t now_ns);
 void agent_sample_all(struct agent *a, uint64_t now_ns);
 void agent_why_step(struct agent *a, uint64_t now_ns);
+/* When agent_why_step has a look to take next (monotonic ns). */
+uint64_t agent_why_deadline(const struct agent *a);
 struct agent_proc *agent_find(struct agent *a, pid_t pid);
 void agent_procs_free(struct agent *a);
 /* The JSON of dump for one process (without locals), malloc'ed; NULL with

@@ -50,6 +50,7 @@ struct agent_proc *agent_find(struct agent *a, pid_t pid)
 
 static void why_reset(struct agent_proc *p)
 {
+    p->why_settle_ns = 0;
     if (p->why_pending) {
         hang_live_free(&p->why_first);
         waits_free(p->why_waits);
@@ -495,6 +496,17 @@ void agent_sample_all(struct agent *a, uint64_t now_ns)
     }
 }
 
+/* As why's settle_look, without waiting: true when look caught an asyncio
+ * loop inside a step and the look is to be taken again shortly. */
+static bool look_again(struct agent_proc *p, const struct hang_live *look, uint64_t now_ns)
+{
+    if (!asyncio_caught_mid_step(&look->report, look->ran))
+        return false;
+    if (!p->why_settle_ns)
+        p->why_settle_ns = now_ns;
+    return now_ns - p->why_settle_ns < ASYNCIO_SETTLE_MAX_MS * 1000000ull;
+}
+
 static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
 {
     struct py_runtime *rt = &p->sampler->rt;
@@ -502,7 +514,14 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     struct pyscope_error err = {0};
     struct why_report why = {0};
     int interval_ms = (int)((now_ns - p->why_first_ns) / 1000000ull);
-    if (hang_live_take(rt, p->pid, &second, &err) == 0) {
+    int took = hang_live_take(rt, p->pid, &second, &err);
+    if (took == 0 && look_again(p, &second, now_ns)) {
+        hang_live_free(&second);
+        p->why_due_ns = now_ns + ASYNCIO_SETTLE_STEP_MS * 1000000ull;
+        return;
+    }
+    p->why_settle_ns = 0;
+    if (took == 0) {
         uint64_t caught = 0;
         target_caught_signals(rt->target, &caught);
         struct hang_live *first = &p->why_first;
@@ -561,14 +580,22 @@ void agent_why_step(struct agent *a, uint64_t now_ns)
         }
         if (now_ns < p->next_why_ns)
             continue;
-        p->next_why_ns = now_ns + (uint64_t)(a->opts.why_every_s * a->why_scale * 1e9);
         struct pyscope_error err = {0};
         struct py_runtime *rt = &p->sampler->rt;
         if (hang_live_take(rt, p->pid, &p->why_first, &err) != 0) {
             hang_live_free(&p->why_first);
+            p->why_settle_ns = 0;
+            p->next_why_ns = now_ns + (uint64_t)(a->opts.why_every_s * a->why_scale * 1e9);
             p->why_generation++;
             continue;
         }
+        if (look_again(p, &p->why_first, now_ns)) {
+            hang_live_free(&p->why_first);
+            p->next_why_ns = now_ns + ASYNCIO_SETTLE_STEP_MS * 1000000ull;
+            continue;
+        }
+        p->why_settle_ns = 0;
+        p->next_why_ns = now_ns + (uint64_t)(a->opts.why_every_s * a->why_scale * 1e9);
         struct stack_report *r = &p->why_first.report;
         snprintf(r->command, sizeof r->command, "%s", p->command);
         target_exe(rt->target, r->executable, sizeof r->executable);
@@ -588,6 +615,20 @@ void agent_why_step(struct agent *a, uint64_t now_ns)
         p->why_due_ns = now_ns + (uint64_t)(interval_ms * 1e6);
         p->why_pending = true;
     }
+}
+
+uint64_t agent_why_deadline(const struct agent *a)
+{
+    uint64_t due = UINT64_MAX;
+    for (size_t i = 0; i < a->n_procs; i++) {
+        const struct agent_proc *p = a->procs[i];
+        if (p->state != AGENT_PROC_SAMPLING || !p->sampler)
+            continue;
+        uint64_t at = p->why_pending ? p->why_due_ns : p->next_why_ns;
+        if (at < due)
+            due = at;
+    }
+    return due;
 }
 
 char *agent_dump_json(struct agent *a, struct agent_proc *p, size_t *len, int *status)

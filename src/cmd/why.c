@@ -74,6 +74,30 @@ static void diagnosis_free(struct diagnosis *d)
 
 static int child_verdict(void *ctx, pid_t child, struct diagnosis_child *out);
 
+/* Looks again while the look caught an asyncio loop inside a step
+ * (asyncio_caught_mid_step). A look that cannot be taken again keeps the
+ * one before. Returns how long it took, in ms. */
+static double settle_look(struct py_runtime *rt, pid_t pid, struct target *t,
+                          struct hang_live *look)
+{
+    double since = monotonic_ms(), now = since;
+    while (asyncio_caught_mid_step(&look->report, look->ran) && now - since < ASYNCIO_SETTLE_MAX_MS) {
+        struct timespec delay = {0, ASYNCIO_SETTLE_STEP_MS * 1000000L};
+        while (nanosleep(&delay, &delay) != 0 && errno == EINTR)
+            ;
+        struct hang_live again;
+        struct pyscope_error ignored = {0};
+        if (target_gone(t) || hang_live_take(rt, pid, &again, &ignored) != 0) {
+            hang_live_free(&again);
+            break;
+        }
+        hang_live_free(look);
+        *look = again;
+        now = monotonic_ms();
+    }
+    return now - since;
+}
+
 /* Takes the snapshots of pid (a core's one) and analyses them into d->why;
  * children non-NULL lets a thread waiting for a child ask about it. 0, or
  * -1 with err set (d is then freed). */
@@ -89,6 +113,8 @@ static int diagnose(struct target *t, pid_t pid, long interval, long loop_thresh
     }
     if (hang_live_take(&d->rt, pid, &d->first, err) != 0)
         goto fail;
+    if (!info)
+        settle_look(&d->rt, pid, t, &d->first);
     d->first.report.pid = pid;
     if (info) {
         snprintf(d->first.report.core_path, sizeof d->first.report.core_path, "%s", core_path);
@@ -131,6 +157,7 @@ static int diagnose(struct target *t, pid_t pid, long interval, long loop_thresh
         }
         if (hang_live_take(&d->rt, pid, &d->second, err) != 0)
             goto fail;
+        interval += (long)settle_look(&d->rt, pid, t, &d->second);
         watched_ms = monotonic_ms() - first_at;
     }
     uint64_t caught = 0;

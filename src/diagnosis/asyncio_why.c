@@ -625,6 +625,27 @@ static int sleeper_findings(const struct stack_report *first, const struct stack
     return 0;
 }
 
+bool asyncio_caught_mid_step(const struct stack_report *r, const bool *ran)
+{
+    for (size_t l = 0; r->tasks && l < r->tasks->n_loops; l++) {
+        const struct report_loop *loop = &r->tasks->loops[l];
+        int th = loop_thread(r, loop);
+        if (!loop->tid || loop->n_hidden || th < 0)
+            continue;
+        /* Asleep in the kernel from before the look to after it: the
+         * stack and the tasks were read at rest. */
+        bool at_rest = r->threads[th].state == THREAD_IDLE && !(ran && ran[th]) &&
+                       loop->step != LOOP_STEP_CALLBACK && loop->step != LOOP_STEP_OTHER &&
+                       !running_task(loop);
+        if (at_rest)
+            continue;
+        for (size_t i = 0; i < loop->n_tasks; i++)
+            if (task_pending(&loop->tasks[i]) && task_role(loop, &loop->tasks[i]) == ROLE_WAITER)
+                return true;
+    }
+    return false;
+}
+
 double asyncio_sleepers_wake_by(const struct stack_report *first)
 {
     double latest = NAN;

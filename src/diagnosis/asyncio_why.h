@@ -48,6 +48,18 @@ int asyncio_asleep_findings(const struct stack_report *first, const struct stack
 int asyncio_sleeper_findings(const struct stack_report *first, const struct stack_report *second,
                              struct why_report *why);
 
+/* Whether a look caught the thread of a loop whose tasks wait on a
+ * primitive inside a step (a task's or a callback's) instead of asleep in
+ * its selector, or running at all while the look was read (ran: per thread
+ * of r, whether it used CPU meanwhile; NULL unknown). Such a look cannot tell a sleeper that woke and will leave the
+ * waits as they were (a heartbeat, a stats task) from one that is about to
+ * release them, so why takes it again, every ASYNCIO_SETTLE_STEP_MS for at
+ * most ASYNCIO_SETTLE_MAX_MS: a loop that is never back in its selector
+ * (blocked, or busy) is judged on the last look. */
+#define ASYNCIO_SETTLE_STEP_MS 10
+#define ASYNCIO_SETTLE_MAX_MS 300
+bool asyncio_caught_mid_step(const struct stack_report *r, const bool *ran);
+
 /* When the last sleeper of a loop that asyncio_sleeper_findings could
  * report on wakes, on the loops' clock (CLOCK_MONOTONIC, as time.monotonic);
  * NAN when there is no such loop. A second snapshot after it shows whether

@@ -3,6 +3,7 @@
 #ifndef PYSCOPE_PYTHON_HANG_LIVE_H
 #define PYSCOPE_PYTHON_HANG_LIVE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -18,6 +19,9 @@ struct hang_live {
     struct stack_report report;
     struct stacks_raw raw;
     int64_t *cpu_ns;
+    /* Per thread: it used CPU while the snapshot was read, so its stack and
+     * what it changes may be of different instants. NULL for a core. */
+    bool *ran;
 };
 
 int hang_live_take(struct py_runtime *rt, pid_t pid, struct hang_live *s,
