@@ -85,7 +85,9 @@ struct agent_proc {
     uint64_t why_first_ns;
     uint64_t why_due_ns;          /* when the second snapshot is taken */
     bool why_again;               /* a request waits for the evaluation after the pending one */
-    uint64_t why_settle_ns;       /* since when a look is taken again (asyncio_caught_mid_step) */
+    int why_settle_tries;         /* looks taken again so far (asyncio_caught_mid_step) */
+    uint64_t why_settle_since_ns; /* ... since */
+    pid_t why_settle_tid;         /* ... waiting for this loop thread to be asleep */
     struct hang_live why_first;
     struct waits_ctx *why_waits;
     bool why_known;

@@ -50,7 +50,8 @@ struct agent_proc *agent_find(struct agent *a, pid_t pid)
 
 static void why_reset(struct agent_proc *p)
 {
-    p->why_settle_ns = 0;
+    p->why_settle_tries = 0;
+    p->why_settle_tid = 0;
     if (p->why_pending) {
         hang_live_free(&p->why_first);
         waits_free(p->why_waits);
@@ -496,15 +497,35 @@ void agent_sample_all(struct agent *a, uint64_t now_ns)
     }
 }
 
-/* As why's settle_look, without waiting: true when look caught an asyncio
- * loop inside a step and the look is to be taken again shortly. */
-static bool look_again(struct agent_proc *p, const struct hang_live *look, uint64_t now_ns)
+/* As why's settle_look, without waiting: when look caught an asyncio loop
+ * inside a step, the time to take it again at (0: the look stands). */
+static uint64_t look_again(struct agent_proc *p, const struct hang_live *look, uint64_t now_ns)
 {
-    if (!asyncio_caught_mid_step(&look->report, look->ran))
+    pid_t tid = asyncio_caught_mid_step(&look->report, look->ran);
+    if (!p->why_settle_tries)
+        p->why_settle_since_ns = now_ns;
+    int ms = tid && now_ns - p->why_settle_since_ns < ASYNCIO_SETTLE_MAX_MS * 1000000ull
+                 ? asyncio_settle_delay_ms(p->why_settle_tries)
+                 : -1;
+    if (ms < 0) {
+        p->why_settle_tries = 0;
+        p->why_settle_tid = 0;
+        return 0;
+    }
+    p->why_settle_tries++;
+    p->why_settle_tid = tid;
+    return now_ns + (uint64_t)ms * 1000000ull;
+}
+
+/* A look taken again waits, past its least delay, for the loop's thread
+ * to be asleep: true (and *due put off) while it should wait on. */
+static bool settle_wait(struct agent_proc *p, uint64_t now_ns, uint64_t *due)
+{
+    if (!p->why_settle_tid || now_ns - p->why_settle_since_ns >= ASYNCIO_SETTLE_MAX_MS * 1000000ull ||
+        hang_live_thread_asleep(p->pid, p->why_settle_tid))
         return false;
-    if (!p->why_settle_ns)
-        p->why_settle_ns = now_ns;
-    return now_ns - p->why_settle_ns < ASYNCIO_SETTLE_MAX_MS * 1000000ull;
+    *due = now_ns + ASYNCIO_SETTLE_POLL_MS * 1000000ull;
+    return true;
 }
 
 static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
@@ -515,12 +536,14 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     struct why_report why = {0};
     int interval_ms = (int)((now_ns - p->why_first_ns) / 1000000ull);
     int took = hang_live_take(rt, p->pid, &second, &err);
-    if (took == 0 && look_again(p, &second, now_ns)) {
+    uint64_t again = took == 0 ? look_again(p, &second, now_ns) : 0;
+    if (again) {
         hang_live_free(&second);
-        p->why_due_ns = now_ns + ASYNCIO_SETTLE_STEP_MS * 1000000ull;
+        p->why_due_ns = again;
         return;
     }
-    p->why_settle_ns = 0;
+    p->why_settle_tries = 0;
+    p->why_settle_tid = 0;
     if (took == 0) {
         uint64_t caught = 0;
         target_caught_signals(rt->target, &caught);
@@ -574,27 +597,28 @@ void agent_why_step(struct agent *a, uint64_t now_ns)
         if (p->state != AGENT_PROC_SAMPLING || !p->sampler)
             continue;
         if (p->why_pending) {
-            if (now_ns >= p->why_due_ns)
+            if (now_ns >= p->why_due_ns && !settle_wait(p, now_ns, &p->why_due_ns))
                 why_finish(a, p, now_ns);
             continue;
         }
-        if (now_ns < p->next_why_ns)
+        if (now_ns < p->next_why_ns || settle_wait(p, now_ns, &p->next_why_ns))
             continue;
         struct pyscope_error err = {0};
         struct py_runtime *rt = &p->sampler->rt;
         if (hang_live_take(rt, p->pid, &p->why_first, &err) != 0) {
             hang_live_free(&p->why_first);
-            p->why_settle_ns = 0;
+            p->why_settle_tries = 0;
+            p->why_settle_tid = 0;
             p->next_why_ns = now_ns + (uint64_t)(a->opts.why_every_s * a->why_scale * 1e9);
             p->why_generation++;
             continue;
         }
-        if (look_again(p, &p->why_first, now_ns)) {
+        uint64_t again = look_again(p, &p->why_first, now_ns);
+        if (again) {
             hang_live_free(&p->why_first);
-            p->next_why_ns = now_ns + ASYNCIO_SETTLE_STEP_MS * 1000000ull;
+            p->next_why_ns = again;
             continue;
         }
-        p->why_settle_ns = 0;
         p->next_why_ns = now_ns + (uint64_t)(a->opts.why_every_s * a->why_scale * 1e9);
         struct stack_report *r = &p->why_first.report;
         snprintf(r->command, sizeof r->command, "%s", p->command);

@@ -74,17 +74,29 @@ static void diagnosis_free(struct diagnosis *d)
 
 static int child_verdict(void *ctx, pid_t child, struct diagnosis_child *out);
 
+static void sleep_ms(int ms)
+{
+    struct timespec delay = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&delay, &delay) != 0 && errno == EINTR)
+        ;
+}
+
 /* Looks again while the look caught an asyncio loop inside a step
- * (asyncio_caught_mid_step). A look that cannot be taken again keeps the
- * one before. Returns how long it took, in ms. */
+ * (asyncio_caught_mid_step), each time once the loop's thread is asleep.
+ * A look that cannot be taken again keeps the one before. Returns how
+ * long it took, in ms. */
 static double settle_look(struct py_runtime *rt, pid_t pid, struct target *t,
                           struct hang_live *look)
 {
     double since = monotonic_ms(), now = since;
-    while (asyncio_caught_mid_step(&look->report, look->ran) && now - since < ASYNCIO_SETTLE_MAX_MS) {
-        struct timespec delay = {0, ASYNCIO_SETTLE_STEP_MS * 1000000L};
-        while (nanosleep(&delay, &delay) != 0 && errno == EINTR)
-            ;
+    pid_t tid;
+    int ms;
+    for (int k = 0; (tid = asyncio_caught_mid_step(&look->report, look->ran)) != 0 &&
+                    (ms = asyncio_settle_delay_ms(k)) >= 0 && now - since < ASYNCIO_SETTLE_MAX_MS;
+         k++) {
+        sleep_ms(ms);
+        while (!hang_live_thread_asleep(pid, tid) && monotonic_ms() - since < ASYNCIO_SETTLE_MAX_MS)
+            sleep_ms(ASYNCIO_SETTLE_POLL_MS);
         struct hang_live again;
         struct pyscope_error ignored = {0};
         if (target_gone(t) || hang_live_take(rt, pid, &again, &ignored) != 0) {

@@ -625,7 +625,7 @@ static int sleeper_findings(const struct stack_report *first, const struct stack
     return 0;
 }
 
-bool asyncio_caught_mid_step(const struct stack_report *r, const bool *ran)
+pid_t asyncio_caught_mid_step(const struct stack_report *r, const bool *ran)
 {
     for (size_t l = 0; r->tasks && l < r->tasks->n_loops; l++) {
         const struct report_loop *loop = &r->tasks->loops[l];
@@ -641,9 +641,21 @@ bool asyncio_caught_mid_step(const struct stack_report *r, const bool *ran)
             continue;
         for (size_t i = 0; i < loop->n_tasks; i++)
             if (task_pending(&loop->tasks[i]) && task_role(loop, &loop->tasks[i]) == ROLE_WAITER)
-                return true;
+                return loop->tid;
     }
-    return false;
+    return 0;
+}
+
+#define SETTLE_TRIES 7
+#define SETTLE_FIRST_MS 10
+#define SETTLE_LONGEST_MS 320
+
+int asyncio_settle_delay_ms(int k)
+{
+    if (k < 0 || k >= SETTLE_TRIES)
+        return -1;
+    int ms = SETTLE_FIRST_MS << k;
+    return ms < SETTLE_LONGEST_MS ? ms : SETTLE_LONGEST_MS;
 }
 
 double asyncio_sleepers_wake_by(const struct stack_report *first)

@@ -51,14 +51,24 @@ int asyncio_sleeper_findings(const struct stack_report *first, const struct stac
 /* Whether a look caught the thread of a loop whose tasks wait on a
  * primitive inside a step (a task's or a callback's) instead of asleep in
  * its selector, or running at all while the look was read (ran: per thread
- * of r, whether it used CPU meanwhile; NULL unknown). Such a look cannot tell a sleeper that woke and will leave the
- * waits as they were (a heartbeat, a stats task) from one that is about to
- * release them, so why takes it again, every ASYNCIO_SETTLE_STEP_MS for at
- * most ASYNCIO_SETTLE_MAX_MS: a loop that is never back in its selector
- * (blocked, or busy) is judged on the last look. */
-#define ASYNCIO_SETTLE_STEP_MS 10
-#define ASYNCIO_SETTLE_MAX_MS 300
-bool asyncio_caught_mid_step(const struct stack_report *r, const bool *ran);
+ * of r, whether it used CPU meanwhile; NULL unknown): the tid of that
+ * thread, 0 when there is none. Such a look cannot tell a sleeper that
+ * woke and will leave the waits as they were (a heartbeat, a stats task)
+ * from one about to release them, so why takes it again: after
+ * asyncio_settle_delay_ms(k) for the k-th time, and then once the thread
+ * is asleep (polled every ASYNCIO_SETTLE_POLL_MS), so that the look starts
+ * as the loop rests, for ASYNCIO_SETTLE_MAX_MS in all. A loop that is
+ * never back in its selector (blocked, or busy) is judged on the last. */
+pid_t asyncio_caught_mid_step(const struct stack_report *r, const bool *ran);
+
+#define ASYNCIO_SETTLE_POLL_MS 2
+#define ASYNCIO_SETTLE_MAX_MS 1500
+
+/* The least wait before the k-th look again (k from 0), in ms; -1 past the
+ * last. Doubling from 10 ms, 950 ms in all: a loaded machine can keep a
+ * step of 50 ms on the CPU for several times that, while a quiet one is
+ * back in its selector within the first tries. */
+int asyncio_settle_delay_ms(int k);
 
 /* When the last sleeper of a loop that asyncio_sleeper_findings could
  * report on wakes, on the loops' clock (CLOCK_MONOTONIC, as time.monotonic);

@@ -21,6 +21,12 @@ void hang_live_free(struct hang_live *s)
     s->ran = NULL;
 }
 
+bool hang_live_thread_asleep(pid_t pid, pid_t tid)
+{
+    struct thread_activity a = {.syscall_nr = -1};
+    return process_thread_activity(pid, tid, &a) == 0 && a.run_state == 'S';
+}
+
 /* The threads of a live process past this many are not timed before the
  * snapshot (they count as having run). */
 #define HANG_LIVE_MAX_TIMED 4096

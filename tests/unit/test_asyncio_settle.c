@@ -1,6 +1,7 @@
-/* asyncio_caught_mid_step: when why takes a look again because it caught an
- * asyncio loop whose tasks wait on a primitive anywhere but asleep in its
- * selector (a heartbeat's step, or running while the look was read). */
+/* asyncio_caught_mid_step and asyncio_settle_delay_ms: when why takes a
+ * look again because it caught an asyncio loop whose tasks wait on a
+ * primitive anywhere but asleep in its selector (a heartbeat's step, or
+ * running while the look was read), and how long it waits first. */
 #include <stdio.h>
 #include <string.h>
 
@@ -59,14 +60,14 @@ int main(void)
     CHECK(!asyncio_caught_mid_step(&s.report, NULL));
     /* It used CPU while the look was read: the stack and tasks may be of
      * different instants. */
-    CHECK(asyncio_caught_mid_step(&s.report, &did_run));
+    CHECK_EQ_INT(asyncio_caught_mid_step(&s.report, &did_run), 7);
 
     /* Inside the heartbeat's step. */
     scene_init(&s);
     s.loop.step = LOOP_STEP_CALLBACK;
     s.tasks[1].running = true;
     s.thread.state = THREAD_HOLDING_GIL;
-    CHECK(asyncio_caught_mid_step(&s.report, &ran));
+    CHECK_EQ_INT(asyncio_caught_mid_step(&s.report, &ran), 7);
 
     /* Between the selector and the callbacks (timers being moved). */
     scene_init(&s);
@@ -107,5 +108,17 @@ int main(void)
     scene_init(&s);
     s.report.tasks = NULL;
     CHECK(!asyncio_caught_mid_step(&s.report, &did_run));
+
+    /* The waits double from 10 ms, the last ones at most 320 ms, under a
+     * second in all, and end. */
+    int total = 0, k = 0;
+    for (int ms; (ms = asyncio_settle_delay_ms(k)) >= 0; k++)
+        total += ms;
+    CHECK_EQ_INT(asyncio_settle_delay_ms(0), 10);
+    CHECK_EQ_INT(asyncio_settle_delay_ms(1), 20);
+    CHECK_EQ_INT(asyncio_settle_delay_ms(6), 320);
+    CHECK_EQ_INT(k, 7);
+    CHECK_EQ_INT(total, 950);
+    CHECK_EQ_INT(asyncio_settle_delay_ms(-1), -1);
     return unit_report("test_asyncio_settle");
 }
