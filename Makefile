@@ -229,7 +229,8 @@ integration-serial: pyscope
 # Timing tests are left out under ASan: its slowdown is what they would measure.
 integration-asan: build/asan/pyscope
 	@mkdir -p $(RESULTS)
-	PYSCOPE=$(CURDIR)/build/asan/pyscope PYSCOPE_INTERPRETERS=$(ASAN_INTERPRETERS) $(ASAN_ENV) \
+	PYSCOPE=$(CURDIR)/build/asan/pyscope PYSCOPE_INTERPRETERS=$(ASAN_INTERPRETERS) \
+	  PYSCOPE_FIELD_INTERPRETERS=debian-3.15 $(ASAN_ENV) \
 	  $(PYTEST) -n $(XDIST_WORKERS) -m "not serial" --junitxml=$(RESULTS)/integration-asan.xml tests/integration
 
 test-build: pyscope build/asan/pyscope $(UNIT_BIN) $(UNIT_SAN_BIN) $(FUZZ_TARGETS:%=build/fuzz/fuzz_%) \

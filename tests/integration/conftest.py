@@ -588,3 +588,25 @@ def pyscope(pyscope_binary):
     def run(*args, **kwargs):
         return run_pyscope(args, **kwargs)
     return run
+
+
+def pytest_collection_modifyitems(config, items):
+    """PYSCOPE_FIELD_INTERPRETERS (the ASan pass's): test_field's programs
+    on those interpreters only. Its analyses are the same C on every
+    version; the readers under them are the other tests' on all three."""
+    only = os.environ.get("PYSCOPE_FIELD_INTERPRETERS")
+    if not only:
+        return
+    wanted = set(only.split(","))
+    keep, drop = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        interp = callspec.params.get("interp") if callspec else None
+        if item.module.__name__ == "test_field" and interp is not None and \
+                getattr(interp, "id", None) not in wanted:
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
