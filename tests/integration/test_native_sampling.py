@@ -258,6 +258,13 @@ def test_off_cpu_in_a_c_extension_mutex(interp, start_program, pyscope, native_e
 
 
 
+def context_switches(pid, tid):
+    """The thread's voluntary and involuntary context switches so far."""
+    text = Path("/proc/%d/task/%d/status" % (pid, tid)).read_text()
+    return [int(re.search(r"^%s_ctxt_switches:\s+(\d+)" % kind, text, re.M).group(1))
+            for kind in ("voluntary", "nonvoluntary")]
+
+
 def test_off_cpu_wait_interrupted_for_a_switch_sample(interp, start_program, pyscope, native_ext,
                                                       tmp_path):
     """A thread blocked since before --native opened its events is
@@ -289,7 +296,10 @@ def test_off_cpu_wait_interrupted_for_a_switch_sample(interp, start_program, pys
              % (group / "cgroup.procs")])
         time.sleep(0.2)
         out = tmp_path / "rec.json"
+        switches = context_switches(target.pid, waiter["native_id"])
         record(pyscope, out, "-p", target.pid, "--native", "--idle", duration=1)
+        switches = [b - a for a, b in zip(switches, context_switches(target.pid,
+                                                                      waiter["native_id"]))]
     finally:
         if spinner:
             spinner.kill()
@@ -301,9 +311,15 @@ def test_off_cpu_wait_interrupted_for_a_switch_sample(interp, start_program, pys
                 break
             except OSError:
                 time.sleep(0.05)
-    samples = thread_samples(load_record(out), "waiter")
+    doc = load_record(out)
+    samples = thread_samples(doc, "waiter")
+    # What the kernel counted meanwhile says whether anything but the one
+    # interrupt woke the thread (that one is two voluntary switches: into
+    # the ptrace stop, and back into the wait), and the timeline when.
+    index = next(i for i, t in enumerate(doc["threads"]) if t["name"] == "waiter")
     assert samples and all(state == "idle" for _, state, _ in samples), \
-        [(state, n) for _, state, n in samples]
+        ([(state, n) for _, state, n in samples], "voluntary, involuntary switches: %s" % switches,
+         doc["meta"]["native"], [e[2:] for e in doc["timeline"] if e[0] == index])
 
 
 def test_kept_unwind_rules_match_libdwfl(interp, start_program, gilhog_lib, tmp_path):
