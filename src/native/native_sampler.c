@@ -68,9 +68,10 @@ struct ns_thread {
     uint64_t prev_hash;          /* of its Python frame ids */
     bool prev_known;
     bool poked;                  /* interrupted once to get a switch sample */
-    bool poke_pending;           /* ... and not scheduled since it was let go */
+    bool poke_pending;           /* ... and not back in its call since it was let go */
     bool poke_inflight;          /* interrupted, and not let go yet */
     uint64_t poke_exec_ns;       /* its CPU time when let go */
+    uint64_t poke_sleeps;        /* its voluntary switches then */
     /* The addresses of the newest sample, once unwound: passes that use
      * the same sample again (a thread still blocked, or one whose Python
      * stack stands still between two clock ticks) do not unwind it again. */
@@ -349,9 +350,22 @@ static void drain(struct native_sampler *ns, struct ns_thread *th)
  * a later pass lets it go once it has stopped; it is never kept stopped. */
 #define POKE_WAIT_US 2000
 #define POKE_CLOSE_WAIT_US 1000000
-/* CPU a thread let go may use on its way back into the call before it is
- * taken to be running on its own account (the way is microseconds long). */
-#define POKE_RETURN_MAX_NS 1000000ull
+/* Back in its call is asleep again: a voluntary switch since it was let
+ * go. Until then it is on its way back, unless it has used more CPU than
+ * that way could: it may have left the call for good. The bound is wide
+ * because the CPU a thread is charged on the way includes our switch
+ * samples of it (a stack copy each time it is preempted) and, on kernels
+ * without IRQ_TIME_ACCOUNTING, the interrupts served meanwhile: 160 us
+ * median, 320 us at most beside a loaded test run. At a 1 ms bound a
+ * thread throttled on its way back read "running" for 220 ms. */
+#define POKE_RETURN_MAX_NS 20000000ull
+
+/* Its CPU time and voluntary switches, to tell when it has gone back. */
+static bool poke_marks(pid_t pid, pid_t tid, uint64_t *exec_ns, uint64_t *sleeps)
+{
+    return process_thread_cpu_ns(pid, tid, exec_ns) == 0 &&
+           process_thread_voluntary_switches(pid, tid, sleeps) == 0;
+}
 
 /* Sets a thread's poke state, counting the threads in one (so that the
  * sampler's questions cost nothing once every poke has settled). */
@@ -386,7 +400,7 @@ static bool release_poke(struct native_sampler *ns, struct ns_thread *th, int wa
                 int sig = (status >> 16) != PTRACE_EVENT_STOP ? WSTOPSIG(status) : 0;
                 ptrace(PTRACE_DETACH, th->tid, NULL, (void *)(long)sig);
                 /* Until it has run its way back, it is still in the call. */
-                pending = process_thread_cpu_ns(ns->pid, th->tid, &th->poke_exec_ns) == 0;
+                pending = poke_marks(ns->pid, th->tid, &th->poke_exec_ns, &th->poke_sleeps);
             }
             set_poke(ns, th, false, pending);
             cleanup_thread_released(th->tid);
@@ -415,31 +429,32 @@ static void poke(struct native_sampler *ns, struct ns_thread *th)
     release_poke(ns, th, POKE_WAIT_US);
 }
 
-bool native_sampler_poke_unrun(struct native_sampler *ns, pid_t tid)
+enum poke_state native_sampler_poke_unrun(struct native_sampler *ns, pid_t tid)
 {
     struct ns_thread *th = known_thread(ns, tid);
-    uint64_t exec_ns;
+    uint64_t exec_ns, sleeps;
     if (!th)
-        return false;
+        return POKE_NONE;
     if (th->poke_inflight)
-        return true;            /* interrupted, not stopped yet: still in its wait */
+        return POKE_ON_ITS_WAY; /* interrupted, not stopped yet: still in its wait */
     if (!th->poke_pending)
-        return false;
-    if (process_thread_cpu_ns(ns->pid, tid, &exec_ns) == 0 && exec_ns >= th->poke_exec_ns &&
+        return POKE_NONE;
+    bool marked = poke_marks(ns->pid, tid, &exec_ns, &sleeps);
+    if (marked && sleeps == th->poke_sleeps && exec_ns >= th->poke_exec_ns &&
         exec_ns - th->poke_exec_ns < POKE_RETURN_MAX_NS)
-        return true;
+        return POKE_ON_ITS_WAY;
     set_poke(ns, th, false, false);
-    return false;
+    return marked && sleeps != th->poke_sleeps ? POKE_SLEPT_SINCE : POKE_NONE;
 }
 
 void native_sampler_poke_settled(struct native_sampler *ns, pid_t tid)
 {
     struct ns_thread *th = known_thread(ns, tid);
-    uint64_t exec_ns;
-    /* Back in its call only once it has run since it was let go: just
+    uint64_t exec_ns, sleeps;
+    /* Back in its call only once it has slept since it was let go: just
      * after, /proc may still show the interrupted call. */
     if (th && th->poke_pending && !th->poke_inflight &&
-        process_thread_cpu_ns(ns->pid, tid, &exec_ns) == 0 && exec_ns > th->poke_exec_ns)
+        poke_marks(ns->pid, tid, &exec_ns, &sleeps) && sleeps != th->poke_sleeps)
         set_poke(ns, th, false, false);
 }
 

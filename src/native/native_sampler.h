@@ -74,13 +74,17 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
 /* Drops what is kept about threads not passed since (exited). */
 void native_sampler_forget(struct native_sampler *ns, pid_t tid);
 
-/* A blocked thread interrupted once for a switch sample (a ptrace
- * interrupt restarts its system call), either not stopped and let go yet,
- * or let go and not seen back in a call since nor run for more than the
- * way back takes: runnable only because of the interrupt, it still waits.
- * False after that (its state is its own again), and once
- * native_sampler_poke_settled says it is back. */
-bool native_sampler_poke_unrun(struct native_sampler *ns, pid_t tid);
+/* Of a thread a look found runnable: whether that is a blocked thread
+ * interrupted once for a switch sample (a ptrace interrupt restarts its
+ * system call), either not stopped and let go yet, or let go and not asleep
+ * since nor run for more than the way back takes: runnable only because of
+ * the interrupt, it still waits (POKE_ON_ITS_WAY). POKE_SLEPT_SINCE: it has
+ * gone back to sleep since it was let go, maybe just after that look, which
+ * is then to be taken again. POKE_NONE: its state is its own, as it is after
+ * either answer, and once native_sampler_poke_settled, told of a look that
+ * found it in a call, says it has slept since. */
+enum poke_state { POKE_NONE, POKE_ON_ITS_WAY, POKE_SLEPT_SINCE };
+enum poke_state native_sampler_poke_unrun(struct native_sampler *ns, pid_t tid);
 void native_sampler_poke_settled(struct native_sampler *ns, pid_t tid);
 
 #endif

@@ -621,6 +621,8 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
     bool was_idle = th->idle_read_ns != 0;
     th->idle_read_ns = 0;
     struct thread_activity a;
+    bool looked_again = false;
+look:
     if (read_activity(s, th, &a) != 0)
         return PROFILE_UNKNOWN;
     switch (thread_classify(&a, false, pi->gil, gil_size)) {
@@ -658,9 +660,18 @@ static enum profile_state classify(struct sampler *s, struct sampled_thread *th,
         th->waiting_since_switch = UINT64_MAX;
         /* Runnable only because --native interrupted its wait (a loaded
          * machine may not run it again for a while): the wait goes on. */
-        if (s->native && native_sampler_poke_unrun(s->native, th->tid)) {
+        switch (s->native ? native_sampler_poke_unrun(s->native, th->tid) : POKE_NONE) {
+        case POKE_ON_ITS_WAY:
             *syscall_out = was_idle ? th->idle_syscall : 0xffff;
             return PROFILE_IDLE;
+        case POKE_SLEPT_SINCE:
+            if (!looked_again) {
+                looked_again = true;
+                goto look;
+            }
+            break;
+        case POKE_NONE:
+            break;
         }
         return PROFILE_RUNNING;
     case THREAD_HOLDING_GIL:

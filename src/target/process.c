@@ -925,6 +925,25 @@ int process_thread_cpu_ns(pid_t pid, pid_t tid, uint64_t *ns)
     return 0;
 }
 
+int process_thread_voluntary_switches(pid_t pid, pid_t tid, uint64_t *count)
+{
+    char path[96], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
+        return -1;
+    const char *line = strstr(buf, "\nvoluntary_ctxt_switches:");
+    if (!line)
+        return -1;
+    line += strlen("\nvoluntary_ctxt_switches:");
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(line, &end, 10);
+    if (end == line || errno)
+        return -1;
+    *count = v;
+    return 0;
+}
+
 int process_caught_signals(pid_t pid, uint64_t *mask)
 {
     char path[64], buf[4096];

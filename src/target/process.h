@@ -67,6 +67,10 @@ int process_thread_activity_fd(int fd, struct thread_activity *out);
 /* CPU time the thread has run, in ns (first field of /proc/PID/task/TID/schedstat). */
 int process_thread_cpu_ns(pid_t pid, pid_t tid, uint64_t *ns);
 
+/* How often the thread has given up its CPU of its own accord, to sleep
+ * (voluntary_ctxt_switches of /proc/PID/task/TID/status). */
+int process_thread_voluntary_switches(pid_t pid, pid_t tid, uint64_t *count);
+
 /* The signals the process catches (SigCgt of /proc/PID/status): bit n-1 for signal n. */
 int process_caught_signals(pid_t pid, uint64_t *mask);
 
