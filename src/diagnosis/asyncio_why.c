@@ -163,8 +163,21 @@ static int lasted_ms(const struct report_loop *loop, const struct report_loop *l
     return interval_ms;
 }
 
-/* No task step in either snapshot, the same stack in both, and inside a
- * callback that Handle._run called: the loop is blocked by that callback. */
+/* Both snapshots inside the same callback of the same loop iteration, by
+ * asyncio's own clock (the time the iteration left its selector): the loop
+ * never went back to its selector in between, whatever the thread did
+ * inside the callback (computed, or woke from one time.sleep into the
+ * next). Without that clock (uvloop), an unchanged stack has to tell. */
+static bool same_iteration(const struct report_loop *loop, const struct report_loop *later)
+{
+    return loop->step == LOOP_STEP_CALLBACK && later && later->step == LOOP_STEP_CALLBACK &&
+           !isnan(loop->left_selector) && loop->left_selector == later->left_selector &&
+           loop->callback_index == later->callback_index;
+}
+
+/* No task step in either snapshot, one callback in both (the same stack, or
+ * the same loop iteration), and inside a callback that Handle._run called:
+ * the loop is blocked by that callback. */
 static int callback_blocked(const struct stack_report *first, const struct report_loop *loop,
                             const struct report_loop *later, int interval_ms,
                             struct why_report *why)
@@ -173,7 +186,7 @@ static int callback_blocked(const struct stack_report *first, const struct repor
     for (size_t i = 0; i < first->n_threads; i++)
         if (first->threads[i].tid == loop->tid)
             th = (int)i;
-    if (th < 0 || why->threads[th].changed)
+    if (th < 0 || (why->threads[th].changed && !same_iteration(loop, later)))
         return 0;
     const struct report_thread *t = &first->threads[th];
     int cb = callback_frame(t);
@@ -220,9 +233,9 @@ int asyncio_blocked_findings(const struct stack_report *first, const struct stac
         for (size_t i = 0; i < first->n_threads; i++)
             if (first->threads[i].tid == loop->tid)
                 th = (int)i;
-        /* The same stack in both snapshots: one step, not a busy loop of
-         * short steps of the same task. */
-        if (th < 0 || why->threads[th].changed)
+        /* One step, not a busy loop of short steps of the same task: the
+         * same loop iteration in both snapshots, or the same stack. */
+        if (th < 0 || (why->threads[th].changed && !same_iteration(loop, later)))
             continue;
         struct why_finding *f = blocked_finding(why, first, th, task->addr);
         if (!f)

@@ -9,6 +9,10 @@ first step, which CPython keeps apart from the scheduled tasks. With
 With "callback", a trivial callback is queued before the blocking one, so
 that the blocking one is the second of its loop iteration.
 
+With "cpu", the blocker computes instead of sleeping: a CPU-bound step
+that never awaits (a parse, a sort, a checksum in a handler), its stack
+different at every look, the loop still inside the one step.
+
 With "uvloop" (last), the loop is Debian's python3-uvloop's, which has no
 _run_once: "run_once" is then {}.
 
@@ -51,9 +55,20 @@ def note_run_once():
                         of=f_locals["ntodo"])
 
 
+def checksum(block):
+    total = 0
+    for i, byte in enumerate(block):
+        total = (total * 31 + byte + i) % 1000003
+    return total
+
+
 async def blocker(started):
     note_run_once()
     started.set()
+    if sys.argv[2:] == ["cpu"]:
+        block = bytes(range(256)) * 64
+        while True:
+            checksum(block)  # blocks the loop
     while True:
         time.sleep(2)  # blocks the loop
 
@@ -93,7 +108,8 @@ async def main(path):
         started.wait()
         while not holder:
             time.sleep(0.01)
-        _target.wait_settled()
+        if sys.argv[2:] != ["cpu"]:     # a computing thread never settles
+            _target.wait_settled()
         task = holder[0]()
         extra = {"blocker": task.get_name(), "blocker_address": id(task), "loop_tid": tid,
                  "other_tasks": len(others) + 1,   # and main itself
