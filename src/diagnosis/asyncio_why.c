@@ -131,15 +131,25 @@ static struct why_finding *blocked_finding(struct why_report *why, const struct 
     return f;
 }
 
+/* Both snapshots inside the same callback of the same loop iteration, by
+ * asyncio's own clock (the time the iteration left its selector): the loop
+ * never went back to its selector in between, whatever the thread did
+ * inside the callback (computed, or woke from one time.sleep into the
+ * next). Without that clock (uvloop), an unchanged stack has to tell. */
+static bool same_iteration(const struct report_loop *loop, const struct report_loop *later)
+{
+    return loop->step == LOOP_STEP_CALLBACK && later && later->step == LOOP_STEP_CALLBACK &&
+           !isnan(loop->left_selector) && loop->left_selector == later->left_selector &&
+           loop->callback_index == later->callback_index;
+}
+
 /* How long the callback has run, when both snapshots saw the loop inside
  * a callback of the same iteration (the same end_time of _run_once: it never
  * went back to its selector in between), from the second. */
 static void append_running(char *s, size_t size, const struct report_loop *loop,
                            const struct report_loop *later)
 {
-    if (loop->step != LOOP_STEP_CALLBACK || !later || later->step != LOOP_STEP_CALLBACK ||
-        later->callback_s < 0 || loop->left_selector != later->left_selector ||
-        loop->callback_index != later->callback_index)
+    if (!same_iteration(loop, later) || later->callback_s < 0)
         return;
     text_append(s, size, "; it has run for %s%.3f s", later->callback_exact ? "" : "at most ",
                 later->callback_s);
@@ -154,25 +164,10 @@ static void append_running(char *s, size_t size, const struct report_loop *loop,
 static int lasted_ms(const struct report_loop *loop, const struct report_loop *later,
                      int interval_ms)
 {
-    if (loop->step == LOOP_STEP_CALLBACK && later && later->step == LOOP_STEP_CALLBACK &&
-        later->callback_s >= 0 && later->callback_exact &&
-        loop->left_selector == later->left_selector &&
-        loop->callback_index == later->callback_index && later->callback_s * 1000 > interval_ms &&
-        later->callback_s < 1e6)
+    if (same_iteration(loop, later) && later->callback_s >= 0 && later->callback_exact &&
+        later->callback_s * 1000 > interval_ms && later->callback_s < 1e6)
         return (int)(later->callback_s * 1000);
     return interval_ms;
-}
-
-/* Both snapshots inside the same callback of the same loop iteration, by
- * asyncio's own clock (the time the iteration left its selector): the loop
- * never went back to its selector in between, whatever the thread did
- * inside the callback (computed, or woke from one time.sleep into the
- * next). Without that clock (uvloop), an unchanged stack has to tell. */
-static bool same_iteration(const struct report_loop *loop, const struct report_loop *later)
-{
-    return loop->step == LOOP_STEP_CALLBACK && later && later->step == LOOP_STEP_CALLBACK &&
-           !isnan(loop->left_selector) && loop->left_selector == later->left_selector &&
-           loop->callback_index == later->callback_index;
 }
 
 /* No task step in either snapshot, one callback in both (the same stack, or
