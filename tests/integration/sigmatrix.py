@@ -160,6 +160,28 @@ def traced_threads(pid):
     return held
 
 
+def signal_masks(pid):
+    """Each thread's pending, blocked and caught signal masks (and the
+    process's shared pending set), for the note of a signal that the target
+    never handled: pending, blocked or delivered tell different stories."""
+    parts = []
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            shared = next((line.split()[1] for line in f if line.startswith("ShdPnd:")), "?")
+        parts.append("ShdPnd %s" % shared)
+        for tid in sorted(os.listdir("/proc/%d/task" % pid), key=int):
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            parts.append("%s %s SigPnd %s SigBlk %s SigCgt %s"
+                         % (tid, fields.get("State", "?").strip().split()[0],
+                            fields.get("SigPnd", "?").strip(),
+                            fields.get("SigBlk", "?").strip(),
+                            fields.get("SigCgt", "?").strip()))
+    except (OSError, ValueError):
+        parts.append("(gone)")
+    return "; ".join(parts)
+
+
 def alive(pid):
     return stat_state("/proc/%d/stat" % pid) not in (None, "Z", "X")
 
@@ -307,13 +329,15 @@ class Trial:
         Path(str(self.report) + ".stop").write_text("")
         return wait_for(self.done_report, EXIT_TIMEOUT)
 
-    def judge_done(self, done, expected_signals, progressed):
+    def judge_done(self, done, expected_signals, progressed, masks=None, stderr_name="target"):
         if done is None:
             self.note("the target did not finish its work")
             return
         seen = done["extra"]["signals"]
         if seen != expected_signals:
-            self.note("the target saw signals %s, expected %s" % (seen, expected_signals))
+            self.note("the target saw signals %s, expected %s (its signal masks after "
+                      "the signal: %s; stderr: %r)"
+                      % (seen, expected_signals, masks, self.stderr_of(stderr_name)[-600:]))
         elif progressed:
             self.result["same"] = True
 
@@ -398,6 +422,7 @@ class Trial:
         if self.signo == signal.SIGKILL:
             wait_for(lambda: not alive(tool_pid) or None, EXIT_TIMEOUT)
         progressed = self.check_target(pid)
+        masks = signal_masks(pid)
         done = self.finish_target()
         try:
             reaper.wait(timeout=EXIT_TIMEOUT)
@@ -422,7 +447,7 @@ class Trial:
                       % (statuses.get(tool_pid), tool_expected))
             self.result["survived"] = False
         forwarded = [] if self.signo == signal.SIGKILL else [self.signame]
-        self.judge_done(done, forwarded, progressed)
+        self.judge_done(done, forwarded, progressed, masks, "pyscope")
 
 
 def trial(pyscope, interp, mode, signame, workdir, library, seed, index=0):
