@@ -55,6 +55,9 @@ struct agent_thread {
     double seconds[PROFILE_STATE_COUNT];
     double gc_seconds;           /* of those, running the garbage collector */
     bool seen;                   /* in the newest pass */
+    bool in_last_read;           /* in the newest pass that was read, with: */
+    uint8_t last_state;          /* its state, */
+    bool last_gc;                /* and whether it ran the collector */
     uint64_t last_seen_ns;
 };
 
@@ -75,6 +78,10 @@ struct agent_proc {
     size_t n_threads, cap_threads;
     size_t live_threads;         /* seen in the newest pass */
     uint64_t last_pass_ns;
+    /* Passes that repeated the last read one are counted here and credited
+     * to its threads' states later (agent_settle), not thread by thread. */
+    double still_seconds;
+    size_t last_read_samples;
     uint64_t passes, passes_failed;
     double gc_seconds;
     uint64_t gc_collections;
@@ -165,6 +172,8 @@ void agent_why_step(struct agent *a, uint64_t now_ns);
 /* When agent_why_step has a look to take next (monotonic ns). */
 uint64_t agent_why_deadline(const struct agent *a);
 struct agent_proc *agent_find(struct agent *a, pid_t pid);
+/* Brings p's counters up to date (the repeated passes not yet credited). */
+void agent_settle(struct agent_proc *p, uint64_t now_ns);
 void agent_procs_free(struct agent *a);
 /* The JSON of dump for one process (without locals), malloc'ed; NULL with
  * *status set to an HTTP status when it cannot be had. */

@@ -223,6 +223,9 @@ static void write_metrics(FILE *f, struct agent *a)
 char *agent_metrics(struct agent *a, size_t *len)
 {
     char *text = NULL;
+    uint64_t now_ns = monotonic_ns();
+    for (size_t i = 0; i < a->n_procs; i++)
+        agent_settle(a->procs[i], now_ns);
     FILE *f = open_memstream(&text, len);
     if (!f)
         return NULL;

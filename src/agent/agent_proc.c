@@ -333,10 +333,50 @@ static struct agent_thread *thread_of(struct agent_proc *p, pid_t tid, size_t hi
     return t;
 }
 
+/* Threads not seen for a while have exited: their series end. */
+static void forget_threads(struct agent_proc *p, uint64_t now_ns)
+{
+    size_t live = 0, kept = 0;
+    for (size_t i = 0; i < p->n_threads; i++) {
+        struct agent_thread *t = &p->threads[i];
+        if (t->seen) {
+            live++;
+            t->last_seen_ns = now_ns;
+        }
+        t->seen = false;
+        if (now_ns - t->last_seen_ns < THREAD_FORGET_NS)
+            p->threads[kept++] = *t;
+    }
+    p->n_threads = kept;
+    p->live_threads = live;
+}
+
+void agent_settle(struct agent_proc *p, uint64_t now_ns)
+{
+    if (p->still_seconds <= 0)
+        return;
+    double dt = p->still_seconds;
+    p->still_seconds = 0;
+    for (size_t i = 0; i < p->n_threads; i++) {
+        struct agent_thread *t = &p->threads[i];
+        if (!t->in_last_read)
+            continue;
+        t->seconds[t->last_state] += dt;
+        if (t->last_gc)
+            t->gc_seconds += dt;
+        t->seen = true;
+    }
+    if (p->gc_running)
+        p->gc_seconds += dt;
+    forget_threads(p, now_ns);
+}
+
 /* Adds the newest pass to the process's counters: each thread's state
  * lasted since the previous pass (at most two intervals: a pass that came
- * late does not credit a state with time nobody saw). */
-static void account_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns)
+ * late does not credit a state with time nobody saw). A pass that repeated
+ * the last read one (nothing ran) only adds to still_seconds: a quiet
+ * process then costs the same whatever its number of threads. */
+static void account_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns, bool repeated)
 {
     uint64_t dt_ns = a->interval_ns;
     if (p->last_pass_ns && now_ns > p->last_pass_ns) {
@@ -346,6 +386,12 @@ static void account_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     }
     p->last_pass_ns = now_ns;
     double dt = (double)dt_ns / 1e9;
+    if (repeated && p->last_read_samples) {
+        p->still_seconds += dt;
+        a->samples += p->last_read_samples;
+        return;
+    }
+    agent_settle(p, now_ns);
     size_t n = sample_ring_last_pass(&a->ring, a->pass_scratch, a->cap_pass_scratch);
     if (n > a->cap_pass_scratch) {
         size_t cap = n * 2;
@@ -358,7 +404,10 @@ static void account_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns)
         if (n > a->cap_pass_scratch)
             n = a->cap_pass_scratch;
     }
+    for (size_t i = 0; i < p->n_threads; i++)
+        p->threads[i].in_last_read = false;
     bool gc = false;
+    size_t counted = 0;
     for (size_t i = 0; i < n; i++) {
         const struct ring_sample *s = &a->pass_scratch[i];
         if (s->thread >= a->profile.n_threads || s->state >= PROFILE_STATE_COUNT)
@@ -374,29 +423,21 @@ static void account_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns)
             gc = true;
         }
         t->seen = true;
+        t->in_last_read = true;
+        t->last_state = s->state;
+        t->last_gc = s->gc;
         t->name[sizeof t->name - 1] = '\0';
+        counted++;
     }
     a->samples += n;
+    p->last_read_samples = counted == n ? n : 0;
     if (gc) {
         p->gc_seconds += dt;
         if (!p->gc_running)
             p->gc_collections++;
     }
     p->gc_running = gc;
-    /* Threads not seen for a while have exited: their series end. */
-    size_t live = 0, kept = 0;
-    for (size_t i = 0; i < p->n_threads; i++) {
-        struct agent_thread *t = &p->threads[i];
-        if (t->seen) {
-            live++;
-            t->last_seen_ns = now_ns;
-        }
-        t->seen = false;
-        if (now_ns - t->last_seen_ns < THREAD_FORGET_NS)
-            p->threads[kept++] = *t;
-    }
-    p->n_threads = kept;
-    p->live_threads = live;
+    forget_threads(p, now_ns);
 }
 
 /* Frames, stacks or threads past the caps: every sampler is reopened on a
@@ -488,12 +529,13 @@ void agent_sample_all(struct agent *a, uint64_t now_ns)
         }
         p->passes++;
         a->passes++;
+        bool repeated = p->sampler->passes_repeated != repeated_before;
         a->passes_repeated += p->sampler->passes_repeated - repeated_before;
         if (a->profile.meta.passes_failed != failed_before) {
             p->passes_failed++;
             a->sample_errors++;
         }
-        account_pass(a, p, now_ns);
+        account_pass(a, p, now_ns, repeated);
     }
 }
 

@@ -39,6 +39,13 @@ struct sink_thread {
     struct profile_segment segment;
 };
 
+/* Where a sink put the samples of a pass, for it to give them again. */
+struct sink_mark {
+    uint64_t first;           /* the sink's own position of the first */
+    uint32_t n;
+    bool valid;
+};
+
 struct sample_sink;
 
 struct sample_sink_ops {
@@ -52,6 +59,13 @@ struct sample_sink_ops {
     void (*end_pass)(struct sample_sink *sink, const struct sample_pass *pass);
     /* The thread is no longer sampled (it exited, or the sampler closes). */
     void (*thread_gone)(struct sample_sink *sink, struct sink_thread *thread, uint64_t time_ns);
+    /* Optional, for a pass that repeats an earlier one unchanged without
+     * handing each thread's sample over again: mark notes where the pass
+     * just ended went; repeat begins a pass at time_ns holding the marked
+     * samples, or, returning false, begins it empty (the caller then adds
+     * them one by one). */
+    void (*mark)(struct sample_sink *sink, struct sink_mark *mark);
+    bool (*repeat)(struct sample_sink *sink, uint64_t time_ns, const struct sink_mark *mark);
 };
 
 struct sample_sink {

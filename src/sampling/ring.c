@@ -50,12 +50,24 @@ static void sink_thread_gone(struct sample_sink *sink, struct sink_thread *th, u
     (void)sink, (void)th, (void)time_ns;
 }
 
+static void sink_mark(struct sample_sink *sink, struct sink_mark *mark)
+{
+    sample_ring_mark(ring_of(sink), mark);
+}
+
+static bool sink_repeat(struct sample_sink *sink, uint64_t time_ns, const struct sink_mark *mark)
+{
+    return sample_ring_repeat(ring_of(sink), time_ns, mark);
+}
+
 static const struct sample_sink_ops ring_sink_ops = {
     .begin_pass = sink_begin_pass,
     .add = sink_add,
     .gc_trigger = sink_gc_trigger,
     .end_pass = sink_end_pass,
     .thread_gone = sink_thread_gone,
+    .mark = sink_mark,
+    .repeat = sink_repeat,
 };
 
 int sample_ring_init(struct sample_ring *r, uint64_t window_ns, double rate_hz, size_t max_bytes)
@@ -199,6 +211,41 @@ void sample_ring_end_pass(struct sample_ring *r, const struct sample_pass *facts
     p->hog_stack = facts->hog_stack;
     p->stacks_sampled = facts->stacks_sampled;
     p->stacks_torn = facts->stacks_torn;
+}
+
+void sample_ring_mark(const struct sample_ring *r, struct sink_mark *mark)
+{
+    mark->valid = r->n_passes > 0;
+    if (!mark->valid)
+        return;
+    const struct ring_pass *p = pass_at(r, r->n_passes - 1);
+    mark->first = p->first_sample;
+    mark->n = r->in_pass ? (uint32_t)(r->next_seq - p->first_sample) : p->n_samples;
+}
+
+/* The copy goes where the samples' sequence numbers go next: room is made
+ * first (the array grown, or whole old passes forgotten), so that writing
+ * it overwrites nothing live, the marked samples included. */
+bool sample_ring_repeat(struct sample_ring *r, uint64_t time_ns, const struct sink_mark *mark)
+{
+    sample_ring_begin_pass(r, time_ns);
+    if (!r->in_pass || !mark->valid || mark->n == 0 || mark->first < r->first_seq ||
+        mark->first + mark->n > r->next_seq)
+        return false;
+    while (r->next_seq + mark->n - r->first_seq > r->sample_cap) {
+        if (grow_samples(r) == 0)
+            continue;
+        if (r->n_passes <= 1)
+            return false;
+        evict_oldest(r);
+    }
+    if (mark->first < r->first_seq)
+        return false;
+    for (uint32_t i = 0; i < mark->n; i++)
+        *sample_at(r, r->next_seq + i) = *sample_at(r, mark->first + i);
+    r->next_seq += mark->n;
+    pass_at(r, r->n_passes - 1)->n_samples = mark->n;
+    return true;
 }
 
 int sample_ring_set_last(struct sample_ring *r, uint32_t thread, uint32_t stack,

@@ -70,6 +70,12 @@ void sample_ring_add(struct sample_ring *r, uint32_t thread, uint32_t stack,
                      enum profile_state state, bool gc, uint16_t syscall);
 void sample_ring_end_pass(struct sample_ring *r, const struct sample_pass *facts);
 
+/* Where the newest pass's samples are (mark->valid false without a pass),
+ * and a new pass at time_ns holding them again: see sample_sink_ops.repeat
+ * (false: they are no longer all in the ring, or there is no room). */
+void sample_ring_mark(const struct sample_ring *r, struct sink_mark *mark);
+bool sample_ring_repeat(struct sample_ring *r, uint64_t time_ns, const struct sink_mark *mark);
+
 /* Replaces thread's sample in the newest pass with stack and state (or adds
  * one): for what is known better than a sample could see it, e.g. the
  * traceback of an uncaught exception. Returns 0, or -1 without a pass. */

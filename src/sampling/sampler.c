@@ -1544,14 +1544,26 @@ static void finish_pass(struct sampler *s, const struct pass_summary *sum, uint6
     s->gc_was_collecting = sum->gc_now;
 }
 
-/* Every thread as the last pass found it: none has run since. */
+static void mark_pass(struct sampler *s)
+{
+    if (s->sink->ops->mark)
+        s->sink->ops->mark(s->sink, &s->last_mark);
+}
+
+/* Every thread as the last pass found it: none has run since. The sink
+ * copies the last pass's samples where it can, which spares touching every
+ * thread of every quiet process at every pass. */
 static int repeat_pass(struct sampler *s, uint64_t now_ns, uint64_t rel_ns)
 {
-    s->sink->ops->begin_pass(s->sink, rel_ns);
-    for (size_t i = 0; i < s->n_threads; i++)
+    const struct sample_sink_ops *ops = s->sink->ops;
+    bool copied = ops->repeat && ops->repeat(s->sink, rel_ns, &s->last_mark);
+    if (!ops->repeat)
+        ops->begin_pass(s->sink, rel_ns);
+    for (size_t i = 0; i < s->n_threads && !copied; i++)
         if (s->threads[i].has_sample)
-            s->sink->ops->add(s->sink, &s->threads[i].sink, &s->threads[i].sample);
+            ops->add(s->sink, &s->threads[i].sink, &s->threads[i].sample);
     finish_pass(s, &s->last_sum, now_ns, rel_ns);
+    mark_pass(s);
     s->passes_repeated++;
     return 0;
 }
@@ -1681,6 +1693,7 @@ static int pass_body(struct sampler *s, uint64_t now_ns)
     for (size_t i = 0; i < s->n_threads && s->repeatable; i++)
         s->repeatable = s->threads[i].has_sample;
     s->last_sum = sum;
+    mark_pass(s);
 
     /* A new thread is named within a second; the names of known ones are
      * looked at again at the owner's pace. */

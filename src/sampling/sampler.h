@@ -126,6 +126,7 @@ struct sampler {
     unsigned clock_ran, clock_skip;   /* looks in a row that found it had run; passes to skip */
     bool repeatable;                  /* the last pass read every thread whole */
     struct pass_summary last_sum;
+    struct sink_mark last_mark;       /* where the sink put the last pass */
     uint64_t passes_repeated;
     bool chain_blocks;                /* s->blocks hold the chain's thread states */
     bool thread_unnamed;

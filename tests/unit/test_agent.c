@@ -1,7 +1,7 @@
 /* The agent's parsers and its view of the sample ring: container ids from
  * cgroup files as Docker, containerd/CRI-O under Kubernetes, podman and
  * systemd write them; the newest pass's samples, whole and across the
- * ring's wrap. */
+ * ring's wrap; the repeated passes' time credited when settled. */
 #include <stdlib.h>
 
 #include "agent/agent.h"
@@ -66,9 +66,36 @@ static void test_last_pass(void)
     sample_ring_free(&r);
 }
 
+/* A still stretch of 1.5 s credited at once: to each thread of the last
+ * read pass in the state it had there (the collector's time too), not to
+ * a thread already gone from that pass, which is forgotten once unseen
+ * for 5 s; a second settle adds nothing. */
+static void test_settle(void)
+{
+    struct agent_thread threads[3] = {
+        {.tid = 10, .in_last_read = true, .last_state = PROFILE_IDLE, .last_seen_ns = 9000000000ull},
+        {.tid = 11, .in_last_read = true, .last_state = PROFILE_HOLDING_GIL, .last_gc = true,
+         .last_seen_ns = 9000000000ull},
+        {.tid = 12, .last_seen_ns = 4000000000ull},
+    };
+    struct agent_proc p = {.threads = threads, .n_threads = 3, .cap_threads = 3,
+                           .still_seconds = 1.5, .gc_running = true, .gc_seconds = 2};
+    agent_settle(&p, 10000000000ull);
+    CHECK_EQ_INT(p.n_threads, 2);
+    CHECK_EQ_INT(p.live_threads, 2);
+    CHECK(threads[0].seconds[PROFILE_IDLE] == 1.5 && threads[0].gc_seconds == 0);
+    CHECK(threads[1].seconds[PROFILE_HOLDING_GIL] == 1.5 && threads[1].gc_seconds == 1.5);
+    CHECK(threads[1].seconds[PROFILE_IDLE] == 0);
+    CHECK(p.gc_seconds == 3.5 && p.still_seconds == 0);
+    CHECK_EQ_INT(threads[0].last_seen_ns, 10000000000ull);
+    agent_settle(&p, 11000000000ull);
+    CHECK(threads[0].seconds[PROFILE_IDLE] == 1.5 && p.gc_seconds == 3.5);
+}
+
 int main(void)
 {
     test_container_ids();
     test_last_pass();
+    test_settle();
     return unit_report("test_agent");
 }

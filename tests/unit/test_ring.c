@@ -2,7 +2,8 @@
  * the window becomes a profile with re-interned ids, counts, hogs, pass
  * statistics and a timeline relative to its start, the memory cap shortens
  * the window (and says so) instead of growing, and set_last replaces the
- * newest sample of a thread. */
+ * newest sample of a thread, and a pass repeated from its mark holds the
+ * marked samples again, or says it cannot once they have left the ring. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,11 @@ static void pass(struct sample_ring *r, uint64_t t, uint32_t thread_a, uint32_t 
     struct sample_pass facts = {.gil_busy = true, .hog_stack = hog ? stack_a : UINT32_MAX,
                                     .stacks_sampled = thread_b != UINT32_MAX ? 2 : 1};
     sample_ring_end_pass(r, &facts);
+}
+
+static size_t pass_samples_newest(const struct sample_ring *r)
+{
+    return r->passes[(r->pass_head + r->n_passes - 1) % r->pass_cap].n_samples;
 }
 
 struct seg_check {
@@ -259,11 +265,110 @@ static void test_pass_cap(void)
     sample_ring_free(&r);
 }
 
+/* Two processes' passes interleaved in one ring, as the agent feeds it: the
+ * main thread's process is repeated from its mark after the worker's
+ * process had its own pass, 300 times, and the window is what adding the
+ * samples one by one would have made, across the samples array's growth
+ * (4096 to 8192 samples). */
+static void test_repeat(void)
+{
+    struct source s;
+    source_init(&s);
+    uint32_t other = profile_thread_id(&s.p, 300, 300);
+    struct sample_ring a, b;
+    CHECK_EQ_INT(sample_ring_init(&a, 100 * SEC, 100, RING_DEFAULT_MAX_BYTES), 0);
+    CHECK_EQ_INT(sample_ring_init(&b, 100 * SEC, 100, RING_DEFAULT_MAX_BYTES), 0);
+    struct sink_mark mark;
+    sample_ring_mark(&a, &mark);
+    CHECK(!mark.valid);
+    CHECK(!sample_ring_repeat(&a, 0, &mark));  /* begun empty: ended as such */
+    sample_ring_end_pass(&a, &(struct sample_pass){.hog_stack = UINT32_MAX});
+    sample_ring_begin_pass(&b, 0);
+    sample_ring_end_pass(&b, &(struct sample_pass){.hog_stack = UINT32_MAX});
+    struct sample_pass facts = {.gil_busy = true, .hog_stack = UINT32_MAX, .stacks_sampled = 2};
+    for (struct sample_ring *r = &a; r; r = r == &a ? &b : NULL) {
+        pass(r, 10 * MS, s.t_main, s.s_work, PROFILE_HOLDING_GIL, s.t_worker, s.s_sleep,
+             PROFILE_IDLE, false);
+    }
+    sample_ring_mark(&a, &mark);
+    CHECK(mark.valid);
+    CHECK_EQ_INT(mark.n, 2);
+    for (uint64_t k = 1; k <= 300; k++) {
+        uint64_t t = 10 * MS + k * 20 * MS;
+        for (struct sample_ring *r = &a; r; r = r == &a ? &b : NULL) {
+            sample_ring_begin_pass(r, t - 10 * MS);
+            for (int i = 0; i < 20; i++)
+                sample_ring_add(r, other, s.s_old, PROFILE_RUNNING, false, 0xffff);
+            sample_ring_end_pass(r, &(struct sample_pass){.hog_stack = UINT32_MAX});
+        }
+        CHECK(sample_ring_repeat(&a, t, &mark));
+        sample_ring_end_pass(&a, &facts);
+        sample_ring_mark(&a, &mark);
+        CHECK_EQ_INT(mark.n, 2);
+        sample_ring_begin_pass(&b, t);
+        sample_ring_add(&b, s.t_main, s.s_work, PROFILE_HOLDING_GIL, false, 0xffff);
+        sample_ring_add(&b, s.t_worker, s.s_sleep, PROFILE_IDLE, false, 230);
+        sample_ring_end_pass(&b, &facts);
+    }
+    CHECK_EQ_INT(a.sample_cap, 8192);
+    CHECK_EQ_INT(a.next_seq, b.next_seq);
+    CHECK_EQ_INT(a.n_passes, b.n_passes);
+    for (uint64_t seq = a.first_seq; seq < a.next_seq; seq++) {
+        const struct ring_sample *x = &a.samples[seq % a.sample_cap];
+        const struct ring_sample *y = &b.samples[seq % b.sample_cap];
+        CHECK(x->thread == y->thread && x->stack == y->stack && x->state == y->state &&
+              x->syscall == y->syscall && x->gc == y->gc);
+    }
+    struct profile wa, wb;
+    struct ring_window ia, ib;
+    uint64_t end = 10 * MS + 300 * 20 * MS;
+    CHECK_EQ_INT(sample_ring_window(&a, &s.p, end, &wa, &ia), 0);
+    CHECK_EQ_INT(sample_ring_window(&b, &s.p, end, &wb, &ib), 0);
+    CHECK_EQ_INT(ia.passes, ib.passes);
+    CHECK_EQ_INT(wa.n_threads, 3);
+    CHECK_EQ_INT(wa.threads[0].samples, 301);
+    CHECK_EQ_INT(wa.threads[1].state_samples[PROFILE_IDLE], 301);
+    CHECK_EQ_INT(wa.threads[0].samples, wb.threads[0].samples);
+    CHECK_EQ_INT(wa.threads[2].samples, wb.threads[2].samples);
+    CHECK_EQ_INT(wa.meta.stacks_sampled, wb.meta.stacks_sampled);
+    profile_free(&wa);
+    profile_free(&wb);
+    sample_ring_free(&b);
+
+    /* Marked samples pushed out by the memory cap (4096 samples, 64 a pass)
+     * are not copied: the pass is begun empty, for the caller to fill. */
+    sample_ring_free(&a);
+    CHECK_EQ_INT(sample_ring_init(&a, 100 * SEC, 100, 1), 0);
+    pass(&a, 0, s.t_main, s.s_work, PROFILE_HOLDING_GIL, s.t_worker, s.s_sleep, PROFILE_IDLE,
+         false);
+    sample_ring_mark(&a, &mark);
+    for (uint64_t k = 1; k <= 70; k++) {
+        sample_ring_begin_pass(&a, k * MS);
+        for (int i = 0; i < 64; i++)
+            sample_ring_add(&a, other, s.s_old, PROFILE_RUNNING, false, 0xffff);
+        sample_ring_end_pass(&a, &(struct sample_pass){.hog_stack = UINT32_MAX});
+    }
+    uint64_t passes = a.n_passes;
+    CHECK(!sample_ring_repeat(&a, 71 * MS, &mark));
+    CHECK_EQ_INT(a.n_passes, passes + 1);
+    CHECK_EQ_INT(pass_samples_newest(&a), 0);
+    sample_ring_add(&a, s.t_main, s.s_work, PROFILE_HOLDING_GIL, false, 0xffff);
+    sample_ring_end_pass(&a, &facts);
+    CHECK_EQ_INT(pass_samples_newest(&a), 1);
+    /* A mark of samples not written yet (another ring's) is refused too. */
+    mark = (struct sink_mark){.first = a.next_seq, .n = 2, .valid = true};
+    CHECK(!sample_ring_repeat(&a, 72 * MS, &mark));
+    sample_ring_end_pass(&a, &facts);
+    sample_ring_free(&a);
+    profile_free(&s.p);
+}
+
 int main(void)
 {
     test_pass_cap();
     test_window();
     test_short_recording();
     test_memory_cap();
+    test_repeat();
     return unit_report("test_ring");
 }
