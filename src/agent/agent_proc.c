@@ -577,7 +577,8 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     struct pyscope_error err = {0};
     struct why_report why = {0};
     int interval_ms = (int)((now_ns - p->why_first_ns) / 1000000ull);
-    int took = hang_live_take(rt, p->pid, &second, &err);
+    struct stacks_names names = {sampler_thread_name, p->sampler};
+    int took = hang_live_take_named(rt, p->pid, &names, &second, &err);
     uint64_t again = took == 0 ? look_again(p, &second, now_ns) : 0;
     if (again) {
         hang_live_free(&second);
@@ -647,7 +648,10 @@ void agent_why_step(struct agent *a, uint64_t now_ns)
             continue;
         struct pyscope_error err = {0};
         struct py_runtime *rt = &p->sampler->rt;
-        if (hang_live_take(rt, p->pid, &p->why_first, &err) != 0) {
+        /* The sampler's names, which it keeps fresh, rather than threading's
+         * dict read again at every look (a quarter of a look's cost). */
+        struct stacks_names names = {sampler_thread_name, p->sampler};
+        if (hang_live_take_named(rt, p->pid, &names, &p->why_first, &err) != 0) {
             hang_live_free(&p->why_first);
             p->why_settle_tries = 0;
             p->why_settle_tid = 0;

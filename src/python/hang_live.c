@@ -63,11 +63,18 @@ static size_t cpu_before_read(pid_t pid, struct cpu_before **out)
 int hang_live_take(struct py_runtime *rt, pid_t pid, struct hang_live *s,
                    struct pyscope_error *err)
 {
+    return hang_live_take_named(rt, pid, NULL, s, err);
+}
+
+int hang_live_take_named(struct py_runtime *rt, pid_t pid, const struct stacks_names *names,
+                         struct hang_live *s, struct pyscope_error *err)
+{
     memset(s, 0, sizeof *s);
     s->report.pid = pid;
     /* A core does not move: read as a paused process is. */
     bool frozen = !target_can(rt->target, TARGET_CAN_CHANGE);
-    struct stacks_options opts = {.paused = frozen, .max_retries = STACKS_LIVE_RETRIES, .raw = &s->raw};
+    struct stacks_options opts = {.paused = frozen, .max_retries = STACKS_LIVE_RETRIES,
+                                  .raw = &s->raw, .names = names};
     target_cache_invalidate(rt->target);
     struct cpu_before *before = NULL;
     size_t n_before = frozen ? 0 : cpu_before_read(pid, &before);

@@ -26,6 +26,9 @@ struct hang_live {
 
 int hang_live_take(struct py_runtime *rt, pid_t pid, struct hang_live *s,
                    struct pyscope_error *err);
+/* As hang_live_take, with thread names the caller knows (NULL: read). */
+int hang_live_take_named(struct py_runtime *rt, pid_t pid, const struct stacks_names *names,
+                         struct hang_live *s, struct pyscope_error *err);
 void hang_live_free(struct hang_live *s);
 /* Whether thread tid of live process pid sleeps in a system call now. */
 bool hang_live_thread_asleep(pid_t pid, pid_t tid);

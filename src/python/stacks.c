@@ -256,6 +256,18 @@ static void note_stopped(struct target *t, struct stack_report *report)
     }
 }
 
+static bool names_known(const struct stacks_names *known, const struct py_snapshot *snap,
+                        char (*names)[64])
+{
+    if (!known || !known->name_of)
+        return false;
+    for (int i = 0; i < snap->n_threads; i++)
+        if (!known->name_of(known->ctx, snap->threads[i].thread_id, snap->threads[i].tid,
+                            names[i]))
+            return false;
+    return true;
+}
+
 int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
                    struct stack_report *report, struct pyscope_error *err)
 {
@@ -311,7 +323,8 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         goto out;
     }
-    py_thread_names(&reader, &snap, names);
+    if (!names_known(opts->names, &snap, names))
+        py_thread_names(&reader, &snap, names);
 
     report->threads = calloc((size_t)(snap.n_threads ? snap.n_threads : 1), sizeof *report->threads);
     if (!report->threads) {

@@ -32,8 +32,18 @@ struct stacks_raw {
  * ones, then the rest after naps (under 7 ms in all per thread). */
 #define STACKS_LIVE_RETRIES 10
 
+/* Thread names a caller keeps fresh itself (the agent's sampler): name_of
+ * fills out with the threading name of the thread (thread_id, tid) and
+ * returns true, or false when it does not know it; threading's dict is
+ * then read for all of them. */
+struct stacks_names {
+    bool (*name_of)(void *ctx, uint64_t thread_id, pid_t tid, char out[64]);
+    void *ctx;
+};
+
 struct stacks_options {
     bool paused;           /* the target is stopped: no retries needed */
+    const struct stacks_names *names;  /* NULL: read them */
     int max_retries;       /* re-walks of a thread whose stack changed under us */
     struct stacks_raw *raw;  /* when set, filled in (free with stacks_raw_free) */
 };

@@ -38,6 +38,7 @@ struct sampled_thread {
     pid_t tid;
     int syscall_fd;
     uint32_t profile_thread;
+    bool python_named;        /* its profile name is threading's, not the OS's */
     bool seen;
     size_t first_span, n_spans;      /* this pass's stack reads */
     /* Where its data stack was on the last pass: the first read of a pass
@@ -294,6 +295,7 @@ static void refresh_names(struct sampler *s)
         py_thread_names(&s->reader, &snap, names);
         for (size_t i = 0; i < s->n_threads; i++) {
             struct profile_thread *pt = &s->profile->threads[s->threads[i].profile_thread];
+            s->threads[i].python_named = names[i][0] != '\0';
             if (names[i][0])
                 memcpy(pt->name, names[i], sizeof pt->name);
             else if (!pt->name[0])
@@ -1705,6 +1707,22 @@ static int pass_body(struct sampler *s, uint64_t now_ns)
         s->thread_unnamed = false;
     }
     return 0;
+}
+
+bool sampler_thread_name(void *ctx, uint64_t thread_id, pid_t tid, char out[64])
+{
+    const struct sampler *s = ctx;
+    for (size_t i = 0; i < s->n_threads; i++) {
+        const struct sampled_thread *th = &s->threads[i];
+        if (th->thread_id != thread_id || th->tid != tid)
+            continue;
+        if (!th->python_named || th->profile_thread >= s->profile->n_threads)
+            return false;
+        memcpy(out, s->profile->threads[th->profile_thread].name, 64);
+        out[63] = '\0';
+        return true;
+    }
+    return false;
 }
 
 int sampler_pass(struct sampler *s, uint64_t now_ns)

@@ -158,6 +158,10 @@ int sampler_pass(struct sampler *s, uint64_t now_ns);
  * repeat its samples. -1 when the kernel's counters cannot be had
  * (s->clock.why_not says why): every pass then reads the process. */
 int sampler_repeat_still(struct sampler *s);
+/* A thread's threading name as the sampler last read it (stacks_names's
+ * name_of, ctx the sampler): new threads are named within a second, the
+ * others looked at again every names_refresh_ns. */
+bool sampler_thread_name(void *ctx, uint64_t thread_id, pid_t tid, char out[64]);
 /* The clock the next pass will look at (for run_clock_look_all, which looks
  * at many processes' at once), or NULL when it will not look. */
 struct run_clock *sampler_clock_to_look(struct sampler *s);

@@ -341,7 +341,8 @@ def test_pprof_endpoint_arguments(agent):
 
 def test_dump_and_why_endpoints(interp, start_program, agent):
     """dump and why of the hung HTTP client over HTTP: the threads the
-    program reports, and why's network_wait verdict, freshly evaluated."""
+    program reports, by the names it gave them, and why's network_wait
+    verdict, freshly evaluated."""
     target = start_program(interp, "why_http.py")
     a = agent("--why-every", "600")
     a.wait_sampling(target.pid)
@@ -356,6 +357,9 @@ def test_dump_and_why_endpoints(interp, start_program, agent):
     why = strict_json(body)
     assert why["pid"] == target.pid
     assert why["verdict"] == "network_wait", why["verdict"]
+    # Named as threading names them (the agent's why takes the sampler's names).
+    assert {t["tid"]: t["name"] for t in why["threads"]} == \
+        {t["native_id"]: t["name"] for t in target.report["threads"]}
     # The first evaluation would come after --why-every: this one was asked for.
     assert series(a.metrics(), "pyscope_process_hung", pid=target.pid, verdict="network_wait")
     assert a.get("/debug/pyscope/why?pid=1")[0] == 404
