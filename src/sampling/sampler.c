@@ -1208,13 +1208,21 @@ static int prepare_pass(struct sampler *s, uint64_t now_ns)
         flush_code_caches(s);
         s->last_code_flush_ns = now_ns;
     }
-    if (s->n_interps == 0 || now_ns - s->interps_read_ns > interp_refresh_ns(s)) {
+    /* No interpreter yet: a process starting up is looked at again at every
+     * pass, unless the owner set its own pace (the agent, for which a
+     * program that links libpython without running it, perf or gdb say,
+     * would otherwise cost a lookup and a liveness check at every pass). */
+    bool empty_due = s->n_interps == 0 &&
+                     (!s->interp_refresh_ns || now_ns - s->interps_read_ns > s->interp_refresh_ns);
+    if (empty_due || now_ns - s->interps_read_ns > interp_refresh_ns(s)) {
         if (exec_happened(s))
             return -1;
         refresh_interpreters(s, now_ns);
+        if (s->n_interps == 0)
+            return target_gone(s->target) ? -1 : 0;
     }
     if (s->n_interps == 0)
-        return target_gone(s->target) ? -1 : 0;
+        return 0;
     return 1;
 }
 

@@ -1026,14 +1026,27 @@ int process_thread_stopped(pid_t pid, pid_t tid, char *state, pid_t *tracer)
     return 0;
 }
 
+/* The leader's own stat file (its task's: the process's sums over every
+ * thread), unless it has exited (a zombie leader has no memory to
+ * describe): then that of a live thread. One file in the usual case, as
+ * this is the agent's exec check. */
 uint64_t process_image_id(pid_t pid)
 {
-    pid_t reader = process_reader_tid(pid);
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)(reader ? reader : pid));
+    char path[96], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)pid);
     if (read_small_file(path, buf, sizeof buf, NULL) != 0)
         return 0;
     const char *p = strrchr(buf, ')');
+    char state = 0;
+    unsigned flags = 0;
+    if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %u", &state, &flags) != 2 || state == 'Z' ||
+        state == 'X' || (flags & TASK_EXITING_FLAG)) {
+        pid_t reader = process_reader_tid(pid);
+        snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)reader);
+        if (!reader || read_small_file(path, buf, sizeof buf, NULL) != 0)
+            return 0;
+        p = strrchr(buf, ')');
+    }
     /* Fields 26-28: startcode, endcode, startstack, after "pid (comm)". */
     for (int field = 2; p && field < 26; field++)
         p = strchr(p + 1, ' ');
