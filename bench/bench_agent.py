@@ -19,6 +19,11 @@ printed side by side (A is $PYSCOPE or ./pyscope); --args-a and --args-b
 add agent options to one of them (A and B may then be the same binary:
 --binary-b ./pyscope --args-a=--bpf).
 
+With --together (and --binary-b), instead of one after the other, the
+agents of both binaries sample the same processes at the same time in each
+round, so that a shared, noisy machine weighs on both alike; their CPU is
+taken over the same span (neither makes the targets run: both only read).
+
 With --rss-minutes M, instead: one agent per binary at 19 Hz on the same
 processes at the same time for M minutes, their RSS every --rss-every
 seconds, and the growth per minute over the second half of the run
@@ -26,9 +31,9 @@ extrapolated to one hour.
 
 usage: /usr/bin/python3 bench/bench_agent.py [--processes 50] [--threads 10] [--wake 0.05]
            [--why-every S]
-           [--rates 19,100] [--seconds 30] [--rounds 3] [--interp PATH]
+           [--rates 19,100] [--seconds 30] [--rounds 3] [--settle 2] [--interp PATH]
            [--slowdown-rounds 5] [--slowdown-seconds 10] [--binary-b PATH]
-           [--args-a=OPTIONS] [--args-b=OPTIONS]
+           [--args-a=OPTIONS] [--args-b=OPTIONS] [--together]
            [--rss-minutes M [--rss-every 30]]
 """
 
@@ -129,6 +134,36 @@ def one_run(pyscope, rate, seconds, processes, marker, budget="0", settle=2):
         stop_agent(agent)
 
 
+def together_run(binaries, rate, seconds, processes, marker, settle):
+    """One agent per binary on the same processes at once: {name: result}."""
+    agents = {}
+    try:
+        for b, path in binaries.items():
+            agents[b] = start_agent(path, rate, processes, marker, name=b)
+        time.sleep(settle)
+        before = {}
+        for b, (agent, url) in agents.items():
+            text = urllib.request.urlopen(url).read().decode()
+            before[b] = (sum(metric(text, "pyscope_process_samples_total")),
+                         cpu_seconds(agent.pid), time.monotonic())
+        time.sleep(seconds)
+        results = {}
+        for b, (agent, url) in agents.items():
+            cpu1, t1 = cpu_seconds(agent.pid), time.monotonic()
+            text = urllib.request.urlopen(url).read().decode()
+            passes1 = sum(metric(text, "pyscope_process_samples_total"))
+            passes0, cpu0, t0 = before[b]
+            per_pass = (cpu1 - cpu0) / max(passes1 - passes0, 1)
+            results[b] = {"cpu": (cpu1 - cpu0) / (t1 - t0) * 100, "rss": rss_mb(agent.pid),
+                          "rate": (passes1 - passes0) / (t1 - t0) / processes,
+                          "us_pass": per_pass * 1e6,
+                          "projected": per_pass * rate * processes * 100}
+        return results
+    finally:
+        for agent, _ in agents.values():
+            stop_agent(agent)
+
+
 class LoopReader:
     """The cpu_loop target's reports, (count, wall, cpu), as they come."""
 
@@ -205,6 +240,9 @@ def main():
     ap.add_argument("--rates", default="19,100")
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--settle", type=float, default=2,
+                    help="seconds between attaching and measuring (over --window-s, 60 by "
+                         "default, the agent's window of samples has stopped growing)")
     ap.add_argument("--interp")
     ap.add_argument("--why-every", type=float,
                     help="the agents' --why-every (default theirs, 30 s, which a run shorter "
@@ -217,6 +255,8 @@ def main():
     ap.add_argument("--args-a", default="", help="more agent options for A (e.g. --bpf)")
     ap.add_argument("--args-b", default="", help="more agent options for B")
     ap.add_argument("--rss-minutes", type=float, help="only the memory growth over this long")
+    ap.add_argument("--together", action="store_true",
+                    help="both binaries' agents at once in each round (with --binary-b)")
     ap.add_argument("--rss-every", type=float, default=30)
     args = ap.parse_args()
     global WHY_EVERY
@@ -246,12 +286,18 @@ def main():
             return
         rates = [float(r) for r in args.rates.split(",")]
         results = {(b, r): [] for b in binaries for r in rates}
-        print("%d processes x %d threads (%s), waking every %g s, %g s per run, load %s"
-              % (args.processes, args.threads, interp, args.wake, args.seconds, os.getloadavg()))
+        print("%d processes x %d threads (%s), waking every %g s, %g s per run after %g s, "
+              "load %s" % (args.processes, args.threads, interp, args.wake, args.seconds,
+                           args.settle, os.getloadavg()))
         for rnd in range(args.rounds):
             for r in rates:
-                for b in (list(binaries) if rnd % 2 == 0 else list(binaries)[::-1]):
-                    res = one_run(binaries[b], r, args.seconds, args.processes, marker)
+                order = list(binaries) if rnd % 2 == 0 else list(binaries)[::-1]
+                if args.together:
+                    both = together_run({b: binaries[b] for b in order}, r, args.seconds,
+                                        args.processes, marker, args.settle)
+                for b in order:
+                    res = both[b] if args.together else one_run(
+                        binaries[b], r, args.seconds, args.processes, marker, settle=args.settle)
                     results[(b, r)].append(res)
                     print("  round %d, %s at %g Hz: CPU %.2f%% of a core, RSS %.1f MB, kept %.1f Hz, "
                           "%.1f us of CPU per process pass (x %g Hz x %d: %.2f%%)"
