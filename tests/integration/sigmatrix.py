@@ -378,6 +378,7 @@ class Trial:
             self.note("threads still traced %.0f s after pyscope ended: %s"
                       % (EXIT_TIMEOUT, traced_threads(target.pid)))
         progressed = self.check_target(target.pid)
+        masks = signal_masks(target.pid)
         done = self.finish_target()
         try:
             status = target.wait(timeout=EXIT_TIMEOUT)
@@ -388,7 +389,7 @@ class Trial:
         else:
             self.note("target ended with status %s: %s" % (status,
                                                           self.stderr_of("target")[-300:]))
-        self.judge_done(done, [], progressed)
+        self.judge_done(done, [], progressed, masks)
 
     def run_program_mode(self):
         status_file = self.dir / (self.stem + ".reaped")
