@@ -176,21 +176,28 @@ static int grow_samples(struct sample_ring *r)
     return 0;
 }
 
+/* Room for n more samples: the array grown, or at the cap whole old passes
+ * forgotten, never the open one (false: it cannot take them). */
+static bool make_room(struct sample_ring *r, uint64_t n)
+{
+    while (r->next_seq + n - r->first_seq > r->sample_cap) {
+        if (grow_samples(r) == 0)
+            continue;
+        if (r->n_passes <= 1)
+            return false;
+        evict_oldest(r);
+    }
+    return true;
+}
+
 void sample_ring_add(struct sample_ring *r, uint32_t thread, uint32_t stack,
                      enum profile_state state, bool gc, uint16_t syscall)
 {
     if (!r->in_pass)
         return;
-    while (r->next_seq - r->first_seq >= r->sample_cap) {
-        if (grow_samples(r) == 0)
-            continue;
-        /* At the cap: make room by forgetting whole passes, never the open
-         * one (which then cannot take more samples). */
-        if (r->n_passes <= 1) {
-            r->samples_dropped++;
-            return;
-        }
-        evict_oldest(r);
+    if (!make_room(r, 1)) {
+        r->samples_dropped++;
+        return;
     }
     *sample_at(r, r->next_seq) = (struct ring_sample){thread, stack, syscall, (uint8_t)state, gc};
     r->next_seq++;
@@ -224,22 +231,15 @@ void sample_ring_mark(const struct sample_ring *r, struct sink_mark *mark)
 }
 
 /* The copy goes where the samples' sequence numbers go next: room is made
- * first (the array grown, or whole old passes forgotten), so that writing
- * it overwrites nothing live, the marked samples included. */
+ * first, so that writing it overwrites nothing live, the marked samples
+ * included (which the room made may have forgotten). */
 bool sample_ring_repeat(struct sample_ring *r, uint64_t time_ns, const struct sink_mark *mark)
 {
     sample_ring_begin_pass(r, time_ns);
     if (!r->in_pass || !mark->valid || mark->n == 0 || mark->first < r->first_seq ||
         mark->first + mark->n > r->next_seq)
         return false;
-    while (r->next_seq + mark->n - r->first_seq > r->sample_cap) {
-        if (grow_samples(r) == 0)
-            continue;
-        if (r->n_passes <= 1)
-            return false;
-        evict_oldest(r);
-    }
-    if (mark->first < r->first_seq)
+    if (!make_room(r, mark->n) || mark->first < r->first_seq)
         return false;
     for (uint32_t i = 0; i < mark->n; i++)
         *sample_at(r, r->next_seq + i) = *sample_at(r, mark->first + i);

@@ -383,12 +383,10 @@ static char task_state_letter(pid_t pid, pid_t tid)
     return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
 }
 
-static bool task_alive(pid_t pid, pid_t tid)
+/* Whether a stat file's text shows its task alive and not exiting (not a
+ * zombie, no PF_EXITING): task_alive's test, and the exec check's. */
+static bool stat_alive(const char *buf)
 {
-    char path[96], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    if (read_small_file(path, buf, sizeof buf, NULL) != 0)
-        return false;
     const char *close_paren = strrchr(buf, ')');
     char state = 0;
     unsigned flags = 0;
@@ -396,6 +394,13 @@ static bool task_alive(pid_t pid, pid_t tid)
         sscanf(close_paren + 1, " %c %*d %*d %*d %*d %*d %u", &state, &flags) != 2)
         return false;
     return state != 'Z' && state != 'X' && !(flags & TASK_EXITING_FLAG);
+}
+
+static bool task_alive(pid_t pid, pid_t tid)
+{
+    char path[96], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    return read_small_file(path, buf, sizeof buf, NULL) == 0 && stat_alive(buf);
 }
 
 pid_t process_reader_tid(pid_t pid)
@@ -1036,17 +1041,13 @@ uint64_t process_image_id(pid_t pid)
     snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)pid);
     if (read_small_file(path, buf, sizeof buf, NULL) != 0)
         return 0;
-    const char *p = strrchr(buf, ')');
-    char state = 0;
-    unsigned flags = 0;
-    if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %u", &state, &flags) != 2 || state == 'Z' ||
-        state == 'X' || (flags & TASK_EXITING_FLAG)) {
+    if (!stat_alive(buf)) {
         pid_t reader = process_reader_tid(pid);
         snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)reader);
         if (!reader || read_small_file(path, buf, sizeof buf, NULL) != 0)
             return 0;
-        p = strrchr(buf, ')');
     }
+    const char *p = strrchr(buf, ')');
     /* Fields 26-28: startcode, endcode, startstack, after "pid (comm)". */
     for (int field = 2; p && field < 26; field++)
         p = strchr(p + 1, ' ');
