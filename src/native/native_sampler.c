@@ -76,7 +76,7 @@ struct ns_thread {
      * the same sample again (a thread still blocked, or one whose Python
      * stack stands still between two clock ticks) do not unwind it again. */
     uint64_t *pcs;
-    int n_pcs, pcs_from_copy;    /* how many, and how many from the copy alone */
+    int n_pcs, pcs_from_copy;    /* how many, and the first looked for past the copy (-1: none) */
     uint64_t pcs_time;           /* the sample's time; 0 when not unwound */
     /* The profile stack made from those addresses and the Python stack
      * below: a pass with the same C sample and the same Python frames (a
@@ -700,7 +700,7 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
         return python_only(py, out, max);
     }
     uint64_t pcs[MAX_NATIVE];
-    int n_pcs = 0, from_copy = 0;
+    int n_pcs = 0, from_copy = -1;
     uint64_t sample_time = 0;    /* pcs are th->pcs, of the sample taken then */
     if (ns->mode == NATIVE_PTRACE) {
         if (ns->paused)
@@ -782,7 +782,7 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
                                               : n_pcs;
     }
     if (ns->mode == NATIVE_PTRACE)
-        from_copy = n_pcs;      /* unwound from the stopped thread itself */
+        from_copy = -1;         /* unwound from the stopped thread itself */
     /* Frames past the copied stack were read from the thread as it is now:
      * of the sampled instant too only where the Python stack stood still,
      * i.e. from the innermost interpreter frame out. When the copy ends
@@ -791,12 +791,15 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
     bool truncated = false, seen_eval = false;
     uint32_t ids[MAX_NATIVE];
     bool is_eval[MAX_NATIVE], shown[MAX_NATIVE];
-    for (int i = 0; i < n_pcs; i++) {
+    for (int i = 0; i <= n_pcs; i++) {
+        /* (i == n_pcs: the walk stopped on what it read past the copy.) */
         if (i == from_copy && !seen_eval) {
             truncated = true;
             n_pcs = from_copy;
             break;
         }
+        if (i == n_pcs)
+            break;
         const struct pc_slot *s = describe(ns, pcs[i]);
         /* A frame named only for now makes a stack not to be used again. */
         if (!s || s == &ns->transient)

@@ -825,7 +825,9 @@ int native_unwind_copy(struct native_unwinder *u, pid_t tid, const struct native
         check = getenv("PYSCOPE_CHECK_UNWIND") != NULL;
     u->from_copy = -1;
     int n = unwind_copy_kept(u, tid, copy, pcs, max);
-    int found_in_copy = u->from_copy < 0 || u->from_copy > n ? n : u->from_copy;
+    /* A walk that read past the copy for frame n and stopped there ended
+     * on live memory too: its end is no more the sample's than a frame. */
+    int left_copy = u->from_copy < 0 || u->from_copy > n ? -1 : u->from_copy;
     if (check) {
         uint64_t again[NATIVE_MAX_FRAMES];
         int m = unwind_copy_dwfl(u, tid, copy, again, max < NATIVE_MAX_FRAMES ? max : NATIVE_MAX_FRAMES);
@@ -838,7 +840,7 @@ int native_unwind_copy(struct native_unwinder *u, pid_t tid, const struct native
         }
     }
     if (from_copy)
-        *from_copy = found_in_copy;
+        *from_copy = left_copy;
     return n;
 }
 

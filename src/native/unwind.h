@@ -52,9 +52,9 @@ struct native_regs_copy {
 
 /* Unwinds tid from such a copy, to addresses as native_unwind_pcs gives
  * them; memory past the copied stack is read from the live process.
- * *from_copy (when asked): how many of the frames were found from the copy
- * alone, before the walk first read the live stack (which may have changed
- * since the sample). */
+ * *from_copy (when asked): the index of the first frame the walk looked for
+ * in the live stack (which may have changed since the sample), whether or
+ * not it found one there; -1 when the copy held all the walk read. */
 int native_unwind_copy(struct native_unwinder *u, pid_t tid, const struct native_regs_copy *copy,
                        uint64_t *pcs, int max, int *from_copy);
 
