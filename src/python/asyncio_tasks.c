@@ -41,6 +41,9 @@ struct found_task {
  * fields are instance attributes. */
 enum task_kind { KIND_NONE = 0, KIND_C, KIND_PY };
 
+#define TYPE_MEMO_SLOTS 256       /* a power of two */
+#define TYPE_MEMO_PROBES 8
+
 struct tctx {
     struct py_reader r;
     const struct py_layout *L;
@@ -53,11 +56,13 @@ struct tctx {
     int64_t when_offset;
     uint64_t extra_type;          /* ... a transport class and its _extra slot's */
     int64_t extra_offset;
-    uint64_t task_types[8];       /* types known to be tasks, and their kinds */
-    uint8_t task_kinds[8];
-    int n_task_types;
-    uint64_t other_types[8];      /* ... and known not to be (Futures, mostly) */
-    int n_other_types;
+    /* What each type met is to the walks: a task's kind, and what the
+     * holder scan does with its instances. A big container's items share a
+     * handful of types; without this each cost a walk up the bases. */
+    struct type_memo {
+        uint64_t type;            /* 0: a free slot */
+        uint8_t task, hold;       /* the kind + 1; 0 when not known yet */
+    } types[TYPE_MEMO_SLOTS];
     uint64_t py_task_type;        /* asyncio.tasks._PyTask, 0 when unknown */
     uint64_t py_future_type;      /* asyncio.futures._PyFuture, 0 when unknown */
     struct found_task *found;
@@ -148,28 +153,35 @@ static bool type_derives(struct tctx *c, uint64_t type, uint64_t want)
 
 /* _asyncio.Task or a subclass of it, or the pure-Python Task or a subclass
  * (checked once per type). */
+/* The memo of type, or NULL when its probes are all taken by others
+ * (then its facts are found again each time). */
+static struct type_memo *type_memo(struct tctx *c, uint64_t type)
+{
+    size_t h = (size_t)((type >> 4) * 0x9E3779B97F4A7C15ull >> 56);
+    for (size_t k = 0; type && k < TYPE_MEMO_PROBES; k++) {
+        struct type_memo *m = &c->types[(h + k) & (TYPE_MEMO_SLOTS - 1)];
+        if (m->type == type)
+            return m;
+        if (!m->type) {
+            m->type = type;
+            return m;
+        }
+    }
+    return NULL;
+}
+
 static enum task_kind task_kind(struct tctx *c, uint64_t obj)
 {
     uint64_t type;
     if (!obj || py_type_of(&c->r, obj, &type, NULL) != 0)
         return KIND_NONE;
-    for (int i = 0; i < c->n_task_types; i++)
-        if (c->task_types[i] == type)
-            return (enum task_kind)c->task_kinds[i];
-    for (int i = 0; i < c->n_other_types; i++)
-        if (c->other_types[i] == type)
-            return KIND_NONE;
+    struct type_memo *m = type_memo(c, type);
+    if (m && m->task)
+        return (enum task_kind)(m->task - 1);
     enum task_kind kind = py_type_is_or_inherits(&c->r, obj, "_asyncio.Task") ? KIND_C
                           : type_derives(c, type, c->py_task_type) ? KIND_PY : KIND_NONE;
-    if (kind == KIND_NONE) {
-        if (c->n_other_types < (int)(sizeof c->other_types / sizeof c->other_types[0]))
-            c->other_types[c->n_other_types++] = type;
-        return KIND_NONE;
-    }
-    if (c->n_task_types < (int)(sizeof c->task_types / sizeof c->task_types[0])) {
-        c->task_kinds[c->n_task_types] = (uint8_t)kind;
-        c->task_types[c->n_task_types++] = type;
-    }
+    if (m)
+        m->task = (uint8_t)(kind + 1);
     return kind;
 }
 
@@ -2213,28 +2225,39 @@ enum hold_kind { HOLD_NONE, HOLD_INSTANCE, HOLD_DICT, HOLD_LIST, HOLD_TUPLE, HOL
 
 /* What the walk looks into: the builtin containers, and instances of
  * classes defined in Python (heap types; not classes themselves). */
-static enum hold_kind hold_kind_of(struct tctx *c, uint64_t obj, char *name, size_t size)
+static enum hold_kind hold_kind_of(struct tctx *c, uint64_t obj)
 {
     uint64_t type, flags = 0;
-    const char *cached;
-    if (py_type_of(&c->r, obj, &type, &cached) != 0)
+    const char *name;
+    if (py_type_of(&c->r, obj, &type, NULL) != 0)
         return HOLD_NONE;
-    /* copied: the type cache's slot may be reused by the base classes' names */
-    snprintf(name, size, "%s", cached);
+    struct type_memo *m = type_memo(c, type);
+    if (m && m->hold)
+        return (enum hold_kind)(m->hold - 1);
+    if (py_type_of(&c->r, obj, NULL, &name) != 0)
+        return HOLD_NONE;
     static const struct { const char *name; enum hold_kind kind; } builtin[] = {
         {"dict", HOLD_DICT}, {"list", HOLD_LIST}, {"tuple", HOLD_TUPLE}, {"set", HOLD_SET},
         {"collections.deque", HOLD_DEQUE},
     };
-    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
+    enum hold_kind kind = HOLD_NONE;
+    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0] && kind == HOLD_NONE; i++)
         if (strcmp(name, builtin[i].name) == 0)
-            return builtin[i].kind;
+            kind = builtin[i].kind;
     /* A task's or a Future's attributes are asyncio's (a pure-Python
-     * task's own _fut_waiter among them), not a holder of the program's. */
-    if (target_read_u64(c->r.t, type + (uint64_t)c->L->type_flags, &flags) != 0 ||
-        !(flags & (uint64_t)c->L->tpflags_heaptype) || py_type_is_or_inherits(&c->r, obj, "type") ||
-        future_kind(c, obj) != KIND_NONE)
-        return HOLD_NONE;
-    return HOLD_INSTANCE;
+     * task's own _fut_waiter among them), not a holder of the program's.
+     * (Flags unread: not known, so not kept.) */
+    if (kind == HOLD_NONE) {
+        if (target_read_u64(c->r.t, type + (uint64_t)c->L->type_flags, &flags) != 0)
+            return HOLD_NONE;
+        kind = !(flags & (uint64_t)c->L->tpflags_heaptype) ||
+                       py_type_is_or_inherits(&c->r, obj, "type") || future_kind(c, obj) != KIND_NONE
+                   ? HOLD_NONE
+                   : HOLD_INSTANCE;
+    }
+    if (m)
+        m->hold = (uint8_t)(kind + 1);
+    return kind;
 }
 
 static void hold_walk(struct hold_scan *s, uint64_t obj);
@@ -2263,6 +2286,31 @@ static void hold_ref(struct hold_scan *s, uint64_t value, const char *how, const
     s->path[at] = '\0';
 }
 
+/* An item that is no awaited Future and nothing the walk would enter (a
+ * float of a list of 60,000): counted and met, as hold_ref does, without
+ * its path being written. True when it was such an item. */
+static bool hold_plain(struct hold_scan *s, uint64_t value)
+{
+    if (addrset_has(&s->futs, value))
+        return false;
+    /* Its type read once: most items are of a type already met. */
+    uint64_t type = 0;
+    const struct type_memo *m = py_type_of(&s->c->r, value, &type, NULL) == 0
+                                    ? type_memo(s->c, type)
+                                    : NULL;
+    bool known = m && m->hold && m->task;
+    if (s->depth < HOLDER_MAX_DEPTH &&
+        (known ? (enum hold_kind)(m->hold - 1) : hold_kind_of(s->c, value)) != HOLD_NONE)
+        return false;
+    if (++s->items > HOLDER_MAX_ITEMS) {
+        s->partial = true;
+        return true;
+    }
+    if (!known || (enum task_kind)(m->task - 1) != KIND_NONE)
+        hold_task(s, value);
+    return true;
+}
+
 static void key_text(struct tctx *c, uint64_t key, char *out, size_t size)
 {
     int64_t i;
@@ -2284,6 +2332,8 @@ static int hold_dict_item(void *ctx, uint64_t key, uint64_t value)
     char suffix[64];
     if (addrset_has(&s->futs, key))
         hold_ref(s, key, "a key of ", "", false);
+    if (hold_plain(s, value))
+        return s->partial;
     key_text(s->c, key, suffix, sizeof suffix);
     hold_ref(s, value, "", suffix, true);
     return s->partial;
@@ -2293,6 +2343,8 @@ static int hold_attr(void *ctx, uint64_t key, uint64_t value)
 {
     struct hold_scan *s = ctx;
     char name[64], suffix[66];
+    if (hold_plain(s, value))
+        return s->partial;
     if (py_str(&s->c->r, key, name, sizeof name) != 0)
         snprintf(name, sizeof name, "?");
     snprintf(suffix, sizeof suffix, ".%s", name);
@@ -2431,8 +2483,7 @@ static void loop_ready(struct tctx *c, struct report_loop *loop)
 static void hold_walk(struct hold_scan *s, uint64_t obj)
 {
     struct tctx *c = s->c;
-    char name[64];
-    enum hold_kind kind = hold_kind_of(c, obj, name, sizeof name);
+    enum hold_kind kind = hold_kind_of(c, obj);
     if (kind == HOLD_NONE || s->partial)
         return;
     if (!addrset_add(&s->visited, obj)) {
@@ -2447,7 +2498,8 @@ static void hold_walk(struct hold_scan *s, uint64_t obj)
         static const char *const kinds[] = {"object", "object", "dict", "list", "tuple", "set",
                                             "deque"};
         snprintf(s->what, sizeof s->what, "the %s", kinds[kind]);
-        if (kind == HOLD_INSTANCE)
+        const char *name;
+        if (kind == HOLD_INSTANCE && py_type_of(&c->r, obj, NULL, &name) == 0)
             snprintf(s->path, sizeof s->path, "%s", name);
     }
     int limit = HOLDER_MAX_ITEMS - s->items + 1;
@@ -2477,6 +2529,8 @@ static void hold_walk(struct hold_scan *s, uint64_t obj)
             s->partial = true;
         for (long i = 0; i < n && !s->partial; i++) {
             char suffix[32];
+            if (hold_plain(s, items[i]))
+                continue;
             snprintf(suffix, sizeof suffix, "[%ld]", i);
             hold_ref(s, items[i], "", suffix, true);
         }
@@ -2958,8 +3012,7 @@ void asyncio_sampler_flush(struct asyncio_sampler *as)
 {
     py_code_cache_clear(as->c.codes);
     py_reader_init(&as->c.r, as->c.r.rt);
-    as->c.n_task_types = 0;
-    as->c.n_other_types = 0;
+    memset(as->c.types, 0, sizeof as->c.types);
 }
 
 uint64_t asyncio_running_task(struct asyncio_sampler *as, uint64_t interp, uint64_t tstate)

@@ -6,8 +6,10 @@ held by RpcClient._pending[1] and [3] (the client is reachable from the
 local `client` of main, and `self` of the reader and of both calls).
 Beside it: a connection pool that parks waiters in a deque (the module
 global POOL), a supervisor that keeps Futures in a dict of lists (its local
-`waiters`), and a Future a call_soon callback would complete if the loop ran:
-main blocks the loop (time.sleep) once everything is set up.
+`waiters`), a batcher that logs every Future it hands out in a list (30,000
+done, then the one task "batch" awaits: Batcher._sent[30000]) beside a global
+window of 60,000 latencies, and a Future a call_soon callback would complete
+if the loop ran: main blocks the loop (time.sleep) once everything is set up.
 
 extra: {"loop_tid",
         "held": {task name: {"address", "holder", "via", "roots"}} where
@@ -71,6 +73,23 @@ class Pool:
 POOL = Pool()
 
 
+class Batcher:
+    """Keeps every Future it hands out, answered or not."""
+
+    def __init__(self):
+        self._sent = []
+
+    async def submit(self):
+        fut = asyncio.get_running_loop().create_future()
+        self._sent.append(fut)
+        return await fut
+
+
+BATCHER = Batcher()
+BATCHED = 30000
+LATENCIES = [i / 7.0 for i in range(60000)]
+
+
 async def serve(reader, writer):
     while True:
         line = await reader.readline()
@@ -127,6 +146,11 @@ async def main(path):
     await calls[1]
     await calls[3]
     acquire = named(loop.create_task(POOL.acquire()), "acquire")
+    for _ in range(BATCHED):
+        answered = loop.create_future()
+        answered.set_result(None)
+        BATCHER._sent.append(answered)
+    batch = named(loop.create_task(BATCHER.submit()), "batch")
     ready = loop.create_future()
     supervisor = named(loop.create_task(supervise(ready)), "supervisor")
     shutdown, reload = await ready
@@ -151,16 +175,20 @@ async def main(path):
     assert POOL._waiters[0] is acquire._fut_waiter
     held["acquire"] = {"holder": "Pool._waiters[0]", "via": "the object",
                        "roots": [{"who": None, "var": "POOL"}]}
+    assert BATCHER._sent[BATCHED] is batch._fut_waiter
+    held["batch"] = {"holder": "Batcher._sent[%d]" % BATCHED, "via": "the object",
+                     "roots": [{"who": None, "var": "BATCHER"}]}
     for name, task in (("shutdown", shutdown), ("reload", reload)):
         held[name] = {"holder": "waiters['%s'][0]" % name, "via": "the dict",
                       "roots": [root(supervisor, "waiters")]}
-    tasks = dict(calls=calls, acquire=acquire, shutdown=shutdown, reload=reload)
+    tasks = dict(calls=calls, acquire=acquire, shutdown=shutdown, reload=reload, batch=batch)
     for name in held:
         task = {"call-1": calls[0], "call-3": calls[2]}.get(name) or tasks[name]
         held[name]["address"] = id(task)
     referrers = {name: others(t._fut_waiter, t) for name, t in (
         ("call-1", calls[0]), ("call-3", calls[2]), ("acquire", acquire),
-        ("shutdown", shutdown), ("reload", reload), ("by_call_soon", by_call_soon))}
+        ("shutdown", shutdown), ("reload", reload), ("batch", batch),
+        ("by_call_soon", by_call_soon))}
     extra = {"loop_tid": threading.get_native_id(), "held": held,
              "call_soon": {"address": id(by_call_soon), "callback": "set_result"},
              "referrers": referrers}
