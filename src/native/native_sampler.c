@@ -700,7 +700,7 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
         return python_only(py, out, max);
     }
     uint64_t pcs[MAX_NATIVE];
-    int n_pcs = 0, from_copy = -1;
+    int n_pcs = 0, from_copy = -1;   /* -1: no frame read past a copy (ptrace: none made) */
     uint64_t sample_time = 0;    /* pcs are th->pcs, of the sample taken then */
     if (ns->mode == NATIVE_PTRACE) {
         if (ns->paused)
@@ -781,8 +781,6 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
             n_pcs = ns->mode == NATIVE_PTRACE ? native_unwind_pcs(ns->u, tid, pcs, MAX_NATIVE)
                                               : n_pcs;
     }
-    if (ns->mode == NATIVE_PTRACE)
-        from_copy = -1;         /* unwound from the stopped thread itself */
     /* Frames past the copied stack were read from the thread as it is now:
      * of the sampled instant too only where the Python stack stood still,
      * i.e. from the innermost interpreter frame out. When the copy ends
@@ -791,15 +789,12 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
     bool truncated = false, seen_eval = false;
     uint32_t ids[MAX_NATIVE];
     bool is_eval[MAX_NATIVE], shown[MAX_NATIVE];
-    for (int i = 0; i <= n_pcs; i++) {
-        /* (i == n_pcs: the walk stopped on what it read past the copy.) */
+    for (int i = 0; i < n_pcs; i++) {
         if (i == from_copy && !seen_eval) {
             truncated = true;
             n_pcs = from_copy;
             break;
         }
-        if (i == n_pcs)
-            break;
         const struct pc_slot *s = describe(ns, pcs[i]);
         /* A frame named only for now makes a stack not to be used again. */
         if (!s || s == &ns->transient)
@@ -809,6 +804,8 @@ size_t native_sampler_stack(struct native_sampler *ns, pid_t tid, bool blocked,
         shown[i] = s && (ns->all || !s->internal);
         seen_eval = seen_eval || is_eval[i];
     }
+    /* ... and one that stopped on what it read past the copy. */
+    truncated = truncated || (from_copy == n_pcs && !seen_eval);
     struct report_stack_entry entries[MAX_NATIVE + 4096];
     size_t n_entries = 0;
     bool merged = !truncated && py->n + (size_t)n_pcs <= sizeof entries / sizeof entries[0] &&

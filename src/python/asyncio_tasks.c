@@ -151,8 +151,6 @@ static bool type_derives(struct tctx *c, uint64_t type, uint64_t want)
     return false;
 }
 
-/* _asyncio.Task or a subclass of it, or the pure-Python Task or a subclass
- * (checked once per type). */
 /* The memo of type, or NULL when its probes are all taken by others
  * (then its facts are found again each time). */
 static struct type_memo *type_memo(struct tctx *c, uint64_t type)
@@ -170,6 +168,8 @@ static struct type_memo *type_memo(struct tctx *c, uint64_t type)
     return NULL;
 }
 
+/* _asyncio.Task or a subclass of it, or the pure-Python Task or a subclass
+ * (checked once per type). */
 static enum task_kind task_kind(struct tctx *c, uint64_t obj)
 {
     uint64_t type;
