@@ -444,6 +444,9 @@ static void account_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns,
  * fresh profile and ring (the window restarts; counters go on). */
 static void maybe_reset(struct agent *a, uint64_t now_ns)
 {
+    if (a->profile.n_stacks < PROFILE_MAX_STACKS && a->profile.n_frames < PROFILE_MAX_FRAMES &&
+        a->profile.n_threads <= PROFILE_DEAD_THREADS_MIN)
+        return; /* the common case, without a walk of the table at every tick */
     /* Threads (and processes) that are gone stay interned: under churn they
      * would fill the cap, at most a few times the live ones are kept. */
     size_t live = 0;
