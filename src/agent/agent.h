@@ -96,6 +96,10 @@ struct agent_proc {
     uint64_t why_settle_since_ns; /* ... since */
     pid_t why_settle_tid;         /* ... waiting for this loop thread to be asleep */
     struct hang_live why_first;
+    /* Asked before the first snapshot and at the second's time: a process
+     * none of whose threads ran in between is as the first found it. */
+    struct run_clock why_clock;
+    bool why_clock_open;
     struct waits_ctx *why_waits;
     bool why_known;
     enum why_verdict verdict;
@@ -140,6 +144,7 @@ struct agent {
     uint64_t samples, sample_errors, scans, ticks, ticks_late;
     /* process passes, and those that repeated the last because nothing ran */
     uint64_t passes, passes_repeated;
+    uint64_t why_second_read, why_second_spared;
     bool clock_note_logged;
     /* Samplers freed since the allocator was last asked to give memory back. */
     size_t freed_since_trim;

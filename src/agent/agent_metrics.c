@@ -171,6 +171,13 @@ static void write_metrics(FILE *f, struct agent *a)
     family(f, "pyscope_agent_sample_errors_total", "counter",
            "Passes in which some stack could not be read whole (it changed under the reader).");
     fprintf(f, "pyscope_agent_sample_errors_total %llu\n", (unsigned long long)a->sample_errors);
+    family(f, "pyscope_agent_why_second_snapshots_total", "counter",
+           "The periodic why's second snapshots: read, or spared because none of the "
+           "process's threads had run since just before the first (no asyncio loop).");
+    fprintf(f, "pyscope_agent_why_second_snapshots_total{kind=\"read\"} %llu\n",
+            (unsigned long long)a->why_second_read);
+    fprintf(f, "pyscope_agent_why_second_snapshots_total{kind=\"spared\"} %llu\n",
+            (unsigned long long)a->why_second_spared);
     family(f, "pyscope_agent_lag_seconds_total", "counter",
            "Summed lateness of sampling rounds behind the clock of the rate in force.");
     fprintf(f, "pyscope_agent_lag_seconds_total %.6f\n", a->lag_seconds);

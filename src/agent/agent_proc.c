@@ -64,6 +64,9 @@ static void detach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
 {
     why_reset(p);
     p->why_again = false;
+    if (p->why_clock_open)
+        run_clock_close(&p->why_clock);
+    p->why_clock_open = false;
     if (p->sampler) {
         sampler_close(p->sampler, now_ns);
         free(p->sampler);
@@ -581,8 +584,19 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     struct why_report why = {0};
     int interval_ms = (int)((now_ns - p->why_first_ns) / 1000000ull);
     struct stacks_names names = {sampler_thread_name, p->sampler};
-    int took = hang_live_take_named(rt, p->pid, &names, &second, &err);
-    uint64_t again = took == 0 ? look_again(p, &second, now_ns) : 0;
+    /* Nothing of the process ran since just before the first snapshot: a
+     * second would read the same memory and the same /proc files (but an
+     * asyncio loop's timings, which are taken from our clock). */
+    const struct stack_report *fr = &p->why_first.report;
+    bool same = p->why_clock_open && !(fr->tasks && fr->tasks->n_loops) &&
+                run_clock_still(&p->why_clock);
+    memset(&second, 0, sizeof second);
+    int took = same ? 0 : hang_live_take_named(rt, p->pid, &names, &second, &err);
+    uint64_t again = took == 0 && !same ? look_again(p, &second, now_ns) : 0;
+    if (same)
+        a->why_second_spared++;
+    else
+        a->why_second_read++;
     if (again) {
         hang_live_free(&second);
         p->why_due_ns = again;
@@ -596,13 +610,14 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
         struct hang_live *first = &p->why_first;
         struct hang_snapshot sa = {&first->report, &first->raw, first->cpu_ns, caught, {0}};
         py_signal_handlers_read(rt, &sa.handlers);
-        struct hang_snapshot sb = {&second.report, &second.raw, second.cpu_ns, caught, sa.handlers};
+        struct hang_live *b = same ? first : &second;
+        struct hang_snapshot sb = {&b->report, &b->raw, b->cpu_ns, caught, sa.handlers};
         struct diagnosis_queries queries;
         waits_queries(p->why_waits, &queries);
         /* The same findings as `why`: an asyncio service's hang is most
          * often its tasks', with the loop's thread idle in its selector. */
         if (hang_analyze(&queries, &sa, &sb, interval_ms, &why) == 0 &&
-            asyncio_findings(&first->report, &second.report, interval_ms, ASYNCIO_BLOCKED_MS,
+            asyncio_findings(&first->report, &b->report, interval_ms, ASYNCIO_BLOCKED_MS,
                              &queries, &why) == 0) {
             why.progress.watched_ms = interval_ms;
             char *json = NULL;
@@ -654,6 +669,10 @@ void agent_why_step(struct agent *a, uint64_t now_ns)
         /* The sampler's names, which it keeps fresh, rather than threading's
          * dict read again at every look (a quarter of a look's cost). */
         struct stacks_names names = {sampler_thread_name, p->sampler};
+        if (!p->why_clock_open)
+            p->why_clock_open = run_clock_open(&p->why_clock, p->pid) == 0;
+        if (p->why_clock_open)
+            run_clock_still(&p->why_clock); /* from here, for why_finish */
         if (hang_live_take_named(rt, p->pid, &names, &p->why_first, &err) != 0) {
             hang_live_free(&p->why_first);
             p->why_settle_tries = 0;

@@ -339,13 +339,27 @@ def test_pprof_endpoint_arguments(agent):
 # --------------------------------------------------------------------------
 # The JSON endpoints
 
+def second_snapshots(fams):
+    return {kind: sum(v for _, v in series(fams, "pyscope_agent_why_second_snapshots_total",
+                                          kind=kind)) for kind in ("read", "spared")}
+
+
 def test_dump_and_why_endpoints(interp, start_program, agent):
     """dump and why of the hung HTTP client over HTTP: the threads the
     program reports, by the names it gave them, and why's network_wait
-    verdict, freshly evaluated."""
+    verdict, freshly evaluated. None of its threads runs between why's two
+    snapshots, so the second is not read (the kernel's accounting says it
+    would find the same); beside it, a process whose spinner holds the GIL
+    all along has its second snapshot read, and is not hung."""
     target = start_program(interp, "why_http.py")
+    busy = start_program(interp, "agent_gil.py")
     a = agent("--why-every", "600")
     a.wait_sampling(target.pid)
+    a.wait_sampling(busy.pid)
+    status, _, body = a.get("/debug/pyscope/why?pid=%d" % busy.pid)
+    assert status == 200, body
+    assert strict_json(body)["verdict"] == "not_hung"
+    assert second_snapshots(a.metrics())["read"] >= 1
     status, headers, body = a.get("/debug/pyscope/dump?pid=%d" % target.pid)
     assert status == 200 and headers["Content-Type"] == "application/json"
     dump = strict_json(body)
@@ -357,6 +371,7 @@ def test_dump_and_why_endpoints(interp, start_program, agent):
     why = strict_json(body)
     assert why["pid"] == target.pid
     assert why["verdict"] == "network_wait", why["verdict"]
+    assert second_snapshots(a.metrics())["spared"] >= 1
     # Named as threading names them (the agent's why takes the sampler's names).
     assert {t["tid"]: t["name"] for t in why["threads"]} == \
         {t["native_id"]: t["name"] for t in target.report["threads"]}
