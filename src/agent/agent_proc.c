@@ -579,7 +579,7 @@ static bool settle_wait(struct agent_proc *p, uint64_t now_ns, uint64_t *due)
 static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
 {
     struct py_runtime *rt = &p->sampler->rt;
-    struct hang_live second;
+    struct hang_live second = {0}; /* freed below even when not taken */
     struct pyscope_error err = {0};
     struct why_report why = {0};
     int interval_ms = (int)((now_ns - p->why_first_ns) / 1000000ull);
@@ -590,7 +590,6 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     const struct stack_report *fr = &p->why_first.report;
     bool same = p->why_clock_open && !(fr->tasks && fr->tasks->n_loops) &&
                 run_clock_still(&p->why_clock);
-    memset(&second, 0, sizeof second);
     int took = same ? 0 : hang_live_take_named(rt, p->pid, &names, &second, &err);
     uint64_t again = took == 0 && !same ? look_again(p, &second, now_ns) : 0;
     if (same)
