@@ -69,7 +69,11 @@ def marker_line(func, marker):
 
 
 def task_state(native_id):
-    """Kernel state letter of one of our threads (R, S, D, ...), or None."""
+    """Kernel state letter of one of our threads (R, S, D, ...), or None.
+    A thread just started may be listed before it knows its native id: not
+    settled yet (None)."""
+    if native_id is None:
+        return None
     try:
         with open("/proc/self/task/%d/stat" % native_id, "rb") as f:
             stat = f.read()
