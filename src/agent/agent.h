@@ -142,6 +142,9 @@ struct agent {
     uint64_t budget_at_ns;
     /* health */
     uint64_t samples, sample_errors, scans, ticks, ticks_late;
+    /* /proc/loadavg at the last listing of /proc (see agent_scan), and when */
+    uint64_t listed_threads, listed_last_pid, listed_ns;
+    bool listed;
     /* process passes, and those that repeated the last because nothing ran */
     uint64_t passes, passes_repeated;
     uint64_t why_second_read, why_second_spared;
@@ -189,6 +192,9 @@ bool agent_looks_python(pid_t pid);
 /* A hash of the path its executable links to (0: none), to notice an exec. */
 uint64_t agent_exe_hash(pid_t pid);
 void agent_container_id(pid_t pid, char *out, size_t outsize);
+/* The host's thread count and the last pid handed out, from the text of
+ * /proc/loadavg: false if it does not parse. */
+bool agent_pids_from_loadavg(const char *text, uint64_t *threads, uint64_t *last_pid);
 /* The same from the text of a /proc/PID/cgroup file. */
 void agent_container_from_cgroup(const char *text, char *out, size_t outsize);
 

@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -33,6 +34,33 @@ bool agent_looks_python(pid_t pid)
         found = strstr(line, "/libpython3.") != NULL;
     fclose(f);
     return found;
+}
+
+/* /proc/loadavg ends "RUNNING/THREADS LAST_PID": the host's count of
+ * threads and the pid last handed out in our pid namespace. */
+bool agent_pids_from_loadavg(const char *text, uint64_t *threads, uint64_t *last_pid)
+{
+    const char *p = text;
+    for (int field = 0; field < 3; field++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return false;
+        p++;
+    }
+    const char *slash = strchr(p, '/');
+    if (!slash || !isdigit((unsigned char)slash[1]))
+        return false;
+    char *end;
+    unsigned long long t = strtoull(slash + 1, &end, 10);
+    if (*end != ' ' || !isdigit((unsigned char)end[1]))
+        return false;
+    const char *pid_at = end + 1;
+    unsigned long long last = strtoull(pid_at, &end, 10);
+    if (end == pid_at || (*end != '\n' && *end != '\0'))
+        return false;
+    *threads = t;
+    *last_pid = last;
+    return true;
 }
 
 uint64_t agent_exe_hash(pid_t pid)

@@ -16,6 +16,7 @@
 #include "output/why_writers.h"
 #include "python/stacks.h"
 #include "python/waits.h"
+#include "target/proc_file.h"
 #include "target/process.h"
 
 #define WHY_INTERVAL_NS 150000000ull   /* between why's two snapshots, as why's default */
@@ -235,8 +236,52 @@ static int cmp_pid(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* Whether /proc must be listed again: no thread created (the last pid handed
+ * out has not moved) and none ended (the host's thread count has not moved)
+ * means the same processes as at the last listing. An exec keeps its pid:
+ * rechecks look for it without a listing. A listing at least every
+ * LIST_EVERY_NS all the same, in case a pid namespace hides a change. */
+#define LIST_EVERY_NS 10000000000ull
+static bool listing_due(struct agent *a, uint64_t now_ns)
+{
+    char text[256];
+    uint64_t threads = 0, last_pid = 0;
+    bool known = proc_read_text("/proc/loadavg", text, sizeof text) == 0 &&
+                 agent_pids_from_loadavg(text, &threads, &last_pid);
+    bool due = !known || !a->listed || threads != a->listed_threads ||
+               last_pid != a->listed_last_pid || now_ns - a->listed_ns >= LIST_EVERY_NS;
+    if (due) {
+        a->listed = known;
+        a->listed_threads = threads;
+        a->listed_last_pid = last_pid;
+        a->listed_ns = now_ns;
+    }
+    return due;
+}
+
+/* What a scan does for the processes it knows: a wrapper that may have
+ * exec'd Python looked at again, an unreadable process retried. */
+static void revisit(struct agent *a, uint64_t now_ns, bool listed)
+{
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct agent_proc *p = a->procs[i];
+        /* A listing rechecks the ones it keeps as it merges. */
+        if (!listed && p->state == AGENT_PROC_IGNORED && now_ns < p->recheck_until_ns)
+            recheck(a, p, now_ns);
+        if (p->state == AGENT_PROC_UNREADABLE && now_ns >= p->retry_ns)
+            attach(a, p, now_ns);
+    }
+}
+
 void agent_scan(struct agent *a, uint64_t now_ns)
 {
+    a->n_sampling = 0;
+    for (size_t i = 0; i < a->n_procs; i++)
+        a->n_sampling += a->procs[i]->state == AGENT_PROC_SAMPLING;
+    if (!listing_due(a, now_ns)) {
+        revisit(a, now_ns, false);
+        return;
+    }
     DIR *d = opendir("/proc");
     if (!d)
         return;
@@ -264,10 +309,6 @@ void agent_scan(struct agent *a, uint64_t now_ns)
         return;
     qsort(pids, n, sizeof *pids, cmp_pid);
     a->scans++;
-    /* Counted afresh each scan; attaches add to it until the next. */
-    a->n_sampling = 0;
-    for (size_t i = 0; i < a->n_procs; i++)
-        a->n_sampling += a->procs[i]->state == AGENT_PROC_SAMPLING;
 
     /* Merge the sorted table with the sorted listing: gone entries are
      * dropped, new ones looked at once. */
@@ -306,12 +347,7 @@ void agent_scan(struct agent *a, uint64_t now_ns)
     a->n_procs = k;
     a->cap_procs = n;
     free(pids);
-
-    for (size_t i = 0; i < a->n_procs; i++) {
-        struct agent_proc *p = a->procs[i];
-        if (p->state == AGENT_PROC_UNREADABLE && now_ns >= p->retry_ns)
-            attach(a, p, now_ns);
-    }
+    revisit(a, now_ns, true);
 }
 
 static struct agent_thread *thread_of(struct agent_proc *p, pid_t tid, size_t hint)

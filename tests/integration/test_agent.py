@@ -879,14 +879,22 @@ def test_cpu_budget_lowers_the_rate(agent, start_program):
     assert series(fams, "pyscope_process_samples_total", pid=target.pid)[0][1] > 0
 
 
-def test_discovery_of_a_wrapper_that_execs_python(agent, spawn, tmp_path):
-    """A shell that execs Python after a while (a service's wrapper script):
-    ignored while it is a shell, sampled once it is Python."""
+@pytest.mark.parametrize("wrapper", ["sh", "perl"])
+def test_discovery_of_a_wrapper_that_execs_python(agent, spawn, tmp_path, wrapper):
+    """A wrapper that execs Python after a while (a service's wrapper script):
+    ignored while it is a shell, sampled once it is Python. The shell's
+    sleep is a process of its own; perl's is not, so that on a quiet host
+    no process starts or ends between the wrapper's start and its exec,
+    and the exec must be found without a new listing of /proc."""
     interp = pick_interp()
     a = agent()
     report = tmp_path / "wrapped.json"
-    proc = spawn(["/bin/sh", "-c", "sleep 1.5; exec \"$0\" \"$1\" \"$2\"", interp.path,
-                  str(PROGRAMS / "agent_gil.py"), str(report)])
+    argv = [interp.path, str(PROGRAMS / "agent_gil.py"), str(report)]
+    if wrapper == "sh":
+        proc = spawn(["/bin/sh", "-c", "sleep 1.5; exec \"$0\" \"$1\" \"$2\""] + argv)
+    else:
+        proc = spawn(["perl", "-e", "select(undef, undef, undef, 1.5); exec {$ARGV[0]} @ARGV"]
+                     + argv)
     time.sleep(1.2)
     assert not series(a.metrics(), "pyscope_process_threads", pid=proc.pid)
     deadline = time.monotonic() + 10

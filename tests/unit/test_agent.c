@@ -1,7 +1,8 @@
 /* The agent's parsers and its view of the sample ring: container ids from
  * cgroup files as Docker, containerd/CRI-O under Kubernetes, podman and
  * systemd write them; the newest pass's samples, whole and across the
- * ring's wrap; the repeated passes' time credited when settled. */
+ * ring's wrap; the repeated passes' time credited when settled; the
+ * thread count and last pid of /proc/loadavg that spare a listing of /proc. */
 #include <stdlib.h>
 
 #include "agent/agent.h"
@@ -92,9 +93,30 @@ static void test_settle(void)
     CHECK(threads[0].seconds[PROFILE_IDLE] == 1.5 && p.gc_seconds == 3.5);
 }
 
+static void test_loadavg(void)
+{
+    uint64_t threads = 0, last = 0;
+    CHECK(agent_pids_from_loadavg("0.02 0.10 0.09 1/587 14647\n", &threads, &last));
+    CHECK_EQ_INT(threads, 587);
+    CHECK_EQ_INT(last, 14647);
+    CHECK(agent_pids_from_loadavg("12.50 8.01 3.00 17/120345 4194303", &threads, &last));
+    CHECK_EQ_INT(threads, 120345);
+    CHECK_EQ_INT(last, 4194303);
+    /* Anything else is not taken: the caller then lists /proc. */
+    threads = last = 7;
+    CHECK(!agent_pids_from_loadavg("", &threads, &last));
+    CHECK(!agent_pids_from_loadavg("0.02 0.10 0.09 1/587\n", &threads, &last));
+    CHECK(!agent_pids_from_loadavg("0.02 0.10 0.09 1/587 \n", &threads, &last));
+    CHECK(!agent_pids_from_loadavg("0.02 0.10 0.09 1-587 14647\n", &threads, &last));
+    CHECK(!agent_pids_from_loadavg("0.02 0.10 0.09 1/587 146x47\n", &threads, &last));
+    CHECK(!agent_pids_from_loadavg("0.02 0.10", &threads, &last));
+    CHECK(threads == 7 && last == 7);
+}
+
 int main(void)
 {
     test_container_ids();
+    test_loadavg();
     test_last_pass();
     test_settle();
     return unit_report("test_agent");
