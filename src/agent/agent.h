@@ -73,6 +73,7 @@ struct agent_proc {
     uint64_t recheck_until_ns;   /* ignored, but looked at again until then: */
     uint64_t exe_hash;           /* at once when its executable changes (an exec), */
     uint64_t next_recheck_ns, recheck_step_ns; /* else at growing intervals */
+    uint64_t next_exec_check_ns; /* and past recheck_until_ns, its executable */
     struct sampler *sampler;     /* when sampling */
     struct agent_thread *threads;
     size_t n_threads, cap_threads;

@@ -22,6 +22,7 @@
 #define WHY_INTERVAL_NS 150000000ull   /* between why's two snapshots, as why's default */
 #define RECHECK_NEW_NS 10000000000ull  /* a new process is looked at again this long */
 #define RECHECK_FIRST_NS 1000000000ull
+#define EXEC_CHECK_NS 2000000000ull     /* then its executable this often */
 #define WHY_JSON_MAX (4u << 20)      /* bytes of why --json kept per process */
 #define THREAD_FORGET_NS 5000000000ull /* a thread unseen this long has exited */
 /* The shared profile is rebuilt past these: memory stays bounded however
@@ -217,11 +218,19 @@ static struct agent_proc *proc_new(struct agent *a, pid_t pid, uint64_t now_ns)
 /* A process not (yet) taken up: looked at again as soon as it execs, and
  * else 1, 3 and 7 s after it was found, for a wrapper that execs Python or a program
  * that loads libpython a moment after it starts, so that a busy host's
- * other processes cost a few looks each rather than one every scan. */
+ * other processes cost a few looks each rather than one every scan. Past
+ * those 10 s, only its executable is looked at, every EXEC_CHECK_NS: a
+ * wrapper may wait far longer (for a database, say) before its exec. A
+ * kernel thread (no executable) never execs. */
 static void recheck(struct agent *a, struct agent_proc *p, uint64_t now_ns)
 {
+    bool early = now_ns < p->recheck_until_ns;
+    if (!early && (!p->exe_hash || now_ns < p->next_exec_check_ns))
+        return;
     uint64_t exe = agent_exe_hash(p->pid);
-    if (exe == p->exe_hash && now_ns < p->next_recheck_ns)
+    if (!early)
+        p->next_exec_check_ns = now_ns + EXEC_CHECK_NS;
+    if (exe == p->exe_hash && (!early || now_ns < p->next_recheck_ns))
         return;
     if (exe == p->exe_hash)
         p->recheck_step_ns *= 2;
@@ -266,7 +275,7 @@ static void revisit(struct agent *a, uint64_t now_ns, bool listed)
     for (size_t i = 0; i < a->n_procs; i++) {
         struct agent_proc *p = a->procs[i];
         /* A listing rechecks the ones it keeps as it merges. */
-        if (!listed && p->state == AGENT_PROC_IGNORED && now_ns < p->recheck_until_ns)
+        if (!listed && p->state == AGENT_PROC_IGNORED)
             recheck(a, p, now_ns);
         if (p->state == AGENT_PROC_UNREADABLE && now_ns >= p->retry_ns)
             attach(a, p, now_ns);
@@ -325,7 +334,7 @@ void agent_scan(struct agent *a, uint64_t now_ns)
         struct agent_proc *p = NULL;
         if (j < a->n_procs && a->procs[j]->pid == pids[i]) {
             p = a->procs[j++];
-            if (p->state == AGENT_PROC_IGNORED && now_ns < p->recheck_until_ns)
+            if (p->state == AGENT_PROC_IGNORED)
                 recheck(a, p, now_ns);
         } else
             p = proc_new(a, pids[i], now_ns);

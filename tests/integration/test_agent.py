@@ -879,29 +879,35 @@ def test_cpu_budget_lowers_the_rate(agent, start_program):
     assert series(fams, "pyscope_process_samples_total", pid=target.pid)[0][1] > 0
 
 
-@pytest.mark.parametrize("wrapper", ["sh", "perl"])
-def test_discovery_of_a_wrapper_that_execs_python(agent, spawn, tmp_path, wrapper):
+@pytest.mark.parametrize("wrapper,wait", [("sh", 1.5), ("perl", 1.5), ("perl", 12.5)])
+def test_discovery_of_a_wrapper_that_execs_python(agent, spawn, tmp_path, wrapper, wait):
     """A wrapper that execs Python after a while (a service's wrapper script):
     ignored while it is a shell, sampled once it is Python. The shell's
     sleep is a process of its own; perl's is not, so that on a quiet host
     no process starts or ends between the wrapper's start and its exec,
-    and the exec must be found without a new listing of /proc."""
+    and the exec must be found without a new listing of /proc. The last
+    waits past the 10 s in which a new process is looked at again in
+    full (a wrapper waiting for its database): its exec is still found
+    within the 2 s of discovery."""
     interp = pick_interp()
     a = agent()
     report = tmp_path / "wrapped.json"
     argv = [interp.path, str(PROGRAMS / "agent_gil.py"), str(report)]
     if wrapper == "sh":
-        proc = spawn(["/bin/sh", "-c", "sleep 1.5; exec \"$0\" \"$1\" \"$2\""] + argv)
+        proc = spawn(["/bin/sh", "-c", "sleep %s; exec \"$0\" \"$1\" \"$2\"" % wait] + argv)
     else:
-        proc = spawn(["perl", "-e", "select(undef, undef, undef, 1.5); exec {$ARGV[0]} @ARGV"]
+        proc = spawn(["perl", "-e", "select(undef, undef, undef, %s); exec {$ARGV[0]} @ARGV" % wait]
                      + argv)
-    time.sleep(1.2)
+    time.sleep(wait - 0.3)
     assert not series(a.metrics(), "pyscope_process_threads", pid=proc.pid)
     deadline = time.monotonic() + 10
     while not report.exists():
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.05)
+    exec_seen = time.monotonic()
     a.wait_sampling(proc.pid, timeout=5)
+    # Discovery's promise (the report is written a moment after the exec).
+    assert time.monotonic() - exec_seen < 3
 
 
 def test_max_processes(agent, start_program):
