@@ -473,19 +473,10 @@ static void sample_waiting_tasks(struct sampler *s, const struct sampled_thread 
                          add_waiting, &w);
 }
 
-/* Repeating a pass is the agent's, and only without C stacks or task
- * stacks (which a repeat would not carry): kept in s->clock_used, set
- * whenever one of those changes. */
-static void note_clock_used(struct sampler *s)
-{
-    s->clock_used = s->repeat_still && s->clock_open && !s->native && !s->tasks;
-}
-
 int sampler_enable_tasks(struct sampler *s)
 {
     if (!s->tasks)
         s->tasks = async_stacks_new(&s->rt, s->profile, task_frame_id, s);
-    note_clock_used(s);
     return s->tasks ? 0 : -1;
 }
 
@@ -1587,9 +1578,11 @@ static int repeat_pass(struct sampler *s, uint64_t now_ns, uint64_t rel_ns)
     return 0;
 }
 
+/* Repeating a pass is the agent's, and only without C stacks or task
+ * stacks (which a repeat would not carry). */
 static bool clock_used(const struct sampler *s)
 {
-    return s->clock_used;
+    return s->repeat_still && s->clock_open && !s->native && !s->tasks;
 }
 
 struct run_clock *sampler_clock_to_look(struct sampler *s)
@@ -1754,7 +1747,6 @@ int sampler_repeat_still(struct sampler *s)
 {
     s->repeat_still = true;
     s->clock_open = run_clock_open(&s->clock, s->pid) == 0;
-    note_clock_used(s);
     return s->clock_open ? 0 : -1;
 }
 
@@ -1768,7 +1760,6 @@ int sampler_enable_native(struct sampler *s, int mode, bool all, double rate_hz,
     }
     s->native = native_sampler_open(s->target, s->pid, s->rt.binary, (enum native_mode)mode, all, rate_hz,
                                     s->profile, note, note_size, err);
-    note_clock_used(s);
     return s->native ? 0 : -1;
 }
 

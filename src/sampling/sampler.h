@@ -47,11 +47,6 @@ struct pass_summary {
 
 struct sampler {
     pid_t pid;
-    /* What the agent reads of every process at every tick (see repeat_still
-     * below), first and together: one or two cache lines, not five. */
-    bool clock_used;                  /* repeat_still, clock_open, no native or task stacks */
-    unsigned clock_ran, clock_skip;   /* looks in a row that found it had run; passes to skip */
-    struct run_clock clock;
     struct target *target;
     struct py_runtime rt;
     struct py_reader reader;
@@ -127,6 +122,8 @@ struct sampler {
      * not read again: that pass's samples are given once more. */
     bool repeat_still;
     bool clock_open;
+    struct run_clock clock;
+    unsigned clock_ran, clock_skip;   /* looks in a row that found it had run; passes to skip */
     bool repeatable;                  /* the last pass read every thread whole */
     struct pass_summary last_sum;
     struct sink_mark last_mark;       /* where the sink put the last pass */
