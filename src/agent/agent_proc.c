@@ -270,12 +270,11 @@ static bool listing_due(struct agent *a, uint64_t now_ns)
 
 /* What a scan does for the processes it knows: a wrapper that may have
  * exec'd Python looked at again, an unreadable process retried. */
-static void revisit(struct agent *a, uint64_t now_ns, bool listed)
+static void revisit(struct agent *a, uint64_t now_ns)
 {
     for (size_t i = 0; i < a->n_procs; i++) {
         struct agent_proc *p = a->procs[i];
-        /* A listing rechecks the ones it keeps as it merges. */
-        if (!listed && p->state == AGENT_PROC_IGNORED)
+        if (p->state == AGENT_PROC_IGNORED)
             recheck(a, p, now_ns);
         if (p->state == AGENT_PROC_UNREADABLE && now_ns >= p->retry_ns)
             attach(a, p, now_ns);
@@ -288,7 +287,7 @@ void agent_scan(struct agent *a, uint64_t now_ns)
     for (size_t i = 0; i < a->n_procs; i++)
         a->n_sampling += a->procs[i]->state == AGENT_PROC_SAMPLING;
     if (!listing_due(a, now_ns)) {
-        revisit(a, now_ns, false);
+        revisit(a, now_ns);
         return;
     }
     DIR *d = opendir("/proc");
@@ -332,11 +331,9 @@ void agent_scan(struct agent *a, uint64_t now_ns)
             proc_free(a, a->procs[j++]);
         }
         struct agent_proc *p = NULL;
-        if (j < a->n_procs && a->procs[j]->pid == pids[i]) {
+        if (j < a->n_procs && a->procs[j]->pid == pids[i])
             p = a->procs[j++];
-            if (p->state == AGENT_PROC_IGNORED)
-                recheck(a, p, now_ns);
-        } else
+        else
             p = proc_new(a, pids[i], now_ns);
         if (p)
             next[k++] = p;
@@ -356,7 +353,7 @@ void agent_scan(struct agent *a, uint64_t now_ns)
     a->n_procs = k;
     a->cap_procs = n;
     free(pids);
-    revisit(a, now_ns, true);
+    revisit(a, now_ns);
 }
 
 static struct agent_thread *thread_of(struct agent_proc *p, pid_t tid, size_t hint)
