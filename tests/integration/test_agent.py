@@ -1013,13 +1013,16 @@ def test_still_process_not_read_again_until_it_runs(interp, start_program, agent
     while not done.exists() or not done.read_text().endswith("\n"):
         assert time.monotonic() < deadline, "napper never finished its burst"
         time.sleep(0.02)
-    cpu = float(done.read_text())
+    cpu, wall = map(float, done.read_text().split())
     time.sleep(0.5)
     after = thread_seconds(a.metrics(), target.pid, "napper")
     d = {k: after[k] - before[k] for k in after}
     on_cpu = d["holding_gil"] + d["running"] + d["waiting_gil"]
-    # Its own CPU time against what the agent counted on a CPU: the agent's
-    # passes are 53 ms apart, so each end of the burst can be off by one.
+    # Its own CPU time and wall time against what the agent counted: the
+    # agent's passes are 53 ms apart, so each end can be off by one. Woken
+    # but waiting for a CPU, napper is runnable and counts as running: on a
+    # busy host that can be a good part of a second, so the bound is the
+    # wall time it was awake, not the 1.5 s of the burst.
     assert d["holding_gil"] >= 0.8 * cpu - 0.11, (d, cpu)
-    assert on_cpu <= 1.5 + 0.2, (d, cpu)
+    assert on_cpu <= wall + 0.2, (d, cpu, wall)
     assert d["idle"] >= 0.3, d

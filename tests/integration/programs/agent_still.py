@@ -2,7 +2,10 @@
 common case: "napper" waits on an event and "reader" on another, the main
 thread sleeps. On SIGUSR1 the main thread's handler lets napper go: it runs
 burst() for BURST seconds of wall time, then writes to DONE_FILE its own CPU
-seconds for the burst (time.thread_time), and waits again.
+seconds for the burst (time.thread_time) and the wall seconds from the
+handler's wake-up to the end of the burst (the only time napper can have
+been anything but idle: on a busy host it may wait for a CPU before and
+within the burst), and waits again.
 
 usage: python agent_still.py REPORT.json DONE_FILE [BURST]
 """
@@ -17,6 +20,7 @@ import _target  # noqa: E402
 
 go = threading.Event()
 never = threading.Event()
+woken_at = [0.0]
 
 
 def burst(seconds):
@@ -33,15 +37,21 @@ def nap(done_file, seconds):
         cpu = time.thread_time()
         burst(seconds)
         cpu = time.thread_time() - cpu
+        wall = time.monotonic() - woken_at[0]
         with open(done_file, "w") as f:
-            f.write("%.6f\n" % cpu)
+            f.write("%.6f %.6f\n" % (cpu, wall))
 
 
 def main():
     path = _target.report_path()
     done_file = sys.argv[2]
     seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 1.5
-    signal.signal(signal.SIGUSR1, lambda *_: go.set())
+
+    def wake(*_):
+        woken_at[0] = time.monotonic()
+        go.set()
+
+    signal.signal(signal.SIGUSR1, wake)
     threads = [threading.Thread(target=nap, args=(done_file, seconds), name="napper",
                                 daemon=True),
                threading.Thread(target=never.wait, name="reader", daemon=True)]
