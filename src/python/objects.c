@@ -249,24 +249,69 @@ static void prefetch_keys(struct py_reader *r, const struct dict_keys_view *v)
     free(ranges);
 }
 
+/* Whether the entry at index i of v has the str key wanted (0, and its
+ * value), another key (-1), or could not be read (-2). */
+static int key_at(struct py_reader *r, const struct dict_keys_view *v, uint64_t i,
+                  const char *key, size_t keylen, uint64_t *entry_value)
+{
+    uint64_t entry = v->entries + i * v->entry_size, k;
+    char buf[256];
+    if (target_read_u64(r->t, entry + v->key_offset, &k) != 0)
+        return -2;
+    if (k == 0 || py_str(r, k, buf, sizeof buf) != 0 || strlen(buf) != keylen ||
+        memcmp(buf, key, keylen))
+        return -1;
+    return target_read_u64(r->t, entry + v->value_offset, entry_value) != 0 ? -2 : 0;
+}
+
+static struct py_dict_hint *hint_of(struct py_reader *r, const struct dict_keys_view *v,
+                                    const char *key, size_t keylen)
+{
+    if (!r->rt || keylen >= sizeof r->rt->dict_hints[0].key)
+        return NULL;
+    struct py_runtime *rt = r->rt;
+    for (size_t i = 0; i < sizeof rt->dict_hints / sizeof rt->dict_hints[0]; i++)
+        if (rt->dict_hints[i].entries == v->entries && strcmp(rt->dict_hints[i].key, key) == 0)
+            return &rt->dict_hints[i];
+    return NULL;
+}
+
+static void hint_keep(struct py_reader *r, const struct dict_keys_view *v, const char *key,
+                      size_t keylen, uint64_t index)
+{
+    if (!r->rt || keylen >= sizeof r->rt->dict_hints[0].key || index > UINT32_MAX)
+        return;
+    struct py_runtime *rt = r->rt;
+    struct py_dict_hint *h = hint_of(r, v, key, keylen);
+    size_t n = sizeof rt->dict_hints / sizeof rt->dict_hints[0];
+    if (!h)
+        h = &rt->dict_hints[rt->dict_hint_next++ % n];
+    h->entries = v->entries;
+    h->index = (uint32_t)index;
+    memcpy(h->key, key, keylen + 1);
+}
+
 static int keys_index_of(struct py_reader *r, const struct dict_keys_view *v, const char *key,
                          uint64_t *index, uint64_t *entry_value)
 {
     size_t keylen = strlen(key);
+    const struct py_dict_hint *h = hint_of(r, v, key, keylen);
+    if (h && h->index < v->nentries) {
+        int at = key_at(r, v, h->index, key, keylen, entry_value);
+        if (at == 0)
+            *index = h->index;
+        if (at != -1)
+            return at == 0 ? 0 : -1;
+    }
     prefetch_keys(r, v);
     for (uint64_t i = 0; i < v->nentries && i < MAX_DICT_ENTRIES; i++) {
-        uint64_t entry = v->entries + i * v->entry_size;
-        uint64_t k;
-        if (target_read_u64(r->t, entry + v->key_offset, &k) != 0)
+        int at = key_at(r, v, i, key, keylen, entry_value);
+        if (at == -1)
+            continue;
+        if (at != 0)
             return -1;
-        if (k == 0)
-            continue;
-        char buf[256];
-        if (py_str(r, k, buf, sizeof buf) != 0 || strlen(buf) != keylen || memcmp(buf, key, keylen))
-            continue;
         *index = i;
-        if (target_read_u64(r->t, entry + v->value_offset, entry_value) != 0)
-            return -1;
+        hint_keep(r, v, key, keylen, i);
         return 0;
     }
     return -1;

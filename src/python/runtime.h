@@ -31,6 +31,16 @@ struct py_runtime {
     bool asyncio_checked;
     bool asyncio_mismatch;
     char asyncio_offsets[PATH_MAX + 200];
+    /* Where str-keyed look-ups last found their key in a dict's entries
+     * (python/objects.c), tried first the next time: a look-up in
+     * sys.modules otherwise reads every key, each on its own page. A hint
+     * is only a place to look; the key found there is compared again. */
+    struct py_dict_hint {
+        uint64_t entries;  /* the keys object's entries, 0 for none */
+        uint32_t index;
+        char key[36];
+    } dict_hints[16];
+    unsigned dict_hint_next;
 };
 
 /* Locates the runtime and picks the layout. Fails with PYSCOPE_ERR_NOT_PYTHON,

@@ -117,11 +117,13 @@ uint64_t fake_dict(struct fake_image *img, const char *const *keys, const uint64
     size_t slots = 8;
     while (slots < 2 * n)
         slots *= 2;
-    /* one-byte indices; entries after them: {hash, key, value} or, for a
-     * str-keyed table of 3.11+, {key, value} */
+    /* indices as wide as CPython makes them for the table's size; entries
+     * after them: {hash, key, value} or, for a str-keyed table of 3.11+,
+     * {key, value} */
+    unsigned width = slots <= 0xff ? 1 : slots <= 0xffff ? 2 : 4;
     bool unicode = L->dict_keys_kind == PY_DICT_KEYS_LOG2;
     size_t esize = unicode ? (size_t)L->dictunicode_size : (size_t)L->dictentry_size;
-    uint64_t k = fake_alloc(img, (size_t)L->dictkeys_indices + slots + n * esize + 16);
+    uint64_t k = fake_alloc(img, (size_t)L->dictkeys_indices + slots * width + n * esize + 16);
     fake_put_u64(img, k, L->dictkeys_nentries, n);
     if (L->dict_keys_kind == PY_DICT_KEYS_SIZED) {
         fake_put_u64(img, k, L->dictkeys_size, slots);
@@ -130,10 +132,10 @@ uint64_t fake_dict(struct fake_image *img, const char *const *keys, const uint64
         while ((1u << log2) < slots)
             log2++;
         fake_put_u8(img, k, L->dictkeys_log2_size, log2);
-        fake_put_u8(img, k, L->dictkeys_log2_index_bytes, log2);   /* one byte each */
+        fake_put_u8(img, k, L->dictkeys_log2_index_bytes, log2 + (width == 1 ? 0 : width == 2 ? 1 : 2));
         fake_put_u8(img, k, L->dictkeys_kind, 1);                 /* DICT_KEYS_UNICODE */
     }
-    uint64_t entries = k + (uint64_t)L->dictkeys_indices + slots;
+    uint64_t entries = k + (uint64_t)L->dictkeys_indices + slots * width;
     for (size_t i = 0; i < n; i++) {
         uint64_t e = entries + i * esize;
         fake_put_u64(img, e, unicode ? L->dictunicode_key : L->dictentry_key, fake_str(img, keys[i]));
