@@ -625,7 +625,7 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     struct pyscope_error err = {0};
     struct why_report why = {0};
     int interval_ms = (int)((now_ns - p->why_first_ns) / 1000000ull);
-    struct stacks_names names = {sampler_thread_name, p->sampler};
+    struct stacks_names names = {sampler_thread_name, p->sampler, p->sampler->codes};
     /* Nothing of the process ran since just before the first snapshot: a
      * second would read the same memory and the same /proc files (but an
      * asyncio loop's timings, which are taken from our clock). */
@@ -708,8 +708,9 @@ void agent_why_step(struct agent *a, uint64_t now_ns)
         struct pyscope_error err = {0};
         struct py_runtime *rt = &p->sampler->rt;
         /* The sampler's names, which it keeps fresh, rather than threading's
-         * dict read again at every look (a quarter of a look's cost). */
-        struct stacks_names names = {sampler_thread_name, p->sampler};
+         * dict read again at every look (a quarter of a look's cost); and
+         * its code objects, checked rather than read anew. */
+        struct stacks_names names = {sampler_thread_name, p->sampler, p->sampler->codes};
         if (!p->why_clock_open)
             p->why_clock_open = run_clock_open(&p->why_clock, p->pid) == 0;
         if (p->why_clock_open)

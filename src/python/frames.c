@@ -33,6 +33,12 @@ static int32_t field_i32(const unsigned char *buf, long off)
     return v;
 }
 
+const struct py_code *py_walker_code(struct py_walker *w, uint64_t addr)
+{
+    return w->verify_codes ? py_code_get_verified(w->codes, w->reader, addr)
+                           : py_code_get(w->codes, w->reader, addr);
+}
+
 size_t py_frame_read_size(const struct py_layout *L)
 {
     if (L->frames == PY_FRAMES_OBJECTS) {
@@ -261,7 +267,7 @@ static enum py_walk_status walk_frame_objects(struct py_walker *w, uint64_t fram
         if (!is_frame_type(w, field_u64(buf, L->ob_type)) || !frame_object_executing(L, buf))
             return PY_WALK_INVALID;
         uint64_t code_addr = field_u64(buf, L->frame_code);
-        const struct py_code *code = py_code_get(w->codes, r, code_addr);
+        const struct py_code *code = py_walker_code(w, code_addr);
         if (!code)
             return PY_WALK_INVALID;
         long lasti = field_i32(buf, L->frame_lasti);
@@ -325,7 +331,7 @@ static enum py_walk_status walk_interpreter_frames(struct py_walker *w, uint64_t
             frame = previous;
             continue;
         }
-        const struct py_code *code = py_code_get(w->codes, r, code_addr);
+        const struct py_code *code = py_walker_code(w, code_addr);
         if (!code) {
             /* 3.13+ frames may run non-code executables; anything else is torn. */
             if (L->executable_any && py_type_of(r, code_addr, NULL, NULL) == 0) {

@@ -55,6 +55,9 @@ struct py_stack_copy {
 struct py_walker {
     struct py_reader *reader;
     struct py_code_cache *codes;
+    /* codes outlives this walk (a sampler's): an entry is checked against
+     * the object at its address before use, which may have been reused. */
+    bool verify_codes;
     struct py_stack_copy *stack;   /* optional */
     bool skip_lines;               /* leave py_frame.line to the caller (-2) */
     /* Optional, 3.11+: asked before each frame is read; true ends the walk
@@ -62,6 +65,10 @@ struct py_walker {
     bool (*stop)(void *ctx, uint64_t frame);
     void *stop_ctx;
 };
+
+/* The code object at addr through the walker's cache, checked when the
+ * cache is one kept between walks. */
+const struct py_code *py_walker_code(struct py_walker *w, uint64_t addr);
 
 /* The bytes of a frame a walk needs, per frame model. */
 size_t py_frame_read_size(const struct py_layout *L);

@@ -56,7 +56,7 @@ static int fill_frames(struct py_walker *w, const struct py_frame *frames, size_
     if (!out->frames)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        const struct py_code *code = py_code_get(w->codes, w->reader, frames[i].code_addr);
+        const struct py_code *code = py_walker_code(w, frames[i].code_addr);
         struct report_frame *f = &out->frames[out->n_frames];
         const char *function, *file;
         if (!names_for(names, pool, w, &frames[i], code, &function, &file))
@@ -274,7 +274,8 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
     struct target *t = rt->target;
     struct py_reader reader;
     py_reader_init(&reader, rt);
-    struct py_code_cache *codes = calloc(1, sizeof *codes);
+    struct py_code_cache *shared = opts->names ? opts->names->codes : NULL;
+    struct py_code_cache *codes = shared ? shared : calloc(1, sizeof *codes);
     struct py_vars_cache *vars_cache = calloc(1, sizeof *vars_cache);
     struct code_names *names_of_code = calloc(NAME_SLOTS, sizeof *names_of_code);
     struct py_frame *frames = malloc(sizeof *frames * PY_MAX_FRAMES);
@@ -288,7 +289,8 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         goto out;
     }
-    struct py_walker walker = {.reader = &reader, .codes = codes, .stack = &stack_copy};
+    struct py_walker walker = {.reader = &reader, .codes = codes, .verify_codes = shared != NULL,
+                               .stack = &stack_copy};
 
     int n_tids = target_list_threads(t, tids, PROCESS_MAX_THREADS);
     if (n_tids < 0)
@@ -421,7 +423,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         note_stopped(t, report);
     rc = 0;
 out:
-    if (codes) {
+    if (codes && !shared) {
         py_code_cache_clear(codes);
         free(codes);
     }

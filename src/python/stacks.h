@@ -36,9 +36,15 @@ struct stacks_raw {
  * fills out with the threading name of the thread (thread_id, tid) and
  * returns true, or false when it does not know it; threading's dict is
  * then read for all of them. */
+struct py_code_cache;
+
 struct stacks_names {
     bool (*name_of)(void *ctx, uint64_t thread_id, pid_t tid, char out[64]);
     void *ctx;
+    /* Function and file names too: the caller's code cache, kept between
+     * calls (so each entry is checked against its object before use);
+     * NULL: one made for the call. */
+    struct py_code_cache *codes;
 };
 
 struct stacks_options {

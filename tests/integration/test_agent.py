@@ -461,6 +461,38 @@ def test_why_request_during_an_evaluation(start_program, agent):
     assert evaluations and evaluations[0][1] >= 2, evaluations
 
 
+def test_why_names_code_objects_whose_memory_was_reused(interp, start_program, agent):
+    """The agent's why looks code objects up in its sampler's cache, which
+    lives as long as the process: rec_reuse.py frees a function's code
+    object and compiles another at the same address, over and over, and
+    every why names each frame after the code object running at the time,
+    never after the one freed before it. The sampler runs at 2 Hz: at 19 Hz
+    its own pass, just before the why, has nearly always checked the entry
+    already. (Only 3.12.1 puts the new code object where the old one was
+    often enough for 100 whys to show a stale name when the check is left
+    out; the others check that names stay right.)"""
+    target = start_program(interp, "rec_reuse.py")
+    a = agent("--why-every", "600", "--rate", "2")
+    a.wait_sampling(target.pid)
+    stale, seen = [], {"<decoy>": 0, "<real>": 0}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (sum(seen.values()) < 100 or min(seen.values()) < 5):
+        status, _, body = a.get("/debug/pyscope/why?pid=%d" % target.pid)
+        assert status == 200, body
+        reuser = [t for t in strict_json(body)["threads"] if t["name"] == "reuser"]
+        assert len(reuser) == 1, body
+        frames = reuser[0]["frames"]
+        pairs = [(callee["file"], caller["function"]) for callee, caller in zip(frames, frames[1:])
+                 if callee["file"] in seen]
+        for file, caller in pairs:
+            seen[file] += 1
+            if (file, caller) not in (("<decoy>", "run_decoy"), ("<real>", "run_target")):
+                stale.append(frames[:3])
+    assert not stale, "frames named after a freed code object: %d whys, e.g. %s" % (
+        len(stale), stale[:2])
+    assert min(seen.values()) >= 3, seen
+
+
 def test_why_endpoint_reads_a_handler_installed_later(interp, start_program, agent, tmp_path):
     """The agent's why finds the signal module's handler table once per
     process and reads it again at each evaluation: a Python handler
