@@ -133,6 +133,12 @@ build/release/bench/bench_html: bench/bench_html.c $(OBJ)
 	@echo "  LINK    $@"
 	@$(CC) $(CFLAGS_COMMON) $(CFLAGS) -o $@ $< $(OBJ) $(LIBS)
 
+# The agent's look alone, for bench/bench_agent.py --floor.
+build/release/bench/look_floor: bench/look_floor.c $(OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  LINK    $@"
+	@$(CC) $(CFLAGS_COMMON) $(CFLAGS) -o $@ $< $(OBJ) $(LIBS)
+
 # A synthesized 10-minute recording of 50 threads at 100 Hz, written as HTML
 # and opened in headless Chromium (installed by make test-deps).
 bench-html: build/release/bench/bench_html

@@ -24,6 +24,13 @@ agents of both binaries sample the same processes at the same time in each
 round, so that a shared, noisy machine weighs on both alike; their CPU is
 taken over the same span (neither makes the targets run: both only read).
 
+With --floor, bench/look_floor (the agent's look at the same processes at
+the same rate, and nothing else: target/run_clock.c) runs over each
+measured span too, and its CPU is printed beside the agents': the part of
+their cost no change around the look can remove, on the machine as it is
+during that span. On a shared machine whose speed varies from one minute
+to the next, the agent's CPU less the floor's is the steadier figure.
+
 With --rss-minutes M, instead: one agent per binary at 19 Hz on the same
 processes at the same time for M minutes, their RSS every --rss-every
 seconds, and the growth per minute over the second half of the run
@@ -33,7 +40,7 @@ usage: /usr/bin/python3 bench/bench_agent.py [--processes 50] [--threads 10] [--
            [--why-every S]
            [--rates 19,100] [--seconds 30] [--rounds 3] [--settle 2] [--interp PATH]
            [--slowdown-rounds 5] [--slowdown-seconds 10] [--binary-b PATH]
-           [--args-a=OPTIONS] [--args-b=OPTIONS] [--together]
+           [--args-a=OPTIONS] [--args-b=OPTIONS] [--together] [--floor]
            [--rss-minutes M [--rss-every 30]]
 """
 
@@ -77,6 +84,35 @@ def metric(text, name):
 
 
 WHY_EVERY = None  # --why-every, for every agent started
+FLOOR_PIDS = None  # --floor: the processes its look is run on
+FLOOR = ROOT / "build" / "release" / "bench" / "look_floor"
+
+
+class Floor:
+    """bench/look_floor at rate on FLOOR_PIDS, if --floor; .cpu() over the span
+    from .begin() (percent of a core), None without --floor."""
+
+    def __init__(self, rate):
+        self.proc = None
+        if FLOOR_PIDS:
+            self.proc = subprocess.Popen([str(FLOOR), str(rate)] + [str(p) for p in FLOOR_PIDS],
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         text=True)
+
+    def begin(self):
+        if self.proc:
+            self.start = cpu_seconds(self.proc.pid), time.monotonic()
+
+    def cpu(self):
+        if not self.proc:
+            return None
+        cpu1, t1 = cpu_seconds(self.proc.pid), time.monotonic()
+        return (cpu1 - self.start[0]) / (t1 - self.start[1]) * 100
+
+    def stop(self):
+        if self.proc:
+            self.proc.terminate()
+            self.proc.communicate(timeout=10)
 
 
 def start_agent(pyscope, rate, processes, marker, budget="0", name=""):
@@ -115,13 +151,16 @@ def stop_agent(agent):
 
 def one_run(pyscope, rate, seconds, processes, marker, budget="0", settle=2):
     agent, url = start_agent(pyscope, rate, processes, marker, budget)
+    floor = Floor(rate)
     try:
         time.sleep(settle)  # attaching done, first whys taken (and the budget applied)
         text = urllib.request.urlopen(url).read().decode()
         passes0 = sum(metric(text, "pyscope_process_samples_total"))
         cpu0, t0 = cpu_seconds(agent.pid), time.monotonic()
+        floor.begin()
         time.sleep(seconds)
         cpu1, t1 = cpu_seconds(agent.pid), time.monotonic()
+        floor_cpu = floor.cpu()
         text = urllib.request.urlopen(url).read().decode()
         passes1 = sum(metric(text, "pyscope_process_samples_total"))
         per_pass = (cpu1 - cpu0) / max(passes1 - passes0, 1)
@@ -129,14 +168,17 @@ def one_run(pyscope, rate, seconds, processes, marker, budget="0", settle=2):
                 "rate": (passes1 - passes0) / (t1 - t0) / processes,
                 "us_pass": per_pass * 1e6, "projected": per_pass * rate * processes * 100,
                 "in_force": metric(text, "pyscope_agent_rate_hz")[0],
-                "limited": metric(text, "pyscope_agent_cpu_budget_limited")[0]}
+                "limited": metric(text, "pyscope_agent_cpu_budget_limited")[0],
+                "floor": floor_cpu}
     finally:
+        floor.stop()
         stop_agent(agent)
 
 
 def together_run(binaries, rate, seconds, processes, marker, settle):
     """One agent per binary on the same processes at once: {name: result}."""
     agents = {}
+    floor = Floor(rate)
     try:
         for b, path in binaries.items():
             agents[b] = start_agent(path, rate, processes, marker, name=b)
@@ -146,7 +188,9 @@ def together_run(binaries, rate, seconds, processes, marker, settle):
             text = urllib.request.urlopen(url).read().decode()
             before[b] = (sum(metric(text, "pyscope_process_samples_total")),
                          cpu_seconds(agent.pid), time.monotonic())
+        floor.begin()
         time.sleep(seconds)
+        floor_cpu = floor.cpu()
         results = {}
         for b, (agent, url) in agents.items():
             cpu1, t1 = cpu_seconds(agent.pid), time.monotonic()
@@ -157,9 +201,10 @@ def together_run(binaries, rate, seconds, processes, marker, settle):
             results[b] = {"cpu": (cpu1 - cpu0) / (t1 - t0) * 100, "rss": rss_mb(agent.pid),
                           "rate": (passes1 - passes0) / (t1 - t0) / processes,
                           "us_pass": per_pass * 1e6,
-                          "projected": per_pass * rate * processes * 100}
+                          "projected": per_pass * rate * processes * 100, "floor": floor_cpu}
         return results
     finally:
+        floor.stop()
         for agent, _ in agents.values():
             stop_agent(agent)
 
@@ -258,9 +303,14 @@ def main():
     ap.add_argument("--together", action="store_true",
                     help="both binaries' agents at once in each round (with --binary-b)")
     ap.add_argument("--rss-every", type=float, default=30)
+    ap.add_argument("--floor", action="store_true",
+                    help="also the CPU of the look alone over each span (bench/look_floor)")
     args = ap.parse_args()
-    global WHY_EVERY
+    global WHY_EVERY, FLOOR_PIDS
     WHY_EVERY = args.why_every
+    if args.floor:
+        subprocess.run(["make", "-s", "-C", str(ROOT), "build/release/bench/look_floor"],
+                       check=True)
     binaries = {"A": Path(os.environ.get("PYSCOPE", ROOT / "pyscope"))}
     if args.binary_b:
         binaries["B"] = Path(args.binary_b).resolve()
@@ -279,6 +329,8 @@ def main():
                                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
         for t in targets:
             t.stdout.readline()
+        if args.floor:
+            FLOOR_PIDS = [t.pid for t in targets]
         if args.rss_minutes:
             print("%d processes x %d threads (%s), load %s"
                   % (args.processes, args.threads, interp, os.getloadavg()))
@@ -300,9 +352,11 @@ def main():
                         binaries[b], r, args.seconds, args.processes, marker, settle=args.settle)
                     results[(b, r)].append(res)
                     print("  round %d, %s at %g Hz: CPU %.2f%% of a core, RSS %.1f MB, kept %.1f Hz, "
-                          "%.1f us of CPU per process pass (x %g Hz x %d: %.2f%%)"
+                          "%.1f us of CPU per process pass (x %g Hz x %d: %.2f%%)%s"
                           % (rnd + 1, b, r, res["cpu"], res["rss"], res["rate"], res["us_pass"], r,
-                             args.processes, res["projected"]), flush=True)
+                             args.processes, res["projected"],
+                             "" if res["floor"] is None else "; the look alone %.2f%%, the rest "
+                             "%.2f%%" % (res["floor"], res["cpu"] - res["floor"])), flush=True)
         if args.budget:
             for b in binaries:
                 res = one_run(binaries[b], 19, args.seconds, args.processes, marker, args.budget,
@@ -318,6 +372,13 @@ def main():
                       "pass (at %g Hz: %.2f%% of one core), RSS %.1f MB (load %s)"
                       % (b, r, med["cpu"], med["rate"], med["us_pass"], r, med["projected"],
                          med["rss"], os.getloadavg()))
+                if args.floor:
+                    runs = results[(b, r)]
+                    print("%s %g Hz: median of the look alone %.2f%%, of the agent less it %.2f%% "
+                          "(per round: %s)"
+                          % (b, r, statistics.median(x["floor"] for x in runs),
+                             statistics.median(x["cpu"] - x["floor"] for x in runs),
+                             ", ".join("%.2f-%.2f" % (x["cpu"], x["floor"]) for x in runs)))
         if args.slowdown_rounds > 0:
             proc = subprocess.Popen([interp, str(LOOP), marker], stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, text=True)
