@@ -298,10 +298,12 @@ static int keys_index_of(struct py_reader *r, const struct dict_keys_view *v, co
     const struct py_dict_hint *h = hint_of(r, v, key, keylen);
     if (h && h->index < v->nentries) {
         int at = key_at(r, v, h->index, key, keylen, entry_value);
-        if (at == 0)
+        if (at == 0) {
             *index = h->index;
-        if (at != -1)
-            return at == 0 ? 0 : -1;
+            return 0;
+        }
+        if (at == -2)
+            return -1;
     }
     prefetch_keys(r, v);
     for (uint64_t i = 0; i < v->nentries && i < MAX_DICT_ENTRIES; i++) {

@@ -32,12 +32,12 @@ struct stacks_raw {
  * ones, then the rest after naps (under 7 ms in all per thread). */
 #define STACKS_LIVE_RETRIES 10
 
+struct py_code_cache;
+
 /* Thread names a caller keeps fresh itself (the agent's sampler): name_of
  * fills out with the threading name of the thread (thread_id, tid) and
  * returns true, or false when it does not know it; threading's dict is
  * then read for all of them. */
-struct py_code_cache;
-
 struct stacks_names {
     bool (*name_of)(void *ctx, uint64_t thread_id, pid_t tid, char out[64]);
     void *ctx;

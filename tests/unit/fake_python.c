@@ -120,7 +120,8 @@ uint64_t fake_dict(struct fake_image *img, const char *const *keys, const uint64
     /* indices as wide as CPython makes them for the table's size; entries
      * after them: {hash, key, value} or, for a str-keyed table of 3.11+,
      * {key, value} */
-    unsigned width = slots <= 0xff ? 1 : slots <= 0xffff ? 2 : 4;
+    unsigned log2_width = slots <= 0xff ? 0 : slots <= 0xffff ? 1 : 2;
+    size_t width = (size_t)1 << log2_width;
     bool unicode = L->dict_keys_kind == PY_DICT_KEYS_LOG2;
     size_t esize = unicode ? (size_t)L->dictunicode_size : (size_t)L->dictentry_size;
     uint64_t k = fake_alloc(img, (size_t)L->dictkeys_indices + slots * width + n * esize + 16);
@@ -132,7 +133,7 @@ uint64_t fake_dict(struct fake_image *img, const char *const *keys, const uint64
         while ((1u << log2) < slots)
             log2++;
         fake_put_u8(img, k, L->dictkeys_log2_size, log2);
-        fake_put_u8(img, k, L->dictkeys_log2_index_bytes, log2 + (width == 1 ? 0 : width == 2 ? 1 : 2));
+        fake_put_u8(img, k, L->dictkeys_log2_index_bytes, log2 + log2_width);
         fake_put_u8(img, k, L->dictkeys_kind, 1);                 /* DICT_KEYS_UNICODE */
     }
     uint64_t entries = k + (uint64_t)L->dictkeys_indices + slots * width;
