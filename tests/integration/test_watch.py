@@ -696,6 +696,8 @@ def test_generator_created_is_no_reentry(interp, tmp_path):
     truth = tmp_path / "truth.json"
     result = watch(["--reentry", "GeneratorPool._append_to_free_list", "--", interp.path, EARLY,
                     truth, "spare", "--seconds", "1.5"], timeout=60)
+    assert truth.exists(), "the program wrote no truth: watch exited %s\n%s\n%s" % (
+        result.returncode, result.stdout[-2000:], result.stderr[-3000:])
     facts = json.loads(truth.read_text())
     assert facts["reentries"] == 0 and not facts["corrupted"] and facts["spares"] > 0, facts
     assert result.returncode == 0, result
