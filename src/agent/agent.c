@@ -98,7 +98,8 @@ int agent_init(struct agent *a, const struct agent_options *opts)
     a->why_scale = 1;
     /* The pass array is sized for 64 processes at the rate asked for; with
      * more, the window gets shorter (the metrics show its memory). */
-    if (profile_init(&a->profile) != 0 ||
+    a->hot = calloc(opts->max_processes ? opts->max_processes : 1, sizeof *a->hot);
+    if (!a->hot || profile_init(&a->profile) != 0 ||
         sample_ring_init(&a->ring, (uint64_t)(opts->window_s * 1e9), opts->rate_hz * 64,
                          opts->max_bytes) != 0) {
         agent_log(a, "out of memory");
@@ -124,6 +125,9 @@ void agent_free(struct agent *a)
     sample_ring_free(&a->ring);
     free(a->pass_scratch);
     a->pass_scratch = NULL;
+    free(a->hot);
+    a->hot = NULL;
+    a->n_hot = 0;
     if (a->has_match)
         regfree(&a->match);
     a->has_match = false;

@@ -75,14 +75,13 @@ struct agent_proc {
     uint64_t next_recheck_ns, recheck_step_ns; /* else at growing intervals */
     uint64_t next_exec_check_ns; /* and past recheck_until_ns, its executable */
     struct sampler *sampler;     /* when sampling */
+    struct agent_hot *hot;       /* when sampling: what each pass touches */
     struct agent_thread *threads;
     size_t n_threads, cap_threads;
     size_t live_threads;         /* seen in the newest pass */
-    uint64_t last_pass_ns;
     /* Passes that repeated the last read one are counted here and credited
      * to its threads' states later (agent_settle), not thread by thread. */
     double still_seconds;
-    size_t last_read_samples;
     uint64_t passes, passes_failed;
     double gc_seconds;
     uint64_t gc_collections;
@@ -109,6 +108,20 @@ struct agent_proc {
     size_t why_json_len;
 };
 
+/* A sampled process's part of each tick, in one array for all processes
+ * (a quiet process's pass touches nothing else; see struct sampler_still):
+ * its repeat, and what a repeated pass adds up until the process is next
+ * read or its counters are asked for (agent_settle). */
+struct agent_hot {
+    struct sampler_still st;
+    struct agent_proc *proc;     /* NULL: a free entry */
+    uint64_t last_pass_ns;
+    size_t last_read_samples;    /* samples of the last read pass, all counted */
+    double still_seconds;
+    uint64_t passes;
+    uint64_t why_at;             /* when its why (or its second snapshot) is due */
+};
+
 struct agent_http;
 
 struct agent {
@@ -132,8 +145,14 @@ struct agent {
     size_t cap_pass_scratch;
     uint64_t resets;
     struct agent_proc **procs;   /* sorted by pid */
+    struct agent_hot *hot;       /* one for each process sampled (opts.max_processes) */
+    size_t n_hot;                /* entries ever used: the free ones among them are NULL */
     size_t n_sampling;           /* of them, sampled (see agent_scan) */
     size_t n_procs, cap_procs;
+    /* When each of procs is next due a look from the scan (see revisit), and
+     * whether all are (a process's state changed outside the scan). */
+    uint64_t *procs_due;
+    bool revisit_all;
     double rate_hz;              /* in force: lowered when over the CPU budget */
     bool budget_limited;
     unsigned why_scale;          /* why runs every why_every_s x this (the budget) */
@@ -184,6 +203,8 @@ struct agent_proc *agent_find(struct agent *a, pid_t pid);
 /* Brings p's counters up to date (the repeated passes not yet credited). */
 void agent_settle(struct agent_proc *p, uint64_t now_ns);
 void agent_procs_free(struct agent *a);
+/* After a change to p's why schedule (next_why_ns, why_due_ns, why_pending). */
+void agent_why_due_changed(struct agent_proc *p);
 /* The JSON of dump for one process (without locals), malloc'ed; NULL with
  * *status set to an HTTP status when it cannot be had. */
 char *agent_dump_json(struct agent *a, struct agent_proc *p, size_t *len, int *status);

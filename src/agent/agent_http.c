@@ -178,6 +178,7 @@ static enum MHD_Result start_why(struct agent *a, struct MHD_Connection *conn, v
         proc->next_why_ns = 0;
     else
         proc->why_again = true;
+    agent_why_due_changed(proc);
     p->next = a->http->pending;
     a->http->pending = p;
     *con_cls = p;

@@ -62,6 +62,33 @@ static void why_reset(struct agent_proc *p)
     }
 }
 
+/* What the process's repeated passes added since it was last settled,
+ * into its own counters. */
+static void fold_hot(struct agent_proc *p)
+{
+    if (!p->hot)
+        return;
+    p->still_seconds += p->hot->still_seconds;
+    p->hot->still_seconds = 0;
+    p->passes += p->hot->passes;
+    p->hot->passes = 0;
+}
+
+static struct agent_hot *hot_new(struct agent *a, struct agent_proc *p)
+{
+    for (size_t i = 0; a->hot && i < a->opts.max_processes; i++) {
+        struct agent_hot *h = &a->hot[i];
+        if (h->proc)
+            continue;
+        memset(h, 0, sizeof *h);
+        h->proc = p;
+        if (i >= a->n_hot)
+            a->n_hot = i + 1;
+        return h;
+    }
+    return NULL;
+}
+
 static void detach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
 {
     why_reset(p);
@@ -69,11 +96,16 @@ static void detach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     if (p->why_clock_open)
         run_clock_close(&p->why_clock);
     p->why_clock_open = false;
+    fold_hot(p);
     if (p->sampler) {
         sampler_close(p->sampler, now_ns);
         free(p->sampler);
         p->sampler = NULL;
         a->freed_since_trim++;
+    }
+    if (p->hot) {
+        memset(p->hot, 0, sizeof *p->hot);
+        p->hot = NULL;
     }
 }
 
@@ -90,7 +122,9 @@ void agent_procs_free(struct agent *a)
     for (size_t i = 0; i < a->n_procs; i++)
         proc_free(a, a->procs[i]);
     free(a->procs);
+    free(a->procs_due);
     a->procs = NULL;
+    a->procs_due = NULL;
     a->n_procs = a->cap_procs = 0;
 }
 
@@ -108,6 +142,8 @@ static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
 {
     struct pyscope_error err = {0};
     bool full = a->n_sampling >= a->opts.max_processes;
+    struct agent_hot *hot = full ? NULL : hot_new(a, p);
+    full = full || !hot;
     struct sampler *s = full ? NULL : calloc(1, sizeof *s);
     int opened = -1;
     if (full) {
@@ -138,28 +174,29 @@ static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
         s->skip_quiet_tstates = true;
         /* A process none of whose threads has run since the last pass is
          * not read again (most of a quiet host's passes). */
-        if (sampler_repeat_still(s) != 0 && !a->clock_note_logged) {
+        if (sampler_repeat_still(s, &hot->st) != 0 && !a->clock_note_logged) {
             a->clock_note_logged = true;
             agent_log(a, "every pass reads its process, even one that has not run since the "
                          "last: no scheduler totals (taskstats) for process %d (%s)", (int)p->pid,
-                      s->clock.why_not);
+                      s->st->clock.why_not);
         }
         if (a->page_cache)
             target_cache_use(s->target, a->page_cache);
         else
             a->page_cache = target_cache_hold(s->target);
         p->sampler = s;
+        p->hot = hot;
         p->state = AGENT_PROC_SAMPLING;
         a->n_sampling++;
         p->failures = 0;
         p->reason[0] = '\0';
-        p->last_pass_ns = 0;
         snprintf(p->version, sizeof p->version, "%s", s->rt.version);
         if (s->profile_process < a->profile.n_processes)
             snprintf(a->profile.processes[s->profile_process].command,
                      sizeof a->profile.processes[s->profile_process].command, "%s", p->command);
         /* The first why soon after attaching, then at the configured pace. */
         p->next_why_ns = now_ns + 1000000000ull;
+        agent_why_due_changed(p);
         agent_log(a, "sampling process %d (CPython %s)%s%s: %s", (int)p->pid, p->version,
                   p->container[0] ? " in container " : "", p->container, p->command);
         return;
@@ -168,9 +205,13 @@ static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
         snprintf(p->reason, sizeof p->reason, "%.*s", (int)sizeof p->reason - 1, err.message);
         if (err.status == PYSCOPE_ERR_NO_PROCESS || err.status == PYSCOPE_ERR_EXITED) {
             p->state = AGENT_PROC_IGNORED; /* gone: dropped at the next scan */
+            if (hot)
+                hot->proc = NULL;
             return;
         }
     }
+    if (hot)
+        hot->proc = NULL;
     if (p->state != AGENT_PROC_UNREADABLE || p->failures == 2)
         agent_log(a, "process %d cannot be read (retried later): %s", (int)p->pid, p->reason);
     p->state = AGENT_PROC_UNREADABLE;
@@ -268,24 +309,52 @@ static bool listing_due(struct agent *a, uint64_t now_ns)
     return due;
 }
 
+/* When the scan has something to do for p next (recheck, attach). */
+static uint64_t revisit_due(const struct agent_proc *p, uint64_t now_ns)
+{
+    switch (p->state) {
+    case AGENT_PROC_IGNORED:
+        if (now_ns < p->recheck_until_ns)
+            return now_ns; /* at every scan */
+        return p->exe_hash ? p->next_exec_check_ns : UINT64_MAX;
+    case AGENT_PROC_UNREADABLE:
+        return p->retry_ns;
+    default:
+        return UINT64_MAX;
+    }
+}
+
 /* What a scan does for the processes it knows: a wrapper that may have
- * exec'd Python looked at again, an unreadable process retried. */
+ * exec'd Python looked at again, an unreadable process retried. Only those
+ * due are touched: most of a host's processes are looked at every 2 s, and
+ * the sampled ones not at all (a look at each process's entry every second,
+ * none touched since, cost this VM's agent as much as all the repeated
+ * passes). */
 static void revisit(struct agent *a, uint64_t now_ns)
 {
+    bool all = a->revisit_all || !a->procs_due;
+    a->revisit_all = false;
     for (size_t i = 0; i < a->n_procs; i++) {
+        if (!all && now_ns < a->procs_due[i])
+            continue;
         struct agent_proc *p = a->procs[i];
         if (p->state == AGENT_PROC_IGNORED)
             recheck(a, p, now_ns);
         if (p->state == AGENT_PROC_UNREADABLE && now_ns >= p->retry_ns)
             attach(a, p, now_ns);
+        if (a->procs_due)
+            a->procs_due[i] = revisit_due(p, now_ns);
     }
 }
 
 void agent_scan(struct agent *a, uint64_t now_ns)
 {
+    /* Counted from the entries, not the processes: a look at every process
+     * each second, none of them touched since, cost this VM's agent about as
+     * much as all the passes over the repeated ones. */
     a->n_sampling = 0;
-    for (size_t i = 0; i < a->n_procs; i++)
-        a->n_sampling += a->procs[i]->state == AGENT_PROC_SAMPLING;
+    for (size_t i = 0; i < a->n_hot; i++)
+        a->n_sampling += a->hot[i].proc != NULL;
     if (!listing_due(a, now_ns)) {
         revisit(a, now_ns);
         return;
@@ -321,7 +390,10 @@ void agent_scan(struct agent *a, uint64_t now_ns)
     /* Merge the sorted table with the sorted listing: gone entries are
      * dropped, new ones looked at once. */
     struct agent_proc **next = malloc((n ? n : 1) * sizeof *next);
-    if (!next) {
+    uint64_t *due = calloc(n ? n : 1, sizeof *due); /* all due now */
+    if (!next || !due) {
+        free(next);
+        free(due);
         free(pids);
         return;
     }
@@ -349,7 +421,9 @@ void agent_scan(struct agent *a, uint64_t now_ns)
         a->freed_since_trim = 0;
     }
     free(a->procs);
+    free(a->procs_due);
     a->procs = next;
+    a->procs_due = due;
     a->n_procs = k;
     a->cap_procs = n;
     free(pids);
@@ -398,6 +472,7 @@ static void forget_threads(struct agent_proc *p, uint64_t now_ns)
 
 void agent_settle(struct agent_proc *p, uint64_t now_ns)
 {
+    fold_hot(p);
     if (p->still_seconds <= 0)
         return;
     double dt = p->still_seconds;
@@ -421,19 +496,25 @@ void agent_settle(struct agent_proc *p, uint64_t now_ns)
  * late does not credit a state with time nobody saw). A pass that repeated
  * the last read one (nothing ran) only adds to still_seconds: a quiet
  * process then costs the same whatever its number of threads. */
-static void account_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns, bool repeated)
+static double pass_span(struct agent *a, struct agent_hot *h, uint64_t now_ns)
 {
     uint64_t dt_ns = a->interval_ns;
-    if (p->last_pass_ns && now_ns > p->last_pass_ns) {
-        dt_ns = now_ns - p->last_pass_ns;
+    if (h->last_pass_ns && now_ns > h->last_pass_ns) {
+        dt_ns = now_ns - h->last_pass_ns;
         if (dt_ns > 2 * a->interval_ns)
             dt_ns = 2 * a->interval_ns;
     }
-    p->last_pass_ns = now_ns;
-    double dt = (double)dt_ns / 1e9;
-    if (repeated && p->last_read_samples) {
-        p->still_seconds += dt;
-        a->samples += p->last_read_samples;
+    h->last_pass_ns = now_ns;
+    return (double)dt_ns / 1e9;
+}
+
+static void account_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns, bool repeated)
+{
+    struct agent_hot *h = p->hot;
+    double dt = pass_span(a, h, now_ns);
+    if (repeated && h->last_read_samples) {
+        h->still_seconds += dt;
+        a->samples += h->last_read_samples;
         return;
     }
     agent_settle(p, now_ns);
@@ -475,7 +556,7 @@ static void account_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns,
         counted++;
     }
     a->samples += n;
-    p->last_read_samples = counted == n ? n : 0;
+    h->last_read_samples = counted == n ? n : 0;
     if (gc) {
         p->gc_seconds += dt;
         if (!p->gc_running)
@@ -506,6 +587,7 @@ static void maybe_reset(struct agent *a, uint64_t now_ns)
         if (a->procs[i]->state == AGENT_PROC_SAMPLING)
             detach(a, a->procs[i], now_ns);
     a->n_sampling = 0;
+    a->revisit_all = true; /* one not attached again is retried */
     struct profile fresh;
     struct sample_ring ring;
     if (profile_init(&fresh) != 0 ||
@@ -532,11 +614,8 @@ static void look_ahead(struct agent *a)
 {
     struct run_clock *clocks[64];
     size_t n = 0;
-    for (size_t i = 0; i < a->n_procs; i++) {
-        struct agent_proc *p = a->procs[i];
-        struct run_clock *c = p->state == AGENT_PROC_SAMPLING && p->sampler
-                                  ? sampler_clock_to_look(p->sampler)
-                                  : NULL;
+    for (size_t i = 0; i < a->n_hot; i++) {
+        struct run_clock *c = a->hot[i].proc ? sampler_clock_to_look(&a->hot[i].st) : NULL;
         if (c)
             clocks[n++] = c;
         if (n == sizeof clocks / sizeof clocks[0]) {
@@ -548,42 +627,70 @@ static void look_ahead(struct agent *a)
         run_clock_look_all(clocks, n);
 }
 
+/* A pass that read p, or repeated its last without its sampler's help. */
+static void read_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns)
+{
+    uint64_t failed_before = a->profile.meta.passes_failed;
+    uint64_t repeated_before = p->hot->st.passes_repeated;
+    if (sampler_pass(p->sampler, monotonic_ns()) != 0) {
+        bool exec = p->sampler->exec_seen;
+        detach(a, p, now_ns);
+        if (a->n_sampling)
+            a->n_sampling--;
+        a->revisit_all = true;
+        if (exec) {
+            /* The new program may be Python again: looked at afresh. */
+            p->state = AGENT_PROC_UNREADABLE;
+            p->failures = 0;
+            p->retry_ns = now_ns;
+            snprintf(p->reason, sizeof p->reason, "exec'd a new program");
+            process_cmdline(p->pid, p->command, sizeof p->command);
+        } else {
+            p->state = AGENT_PROC_IGNORED; /* exited: dropped at the next scan */
+        }
+        return;
+    }
+    p->passes++;
+    a->passes++;
+    bool repeated = p->hot->st.passes_repeated != repeated_before;
+    a->passes_repeated += p->hot->st.passes_repeated - repeated_before;
+    if (a->profile.meta.passes_failed != failed_before) {
+        p->passes_failed++;
+        a->sample_errors++;
+    }
+    account_pass(a, p, now_ns, repeated);
+}
+
+/* The processes in the order of their entries. One that has not run since
+ * its last pass is given that pass again from its entry alone; the clock
+ * is read again after a pass that read, so that each pass is stamped with
+ * about the time it was made. */
 void agent_sample_all(struct agent *a, uint64_t now_ns)
 {
     maybe_reset(a, now_ns);
     look_ahead(a);
-    for (size_t i = 0; i < a->n_procs; i++) {
-        struct agent_proc *p = a->procs[i];
-        if (p->state != AGENT_PROC_SAMPLING || !p->sampler)
+    uint64_t t = monotonic_ns();
+    for (size_t i = 0; i < a->n_hot; i++) {
+        struct agent_hot *h = &a->hot[i];
+        struct agent_proc *p = h->proc;
+        if (!p)
             continue;
-        uint64_t failed_before = a->profile.meta.passes_failed;
-        uint64_t repeated_before = p->sampler->passes_repeated;
-        if (sampler_pass(p->sampler, monotonic_ns()) != 0) {
-            bool exec = p->sampler->exec_seen;
-            detach(a, p, now_ns);
-            if (a->n_sampling)
-                a->n_sampling--;
-            if (exec) {
-                /* The new program may be Python again: looked at afresh. */
-                p->state = AGENT_PROC_UNREADABLE;
-                p->failures = 0;
-                p->retry_ns = now_ns;
-                snprintf(p->reason, sizeof p->reason, "exec'd a new program");
-                process_cmdline(p->pid, p->command, sizeof p->command);
+        if (sampler_still_pass(&h->st, t)) {
+            h->passes++;
+            a->passes++;
+            a->passes_repeated++;
+            if (h->last_read_samples) {
+                h->still_seconds += pass_span(a, h, now_ns);
+                a->samples += h->last_read_samples;
             } else {
-                p->state = AGENT_PROC_IGNORED; /* exited: dropped at the next scan */
+                account_pass(a, p, now_ns, true);
             }
             continue;
         }
-        p->passes++;
-        a->passes++;
-        bool repeated = p->sampler->passes_repeated != repeated_before;
-        a->passes_repeated += p->sampler->passes_repeated - repeated_before;
-        if (a->profile.meta.passes_failed != failed_before) {
-            p->passes_failed++;
-            a->sample_errors++;
+        if (p->state == AGENT_PROC_SAMPLING && p->sampler) {
+            read_pass(a, p, now_ns);
+            t = monotonic_ns();
         }
-        account_pass(a, p, now_ns, repeated);
     }
 }
 
@@ -692,76 +799,86 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     }
 }
 
+void agent_why_due_changed(struct agent_proc *p)
+{
+    if (p->hot)
+        p->hot->why_at = p->why_pending ? p->why_due_ns : p->next_why_ns;
+}
+
+static void why_step_one(struct agent *a, struct agent_proc *p, uint64_t now_ns)
+{
+    if (p->why_pending) {
+        if (now_ns >= p->why_due_ns && !settle_wait(p, now_ns, &p->why_due_ns))
+            why_finish(a, p, now_ns);
+        return;
+    }
+    if (now_ns < p->next_why_ns || settle_wait(p, now_ns, &p->next_why_ns))
+        return;
+    struct pyscope_error err = {0};
+    struct py_runtime *rt = &p->sampler->rt;
+    /* The sampler's names, which it keeps fresh, rather than threading's
+     * dict read again at every look (a quarter of a look's cost); and
+     * its code objects, checked rather than read anew. */
+    struct stacks_names names = {sampler_thread_name, p->sampler, p->sampler->codes};
+    if (!p->why_clock_open)
+        p->why_clock_open = run_clock_open(&p->why_clock, p->pid) == 0;
+    if (p->why_clock_open)
+        run_clock_still(&p->why_clock); /* from here, for why_finish */
+    if (hang_live_take_named(rt, p->pid, &names, &p->why_first, &err) != 0) {
+        hang_live_free(&p->why_first);
+        p->why_settle_tries = 0;
+        p->why_settle_tid = 0;
+        p->next_why_ns = now_ns + (uint64_t)(a->opts.why_every_s * a->why_scale * 1e9);
+        p->why_generation++;
+        return;
+    }
+    uint64_t again = look_again(p, &p->why_first, now_ns);
+    if (again) {
+        hang_live_free(&p->why_first);
+        p->next_why_ns = again;
+        return;
+    }
+    p->next_why_ns = now_ns + (uint64_t)(a->opts.why_every_s * a->why_scale * 1e9);
+    struct stack_report *r = &p->why_first.report;
+    snprintf(r->command, sizeof r->command, "%s", p->command);
+    target_exe(rt->target, r->executable, sizeof r->executable);
+    snprintf(r->python_version, sizeof r->python_version, "%s", rt->version);
+    p->why_waits = waits_new(rt);
+    if (!p->why_waits || waits_analyze(p->why_waits, r, &p->why_first.raw) != 0) {
+        waits_free(p->why_waits);
+        p->why_waits = NULL;
+        hang_live_free(&p->why_first);
+        p->why_generation++;
+        return;
+    }
+    p->why_first_ns = now_ns;
+    /* As why does: put off past the wake-up of tasks that merely sleep
+     * while others wait, so that the second look shows what they did. */
+    double interval_ms = asyncio_second_look_ms(r, WHY_INTERVAL_NS / 1e6, now_ns / 1e9);
+    p->why_due_ns = now_ns + (uint64_t)(interval_ms * 1e6);
+    p->why_pending = true;
+}
+
+/* The processes whose evaluation (or its second snapshot) is due, found
+ * from their entries: a tick touches no process that has nothing due. */
 void agent_why_step(struct agent *a, uint64_t now_ns)
 {
-    for (size_t i = 0; i < a->n_procs; i++) {
-        struct agent_proc *p = a->procs[i];
-        if (p->state != AGENT_PROC_SAMPLING || !p->sampler)
+    for (size_t i = 0; i < a->n_hot; i++) {
+        struct agent_proc *p = a->hot[i].proc;
+        if (!p || now_ns < a->hot[i].why_at)
             continue;
-        if (p->why_pending) {
-            if (now_ns >= p->why_due_ns && !settle_wait(p, now_ns, &p->why_due_ns))
-                why_finish(a, p, now_ns);
-            continue;
-        }
-        if (now_ns < p->next_why_ns || settle_wait(p, now_ns, &p->next_why_ns))
-            continue;
-        struct pyscope_error err = {0};
-        struct py_runtime *rt = &p->sampler->rt;
-        /* The sampler's names, which it keeps fresh, rather than threading's
-         * dict read again at every look (a quarter of a look's cost); and
-         * its code objects, checked rather than read anew. */
-        struct stacks_names names = {sampler_thread_name, p->sampler, p->sampler->codes};
-        if (!p->why_clock_open)
-            p->why_clock_open = run_clock_open(&p->why_clock, p->pid) == 0;
-        if (p->why_clock_open)
-            run_clock_still(&p->why_clock); /* from here, for why_finish */
-        if (hang_live_take_named(rt, p->pid, &names, &p->why_first, &err) != 0) {
-            hang_live_free(&p->why_first);
-            p->why_settle_tries = 0;
-            p->why_settle_tid = 0;
-            p->next_why_ns = now_ns + (uint64_t)(a->opts.why_every_s * a->why_scale * 1e9);
-            p->why_generation++;
-            continue;
-        }
-        uint64_t again = look_again(p, &p->why_first, now_ns);
-        if (again) {
-            hang_live_free(&p->why_first);
-            p->next_why_ns = again;
-            continue;
-        }
-        p->next_why_ns = now_ns + (uint64_t)(a->opts.why_every_s * a->why_scale * 1e9);
-        struct stack_report *r = &p->why_first.report;
-        snprintf(r->command, sizeof r->command, "%s", p->command);
-        target_exe(rt->target, r->executable, sizeof r->executable);
-        snprintf(r->python_version, sizeof r->python_version, "%s", rt->version);
-        p->why_waits = waits_new(rt);
-        if (!p->why_waits || waits_analyze(p->why_waits, r, &p->why_first.raw) != 0) {
-            waits_free(p->why_waits);
-            p->why_waits = NULL;
-            hang_live_free(&p->why_first);
-            p->why_generation++;
-            continue;
-        }
-        p->why_first_ns = now_ns;
-        /* As why does: put off past the wake-up of tasks that merely sleep
-         * while others wait, so that the second look shows what they did. */
-        double interval_ms = asyncio_second_look_ms(r, WHY_INTERVAL_NS / 1e6, now_ns / 1e9);
-        p->why_due_ns = now_ns + (uint64_t)(interval_ms * 1e6);
-        p->why_pending = true;
+        if (p->state == AGENT_PROC_SAMPLING && p->sampler)
+            why_step_one(a, p, now_ns);
+        agent_why_due_changed(p);
     }
 }
 
 uint64_t agent_why_deadline(const struct agent *a)
 {
     uint64_t due = UINT64_MAX;
-    for (size_t i = 0; i < a->n_procs; i++) {
-        const struct agent_proc *p = a->procs[i];
-        if (p->state != AGENT_PROC_SAMPLING || !p->sampler)
-            continue;
-        uint64_t at = p->why_pending ? p->why_due_ns : p->next_why_ns;
-        if (at < due)
-            due = at;
-    }
+    for (size_t i = 0; i < a->n_hot; i++)
+        if (a->hot[i].proc && a->hot[i].why_at < due)
+            due = a->hot[i].why_at;
     return due;
 }
 

@@ -192,6 +192,7 @@ int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t
     s->start_ns = start_ns;
     profile_sink_init(&s->profile_sink, profile, true);
     s->sink = &s->profile_sink.sink;
+    s->st = &s->own_still;
     process_raise_fd_limit();
     struct rlimit rl;
     s->fd_budget = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
@@ -226,7 +227,7 @@ int sampler_open(struct sampler *s, pid_t pid, struct profile *profile, uint64_t
         sampler_close(s, start_ns);
         return -1;
     }
-    s->hold_switches = UINT64_MAX;
+    s->st->hold_switches = UINT64_MAX;
     return 0;
 }
 
@@ -272,8 +273,8 @@ void sampler_close(struct sampler *s, uint64_t now_ns)
     async_stacks_free(s->tasks);
     free(s->entry_flags);
     native_sampler_close(s->native);
-    if (s->clock_open)
-        run_clock_close(&s->clock);
+    if (s->st && s->st->clock_open)
+        run_clock_close(&s->st->clock);
     if (s->target)
         target_close(s->target);
     memset(s, 0, sizeof *s);
@@ -477,6 +478,7 @@ int sampler_enable_tasks(struct sampler *s)
 {
     if (!s->tasks)
         s->tasks = async_stacks_new(&s->rt, s->profile, task_frame_id, s);
+    s->st->usable = false; /* a repeat would not carry task stacks */
     return s->tasks ? 0 : -1;
 }
 
@@ -826,7 +828,7 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
          * allocated and so triggered it. */
         uint32_t below = profile_stack_id(s->profile, s->stack_ids, depth);
         if (below != UINT32_MAX)
-            s->sink->ops->gc_trigger(s->sink, below, !s->gc_was_collecting);
+            s->sink->ops->gc_trigger(s->sink, below, !s->st->gc_was_collecting);
         s->stack_ids[depth++] = s->gc_frame;
     }
     return profile_stack_id(s->profile, s->stack_ids, depth);
@@ -1505,11 +1507,12 @@ static void sample_thread(struct sampler *s, struct pass_thread *pass, struct pa
         sum->waiters = true;
 }
 
-/* The pass-wide facts to the sink, and the running totals to the profile. */
-static void finish_pass(struct sampler *s, const struct pass_summary *sum, uint64_t now_ns,
-                        uint64_t rel_ns)
+/* The pass-wide facts to the sink, and the running totals to the profile
+ * (the sampler's, or those a still pass was given). */
+static void finish_pass(struct sampler_still *s, struct sample_sink *sink, struct profile *p,
+                        uint32_t profile_process, const struct pass_summary *sum,
+                        uint64_t now_ns, uint64_t rel_ns)
 {
-    struct profile *p = s->profile;
     /* GIL hogs: who holds the GIL while others wait, and whether it has held
      * it, without one hand-off, for longer than the switch interval. */
     if (sum->holder != s->hold_tstate || sum->switches != s->hold_switches) {
@@ -1529,7 +1532,7 @@ static void finish_pass(struct sampler *s, const struct pass_summary *sum, uint6
         .stacks_sampled = (uint16_t)sum->sampled,
         .stacks_torn = (uint16_t)sum->torn,
     };
-    s->sink->ops->end_pass(s->sink, &facts);
+    sink->ops->end_pass(sink, &facts);
 
     p->meta.stacks_sampled += sum->sampled;
     p->meta.stacks_torn += sum->torn;
@@ -1538,8 +1541,8 @@ static void finish_pass(struct sampler *s, const struct pass_summary *sum, uint6
         p->meta.passes_failed++;
     if (sum->holder)
         p->meta.gil_busy_passes++;
-    if (s->profile_process < p->n_processes) {
-        struct profile_process *proc = &p->processes[s->profile_process];
+    if (profile_process < p->n_processes) {
+        struct profile_process *proc = &p->processes[profile_process];
         if (proc->passes++ == 0)
             proc->first_ns = rel_ns;
         proc->last_ns = rel_ns;
@@ -1554,27 +1557,29 @@ static void finish_pass(struct sampler *s, const struct pass_summary *sum, uint6
     s->gc_was_collecting = sum->gc_now;
 }
 
-static void mark_pass(struct sampler *s)
+static void mark_pass(struct sample_sink *sink, struct sampler_still *st)
 {
-    if (s->sink->ops->mark)
-        s->sink->ops->mark(s->sink, &s->last_mark);
+    if (sink->ops->mark)
+        sink->ops->mark(sink, &st->last_mark);
 }
 
 /* Every thread as the last pass found it: none has run since. The sink
  * copies the last pass's samples where it can, which spares touching every
- * thread of every quiet process at every pass. */
-static int repeat_pass(struct sampler *s, uint64_t now_ns, uint64_t rel_ns)
+ * thread of every quiet process at every pass; else (or when a still pass
+ * left it open, STILL_ADD) they are added one by one. */
+static int repeat_pass(struct sampler *s, uint64_t now_ns, uint64_t rel_ns, bool opened)
 {
+    struct sampler_still *st = s->st;
     const struct sample_sink_ops *ops = s->sink->ops;
-    bool copied = ops->repeat && ops->repeat(s->sink, rel_ns, &s->last_mark);
+    bool copied = !opened && ops->repeat && ops->repeat(s->sink, rel_ns, &st->last_mark);
     if (!ops->repeat)
         ops->begin_pass(s->sink, rel_ns);
     for (size_t i = 0; i < s->n_threads && !copied; i++)
         if (s->threads[i].has_sample)
             ops->add(s->sink, &s->threads[i].sink, &s->threads[i].sample);
-    finish_pass(s, &s->last_sum, now_ns, rel_ns);
-    mark_pass(s);
-    s->passes_repeated++;
+    finish_pass(st, s->sink, s->profile, s->profile_process, &st->last_sum, now_ns, rel_ns);
+    mark_pass(s->sink, st);
+    st->passes_repeated++;
     return 0;
 }
 
@@ -1582,38 +1587,57 @@ static int repeat_pass(struct sampler *s, uint64_t now_ns, uint64_t rel_ns)
  * stacks (which a repeat would not carry). */
 static bool clock_used(const struct sampler *s)
 {
-    return s->repeat_still && s->clock_open && !s->native && !s->tasks;
+    return s->st->usable && !s->native && !s->tasks;
 }
 
-struct run_clock *sampler_clock_to_look(struct sampler *s)
+struct run_clock *sampler_clock_to_look(struct sampler_still *st)
 {
-    return clock_used(s) && s->clock_skip == 0 ? &s->clock : NULL;
+    return st->usable && st->clock_skip == 0 ? &st->clock : NULL;
 }
 
 /* Whether this pass can give the last one's samples again. The clock is
  * looked at before anything is read, so that "still" covers the time since
  * the last read pass's reads (a look skipped only widens the span the next
  * one covers). */
-static bool still_since_last_pass(struct sampler *s)
+static bool still_since_last_pass(struct sampler_still *st)
 {
-    if (!clock_used(s))
-        return false;
     /* A process that has run at every look lately is looked at less often
      * (up to every 16th pass): its clock then costs little, and "still"
      * stays exact, as it spans everything since the last look. */
-    if (s->clock_skip > 0) {
-        s->clock_skip--;
+    if (st->clock_skip > 0) {
+        st->clock_skip--;
         return false;
     }
-    bool still = run_clock_still(&s->clock);
+    bool still = run_clock_still(&st->clock);
     if (still) {
-        s->clock_ran = 0;
+        st->clock_ran = 0;
     } else {
-        if (s->clock_ran < 16)
-            s->clock_ran++;
-        s->clock_skip = s->clock_ran - 1;
+        if (st->clock_ran < 16)
+            st->clock_ran++;
+        st->clock_skip = st->clock_ran - 1;
     }
-    return still && s->repeatable;
+    return still && st->repeatable;
+}
+
+bool sampler_still_pass(struct sampler_still *st, uint64_t now_ns)
+{
+    if (!st->usable || st->pending != STILL_LOOK)
+        return false;
+    if (!still_since_last_pass(st)) {
+        st->pending = STILL_READ;
+        return false;
+    }
+    uint64_t rel_ns = now_ns > st->start_ns ? now_ns - st->start_ns : 0;
+    const struct sample_sink_ops *ops = st->sink->ops;
+    if (!ops->repeat || !ops->repeat(st->sink, rel_ns, &st->last_mark)) {
+        /* The sampler adds the samples, to the pass the sink opened. */
+        st->pending = STILL_ADD;
+        return false;
+    }
+    finish_pass(st, st->sink, st->profile, st->profile_process, &st->last_sum, now_ns, rel_ns);
+    mark_pass(st->sink, st);
+    st->passes_repeated++;
+    return true;
 }
 
 /* The GIL free while a thread waits for it is the GIL changing hands, and
@@ -1667,9 +1691,13 @@ static int pass_body(struct sampler *s, uint64_t now_ns)
     /* Before anything is read, the interpreters' periodic lookup and the
      * exec check included: a process that has not run cannot have exec'd
      * or started an interpreter. */
-    if (still_since_last_pass(s))
-        return repeat_pass(s, now_ns, rel_ns);
-    s->repeatable = false;
+    enum still_pending pending = s->st->pending;
+    s->st->pending = STILL_LOOK;
+    if (pending == STILL_ADD)
+        return repeat_pass(s, now_ns, rel_ns, true);
+    if (pending == STILL_LOOK && clock_used(s) && still_since_last_pass(s->st))
+        return repeat_pass(s, now_ns, rel_ns, false);
+    s->st->repeatable = false;
     int ready = prepare_pass(s, now_ns);
     if (ready <= 0)
         return ready;
@@ -1698,12 +1726,13 @@ static int pass_body(struct sampler *s, uint64_t now_ns)
     for (size_t i = s->n_threads; i-- > 0;)
         if (!s->threads[i].seen)
             forget_thread(s, i, rel_ns);
-    finish_pass(s, &sum, now_ns, rel_ns);
-    s->repeatable = !sum.failed && sum.torn == 0 && s->n_threads > 0;
-    for (size_t i = 0; i < s->n_threads && s->repeatable; i++)
-        s->repeatable = s->threads[i].has_sample;
-    s->last_sum = sum;
-    mark_pass(s);
+    finish_pass(s->st, s->sink, s->profile, s->profile_process, &sum, now_ns, rel_ns);
+    bool repeatable = !sum.failed && sum.torn == 0 && s->n_threads > 0;
+    for (size_t i = 0; i < s->n_threads && repeatable; i++)
+        repeatable = s->threads[i].has_sample;
+    s->st->repeatable = repeatable;
+    s->st->last_sum = sum;
+    mark_pass(s->sink, s->st);
 
     /* A new thread is named within a second; the names of known ones are
      * looked at again at the owner's pace. */
@@ -1743,11 +1772,21 @@ int sampler_pass(struct sampler *s, uint64_t now_ns)
     return rc;
 }
 
-int sampler_repeat_still(struct sampler *s)
+int sampler_repeat_still(struct sampler *s, struct sampler_still *home)
 {
-    s->repeat_still = true;
-    s->clock_open = run_clock_open(&s->clock, s->pid) == 0;
-    return s->clock_open ? 0 : -1;
+    if (home && home != s->st) {
+        *home = *s->st;
+        s->st = home;
+    }
+    struct sampler_still *st = s->st;
+    st->repeat_still = true;
+    st->clock_open = run_clock_open(&st->clock, s->pid) == 0;
+    st->usable = st->clock_open && !s->native && !s->tasks;
+    st->sink = s->sink;
+    st->profile = s->profile;
+    st->profile_process = s->profile_process;
+    st->start_ns = s->start_ns;
+    return st->clock_open ? 0 : -1;
 }
 
 int sampler_enable_native(struct sampler *s, int mode, bool all, double rate_hz,
@@ -1758,6 +1797,7 @@ int sampler_enable_native(struct sampler *s, int mode, bool all, double rate_hz,
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
         return -1;
     }
+    s->st->usable = false; /* a repeat would not carry C stacks */
     s->native = native_sampler_open(s->target, s->pid, s->rt.binary, (enum native_mode)mode, all, rate_hz,
                                     s->profile, note, note_size, err);
     return s->native ? 0 : -1;

@@ -45,6 +45,39 @@ struct pass_summary {
     uint64_t sampled, torn;         /* stacks read, and of those torn */
 };
 
+/* What a pass over a process none of whose threads has run since the last
+ * pass that read every thread whole (target/run_clock.h) uses: it gives
+ * that pass's samples once more instead of reading (the agent's). Apart
+ * from the 50 KB sampler so that an agent can keep those of all its
+ * processes side by side: a quiet fleet's passes then touch a few pages at
+ * each tick, not a sampler each (on this VM, the first touch of each was
+ * most of what such a pass cost besides the look). */
+enum still_pending { STILL_LOOK, STILL_READ, STILL_ADD };
+struct sampler_still {
+    struct run_clock clock;
+    bool repeat_still;
+    bool clock_open;
+    bool usable;                      /* repeat_still and clock_open, no C or task stacks */
+    bool repeatable;                  /* the last pass read every thread whole */
+    /* What sampler_still_pass left to the next sampler_pass: nothing (it
+     * looks itself), a read, or the samples of a repeat the sink could not
+     * copy, added one by one to the pass it opened. */
+    enum still_pending pending;
+    unsigned clock_ran, clock_skip;   /* looks in a row that found it had run; passes to skip */
+    struct pass_summary last_sum;
+    struct sink_mark last_mark;       /* where the sink put the last pass */
+    uint64_t passes_repeated;
+    /* GIL-hog tracking: the holder and the switch count, and since when they
+     * have not changed. */
+    uint64_t hold_tstate, hold_switches, hold_since_ns;
+    bool gc_was_collecting;
+    /* the sampler's, as they were when the repeat was turned on */
+    struct sample_sink *sink;
+    struct profile *profile;
+    uint32_t profile_process;
+    uint64_t start_ns;
+};
+
 struct sampler {
     pid_t pid;
     struct target *target;
@@ -117,30 +150,19 @@ struct sampler {
      * Python code since: its thread state is not read again (the agent's
      * setting; see quiet_since_read in sampler.c). */
     bool skip_quiet_tstates;
-    /* The agent's: a process none of whose threads has been on a CPU since
-     * the last pass that read every thread whole (target/run_clock.h) is
-     * not read again: that pass's samples are given once more. */
-    bool repeat_still;
-    bool clock_open;
-    struct run_clock clock;
-    unsigned clock_ran, clock_skip;   /* looks in a row that found it had run; passes to skip */
-    bool repeatable;                  /* the last pass read every thread whole */
-    struct pass_summary last_sum;
-    struct sink_mark last_mark;       /* where the sink put the last pass */
-    uint64_t passes_repeated;
+    /* The repeat of a still process's pass (see struct sampler_still): in
+     * own_still unless the owner keeps it elsewhere. */
+    struct sampler_still *st;
+    struct sampler_still own_still;
     bool chain_blocks;                /* s->blocks hold the chain's thread states */
     bool thread_unnamed;
     uint64_t start_ns;                /* monotonic time of the first pass */
     uint64_t last_names_ns;           /* when thread names were last refreshed */
     uint64_t last_code_flush_ns;
-    /* GIL-hog tracking: the holder and the switch count, and since when they
-     * have not changed. */
-    uint64_t hold_tstate, hold_switches, hold_since_ns;
     /* --native: each sample's C stack, merged with its Python stack */
     struct native_sampler *native;
     bool *entry_flags;                /* scratch: is_entry of one walk's frames */
     uint64_t states_read_ns;          /* when this pass had read the GIL's state */
-    bool gc_was_collecting;
     uint32_t gc_frame;                /* the "<GC>" pseudo-frame */
 };
 
@@ -155,16 +177,22 @@ int sampler_small_caches(struct sampler *s);
  * the process is gone. */
 int sampler_pass(struct sampler *s, uint64_t now_ns);
 /* The agent's: passes over a process that has not run since the last one
- * repeat its samples. -1 when the kernel's counters cannot be had
- * (s->clock.why_not says why): every pass then reads the process. */
-int sampler_repeat_still(struct sampler *s);
+ * repeat its samples, with s->sink as it is now. The state of that is kept
+ * at home (NULL: in the sampler), which must stay put until sampler_close.
+ * -1 when the kernel's counters cannot be had (s->st->clock.why_not says
+ * why): every pass then reads the process. */
+int sampler_repeat_still(struct sampler *s, struct sampler_still *home);
+/* A pass over the process of st without its sampler, when the clock shows
+ * that none of its threads has run: true if it was made. Else the next
+ * sampler_pass makes it (without looking at the clock again). */
+bool sampler_still_pass(struct sampler_still *st, uint64_t now_ns);
 /* A thread's threading name as the sampler last read it (stacks_names's
  * name_of, ctx the sampler): new threads are named within a second, the
  * others looked at again every names_refresh_ns. */
 bool sampler_thread_name(void *ctx, uint64_t thread_id, pid_t tid, char out[64]);
 /* The clock the next pass will look at (for run_clock_look_all, which looks
  * at many processes' at once), or NULL when it will not look. */
-struct run_clock *sampler_clock_to_look(struct sampler *s);
+struct run_clock *sampler_clock_to_look(struct sampler_still *st);
 /* Turns on --async's task stacks; -1 when the target has no asyncio layout. */
 int sampler_enable_tasks(struct sampler *s);
 /* --native: every sample also carries the thread's C stack (mode: an enum
