@@ -508,15 +508,23 @@ static double pass_span(struct agent *a, struct agent_hot *h, uint64_t now_ns)
     return (double)dt_ns / 1e9;
 }
 
+/* A repeated pass, when the last read one was counted whole: its time
+ * waits in still_seconds (false: it must be counted as a read one). */
+static bool account_still(struct agent *a, struct agent_hot *h, uint64_t now_ns)
+{
+    if (!h->last_read_samples)
+        return false;
+    h->still_seconds += pass_span(a, h, now_ns);
+    a->samples += h->last_read_samples;
+    return true;
+}
+
 static void account_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns, bool repeated)
 {
     struct agent_hot *h = p->hot;
-    double dt = pass_span(a, h, now_ns);
-    if (repeated && h->last_read_samples) {
-        h->still_seconds += dt;
-        a->samples += h->last_read_samples;
+    if (repeated && account_still(a, h, now_ns))
         return;
-    }
+    double dt = pass_span(a, h, now_ns);
     agent_settle(p, now_ns);
     size_t n = sample_ring_last_pass(&a->ring, a->pass_scratch, a->cap_pass_scratch);
     if (n > a->cap_pass_scratch) {
@@ -627,7 +635,8 @@ static void look_ahead(struct agent *a)
         run_clock_look_all(clocks, n);
 }
 
-/* A pass that read p, or repeated its last without its sampler's help. */
+/* A pass made by p's sampler: a read, or a repeat its entry could not
+ * make alone (the sink could not copy the last samples). */
 static void read_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns)
 {
     uint64_t failed_before = a->profile.meta.passes_failed;
@@ -679,12 +688,8 @@ void agent_sample_all(struct agent *a, uint64_t now_ns)
             h->passes++;
             a->passes++;
             a->passes_repeated++;
-            if (h->last_read_samples) {
-                h->still_seconds += pass_span(a, h, now_ns);
-                a->samples += h->last_read_samples;
-            } else {
+            if (!account_still(a, h, now_ns))
                 account_pass(a, p, now_ns, true);
-            }
             continue;
         }
         if (p->state == AGENT_PROC_SAMPLING && p->sampler) {

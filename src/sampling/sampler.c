@@ -1779,7 +1779,6 @@ int sampler_repeat_still(struct sampler *s, struct sampler_still *home)
         s->st = home;
     }
     struct sampler_still *st = s->st;
-    st->repeat_still = true;
     st->clock_open = run_clock_open(&st->clock, s->pid) == 0;
     st->usable = st->clock_open && !s->native && !s->tasks;
     st->sink = s->sink;

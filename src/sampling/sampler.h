@@ -55,9 +55,8 @@ struct pass_summary {
 enum still_pending { STILL_LOOK, STILL_READ, STILL_ADD };
 struct sampler_still {
     struct run_clock clock;
-    bool repeat_still;
     bool clock_open;
-    bool usable;                      /* repeat_still and clock_open, no C or task stacks */
+    bool usable;                      /* turned on and clock_open, no C or task stacks */
     bool repeatable;                  /* the last pass read every thread whole */
     /* What sampler_still_pass left to the next sampler_pass: nothing (it
      * looks itself), a read, or the samples of a repeat the sink could not
