@@ -2,10 +2,10 @@
 threads pass an item back and forth through queues, pinned to one CPU
 (every hand-over a switch), and count round trips per second. Runs of
 --seconds each, interleaved: without an agent, with an agent sampling it
-that counts runs with its BPF program (--bpf), and with one asking
-taskstats (the default). The BPF program runs at every charge of CPU time on
-the host, the ping-pong's included; taskstats adds nothing to the target's
-switches. Medians are printed.
+that counts runs with its BPF program (--bpf), and with one reading each
+process's CPU clock (the default). The BPF program runs at every charge of
+CPU time on the host, the ping-pong's included; reading a clock adds nothing
+to the target's switches. Medians are printed.
 
 usage: /usr/bin/python3 bench/bench_switches.py [--rounds 7] [--seconds 3] [--interp PATH]
 """
@@ -84,7 +84,7 @@ def main():
     args = ap.parse_args()
     pyscope = Path(os.environ.get("PYSCOPE", ROOT / "pyscope"))
     interp = args.interp or pick_interp().path
-    modes = ("none", "bpf", "taskstats")
+    modes = ("none", "bpf", "cpu_clock")
     got = {m: [] for m in modes}
     print("%s, ping-pong pinned to CPU 0, %g s runs, load %s" % (interp, args.seconds,
                                                                os.getloadavg()))

@@ -1,6 +1,6 @@
 /* The agent's look and nothing else, for bench_agent.py --floor: whether
- * each of the given processes ran, asked of taskstats the way the agent
- * asks it (target/run_clock.c, all of them in one batch a tick), RATE times
+ * each of the given processes ran, read from its CPU clock the way the
+ * agent reads it (target/run_clock.c, all of them at each tick), RATE times
  * a second until killed. Its CPU, measured over the agent's span, is the
  * part of the agent's cost that no change to the agent around the look can
  * remove, on the machine as it is at that moment.

@@ -166,8 +166,8 @@ static void write_metrics(FILE *f, struct agent *a)
             (unsigned long long)a->passes_repeated);
     family(f, "pyscope_agent_run_source_info", "gauge",
            "What tells whether a process ran since the last pass: a BPF program counting the "
-           "scheduler's charges (bpf), or the kernel's totals over netlink (taskstats).");
-    fprintf(f, "pyscope_agent_run_source_info{source=\"%s\"} 1\n", a->counting ? "bpf" : "taskstats");
+           "scheduler's charges (bpf), or each process's CPU clock (cpu_clock).");
+    fprintf(f, "pyscope_agent_run_source_info{source=\"%s\"} 1\n", a->counting ? "bpf" : "cpu_clock");
     family(f, "pyscope_agent_sample_errors_total", "counter",
            "Passes in which some stack could not be read whole (it changed under the reader).");
     fprintf(f, "pyscope_agent_sample_errors_total %llu\n", (unsigned long long)a->sample_errors);

@@ -177,7 +177,7 @@ static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
         if (sampler_repeat_still(s, &hot->st) != 0 && !a->clock_note_logged) {
             a->clock_note_logged = true;
             agent_log(a, "every pass reads its process, even one that has not run since the "
-                         "last: no scheduler totals (taskstats) for process %d (%s)", (int)p->pid,
+                         "last: no CPU clock for process %d (%s)", (int)p->pid,
                       s->st->clock.why_not);
         }
         if (a->page_cache)

@@ -134,7 +134,7 @@ int cmd_agent(int argc, char **argv)
         CLI_OPT(0, "no-debug-endpoints", NULL, "serve /metrics and /debug/pprof only", CLI_CLEAR,
                 &opts.debug_endpoints),
         CLI_OPT(0, "bpf", NULL, "count processes' runs with a BPF program on sched_stat_runtime"
-                "\ninstead of asking taskstats: half the agent's CPU, but every\n"
+                "\ninstead of reading their CPU clocks: less of the agent's CPU,\nbut every "
                 "context switch on the host costs more (see the README)", CLI_FLAG, &opts.bpf),
         CLI_OPT(0, "push", "URL", "every --push-every seconds, POST pprof to URL/ingest\n"
                 "(Pyroscope's ingest API; http:// only)", CLI_CALL, &opts.push_url,
@@ -194,7 +194,7 @@ int cmd_agent(int argc, char **argv)
     if (agent.counting)
         agent_log(&agent, "whether a process ran: counted by BPF on sched_stat_runtime");
     else if (opts.bpf)
-        agent_log(&agent, "whether a process ran: taskstats (no BPF counter: %s)",
+        agent_log(&agent, "whether a process ran: its CPU clock (no BPF counter: %s)",
                   agent.counting_why_not);
     agent_run(&agent, &stop_requested, &reopen_requested);
     agent_log(&agent, "stopping");

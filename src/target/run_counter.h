@@ -2,9 +2,9 @@
  * CAP_BPF with CAP_PERFMON): the kernel counts, for each thread group put
  * in a map, every time one of its threads is charged CPU time (each tick
  * it runs through, each switch out, its exit), so "the count did not
- * move" means none of them ran. Taskstats answers the same question by walking the
- * group's threads with interrupts off, which on a paravirtualised guest
- * cost the agent a third of its CPU. The program runs at every such
+ * move" means none of them ran. The process CPU clock answers the same
+ * question by summing the group's threads, each one's task cold in the
+ * cache at every look on this VM. The program runs at every such
  * charge on the host, watched or not: a map lookup. */
 #ifndef PYSCOPE_TARGET_RUN_COUNTER_H
 #define PYSCOPE_TARGET_RUN_COUNTER_H
@@ -20,7 +20,7 @@ int run_counter_start(char *why, size_t why_size);
 bool run_counter_on(void);
 void run_counter_stop(void);
 
-/* Thread groups counted at once; more are looked at through taskstats. */
+/* Thread groups counted at once; more are looked at through their CPU clocks. */
 #define RUN_COUNTER_SLOTS 4096
 
 /* Counts tgid's threads from now on, from zero, in the slot returned, or

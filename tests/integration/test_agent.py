@@ -1012,17 +1012,17 @@ def passes(fams, kind):
 
 def test_still_process_not_read_again_until_it_runs(interp, start_program, agent, tmp_path):
     """A process none of whose threads has been on a CPU since the last pass
-    is not read again: the kernel's task clock says so, and the last pass's
+    is not read again: the kernel's CPU clock says so, and the last pass's
     samples stand (pyscope_agent_process_passes_total{kind="repeated"}).
     The moment a thread runs, it is read: agent_still.py's napper, woken
     for a 1.5 s burst, is counted holding the GIL for what its own
     time.thread_time() says it ran (the repeat never hides a thread on a
-    CPU), and idle again afterwards. Whether it ran is asked of taskstats,
-    or with --bpf counted by the agent's BPF program: the one or the other
-    by interpreter, which neither depends on."""
+    CPU), and idle again afterwards. Whether it ran is read from the
+    process's CPU clock, or with --bpf counted by the agent's BPF program:
+    the one or the other by interpreter, which neither depends on."""
     done = tmp_path / "done"
     target = start_program(interp, "agent_still.py", done, 1.5)
-    source = "bpf" if interp.id in ("3.8.18", "3.12.1", "debian-3.15") else "taskstats"
+    source = "bpf" if interp.id in ("3.8.18", "3.12.1", "debian-3.15") else "cpu_clock"
     a = agent("--cpu-budget", "0", *(["--bpf"] if source == "bpf" else []))
     a.wait_sampling(target.pid)
     time.sleep(1.0)
