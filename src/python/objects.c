@@ -21,9 +21,35 @@ void py_reader_init(struct py_reader *r, struct py_runtime *rt)
     r->L = &rt->layout;
 }
 
+/* A type object inside a mapping of a file (a static type) is never freed
+ * or moved; a heap type (a class) may be freed and its address reused. */
+static bool static_type(const struct py_reader *r, uint64_t tp)
+{
+    const struct target_map *m = target_find_map(r->t, tp);
+    return m && m->path && m->path[0] == '/';
+}
+
+/* The runtime's entry for static type tp, or -1. A few dozen types are
+ * common: a search of all of them costs less than re-reading one. */
+static int kept_index(const struct py_runtime *rt, uint64_t tp)
+{
+    size_t n = sizeof rt->static_types.type / sizeof rt->static_types.type[0];
+    for (size_t i = 0; tp && i < n; i++)
+        if (rt->static_types.type[i] == tp)
+            return (int)i;
+    return -1;
+}
+
 int py_type_name(struct py_reader *r, uint64_t tp, const char **name)
 {
-    size_t slot = (size_t)((tp >> 4) % PY_TYPE_CACHE_SLOTS);
+    /* Type objects sit a few hundred bytes apart: the address's low bits
+     * alone would put common pairs (dict and code, in 3.12) in one slot. */
+    size_t slot = (size_t)((tp * 0x9e3779b97f4a7c15ull) >> 58) % PY_TYPE_CACHE_SLOTS;
+    int k = r->types.type[slot] != tp && r->rt ? kept_index(r->rt, tp) : -1;
+    if (k >= 0) {
+        r->types.type[slot] = tp;
+        memcpy(r->types.name[slot], r->rt->static_types.name[k], sizeof r->types.name[slot]);
+    }
     if (r->types.type[slot] != tp) {
         uint64_t name_ptr;
         char buf[48];
@@ -40,6 +66,13 @@ int py_type_name(struct py_reader *r, uint64_t tp, const char **name)
         buf[i] = '\0';
         r->types.type[slot] = tp;
         memcpy(r->types.name[slot], buf, sizeof buf);
+        if (r->rt && static_type(r, tp)) {
+            struct py_runtime *rt = r->rt;
+            size_t n = sizeof rt->static_types.type / sizeof rt->static_types.type[0];
+            size_t at = rt->static_types.next++ % n;
+            rt->static_types.type[at] = tp;
+            memcpy(rt->static_types.name[at], buf, sizeof buf);
+        }
     }
     *name = r->types.name[slot];
     return 0;
@@ -250,7 +283,8 @@ static void prefetch_keys(struct py_reader *r, const struct dict_keys_view *v)
 }
 
 /* Whether the entry at index i of v has the str key wanted (0, and its
- * value), another key (-1), or could not be read (-2). */
+ * value), another key (-1), a key that is not a str or could not be read
+ * as one (-3), or could not be read (-2). */
 static int key_at(struct py_reader *r, const struct dict_keys_view *v, uint64_t i,
                   const char *key, size_t keylen, uint64_t *entry_value)
 {
@@ -258,8 +292,11 @@ static int key_at(struct py_reader *r, const struct dict_keys_view *v, uint64_t 
     char buf[256];
     if (target_read_u64(r->t, entry + v->key_offset, &k) != 0)
         return -2;
-    if (k == 0 || py_str(r, k, buf, sizeof buf) != 0 || strlen(buf) != keylen ||
-        memcmp(buf, key, keylen))
+    if (k == 0)
+        return -1;
+    if (py_str(r, k, buf, sizeof buf) != 0)
+        return -3;
+    if (strlen(buf) != keylen || memcmp(buf, key, keylen))
         return -1;
     return target_read_u64(r->t, entry + v->value_offset, entry_value) != 0 ? -2 : 0;
 }
@@ -276,8 +313,10 @@ static struct py_dict_hint *hint_of(struct py_reader *r, const struct dict_keys_
     return NULL;
 }
 
+/* Where key was found (absent false), or that it is in none of v's
+ * entries (absent true, index unused). */
 static void hint_keep(struct py_reader *r, const struct dict_keys_view *v, const char *key,
-                      size_t keylen, uint64_t index)
+                      size_t keylen, uint64_t index, bool absent)
 {
     if (!r->rt || keylen >= sizeof r->rt->dict_hints[0].key || index > UINT32_MAX)
         return;
@@ -288,7 +327,26 @@ static void hint_keep(struct py_reader *r, const struct dict_keys_view *v, const
         h = &rt->dict_hints[rt->dict_hint_next++ % n];
     h->entries = v->entries;
     h->index = (uint32_t)index;
+    h->absent = absent;
+    h->absent_uses = 0;
+    h->nentries = v->nentries;
     memcpy(h->key, key, keylen + 1);
+}
+
+/* A key found absent stays so while no entry was added: CPython appends
+ * each insertion at dk_nentries of the same keys object, or builds a new
+ * one. The search is made again after a few such answers all the same, in
+ * case a new keys object took the old one's place with as many entries. */
+#define ABSENT_USES_MAX 9
+
+static bool known_absent(struct py_reader *r, const struct dict_keys_view *v, const char *key,
+                         size_t keylen)
+{
+    struct py_dict_hint *h = hint_of(r, v, key, keylen);
+    if (!h || !h->absent || h->nentries != v->nentries || h->absent_uses >= ABSENT_USES_MAX)
+        return false;
+    h->absent_uses++;
+    return true;
 }
 
 static int keys_index_of(struct py_reader *r, const struct dict_keys_view *v, const char *key,
@@ -296,7 +354,7 @@ static int keys_index_of(struct py_reader *r, const struct dict_keys_view *v, co
 {
     size_t keylen = strlen(key);
     const struct py_dict_hint *h = hint_of(r, v, key, keylen);
-    if (h && h->index < v->nentries) {
+    if (h && !h->absent && h->index < v->nentries) {
         int at = key_at(r, v, h->index, key, keylen, entry_value);
         if (at == 0) {
             *index = h->index;
@@ -305,17 +363,25 @@ static int keys_index_of(struct py_reader *r, const struct dict_keys_view *v, co
         if (at == -2)
             return -1;
     }
+    if (known_absent(r, v, key, keylen))
+        return -1;
     prefetch_keys(r, v);
-    for (uint64_t i = 0; i < v->nentries && i < MAX_DICT_ENTRIES; i++) {
+    uint64_t i = 0;
+    bool all_compared = true;
+    for (; i < v->nentries && i < MAX_DICT_ENTRIES; i++) {
         int at = key_at(r, v, i, key, keylen, entry_value);
-        if (at == -1)
+        if (at == -1 || at == -3) {
+            all_compared &= at == -1;
             continue;
+        }
         if (at != 0)
             return -1;
         *index = i;
-        hint_keep(r, v, key, keylen, i);
+        hint_keep(r, v, key, keylen, i, false);
         return 0;
     }
+    if (i == v->nentries && all_compared)
+        hint_keep(r, v, key, keylen, 0, true);
     return -1;
 }
 

@@ -34,13 +34,29 @@ struct py_runtime {
     /* Where str-keyed look-ups last found their key in a dict's entries
      * (python/objects.c), tried first the next time: a look-up in
      * sys.modules otherwise reads every key, each on its own page. A hint
-     * is only a place to look; the key found there is compared again. */
+     * is only a place to look; the key found there is compared again. A
+     * key found in none of the entries is remembered as absent while the
+     * keys object has as many entries (CPython only appends to them) and
+     * for at most a few look-ups: the agent asks each process for
+     * asyncio.tasks at every why, and most never import it. */
     struct py_dict_hint {
         uint64_t entries;  /* the keys object's entries, 0 for none */
         uint32_t index;
+        bool absent;       /* no such key among the first nentries */
+        uint8_t absent_uses;
+        uint64_t nentries;
         char key[36];
     } dict_hints[16];
     unsigned dict_hint_next;
+    /* The names of types defined in a mapped file (CPython's and C
+     * extensions' static types), which stay at their address for the
+     * process's life, kept across readers: each reader would otherwise read
+     * every type object's page and name again (python/objects.c). */
+    struct {
+        uint64_t type[32];
+        char name[32][48];
+        unsigned next;
+    } static_types;
 };
 
 /* Locates the runtime and picks the layout. Fails with PYSCOPE_ERR_NOT_PYTHON,
