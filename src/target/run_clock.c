@@ -39,13 +39,12 @@ int run_clock_open(struct run_clock *c, pid_t pid)
         return 0;
     }
     if (!there) {
-        snprintf(c->why_not, sizeof c->why_not, "process %d is gone or a zombie", (int)pid);
+        snprintf(c->why_not, sizeof c->why_not, "gone or a zombie");
         return -1;
     }
     int err = clock_getcpuclockid(pid, &c->clock);
     if (err != 0) {
-        snprintf(c->why_not, sizeof c->why_not, "no CPU clock for process %d: %s", (int)pid,
-                 strerror(err));
+        snprintf(c->why_not, sizeof c->why_not, "clock_getcpuclockid: %s", strerror(err));
         return -1;
     }
     c->open = true;
@@ -62,8 +61,7 @@ static bool judge_clock(struct run_clock *c)
     struct timespec ts;
     if (clock_gettime(c->clock, &ts) != 0) {
         if (!c->why_not[0])
-            snprintf(c->why_not, sizeof c->why_not, "CPU clock of process %d: %s", (int)c->pid,
-                     strerror(errno));
+            snprintf(c->why_not, sizeof c->why_not, "clock_gettime: %s", strerror(errno));
         c->known = false;
         return false;
     }
