@@ -2,11 +2,14 @@
 (bench/targets/agent_service.py) under one agent, at each --rate given; the
 agent's CPU (user+sys from /proc/PID/stat over the measured span, after
 every process is attached) as a share of one core, its resident memory,
-and the rate it kept (samples per process per second from its /metrics).
+and the rate it kept (ticks per process per second from its /metrics: its
+passes, and a quiet process's ticks that a pass at another tick of the
+same stretch stood for, see --idle-stride).
 The agent runs with --cpu-budget 0, so that the figure is its real cost,
 not the budget's effect. Rounds interleave the rates; medians are printed.
-On a loaded machine the agent may not keep the rate: its CPU per pass (one
-process, all its threads) and that times the requested rate are printed too.
+On a loaded machine the agent may not keep the rate: its CPU per process
+tick (one process, all its threads) and that times the requested rate are
+printed too.
 
 Then the targets' slowdown: one more process spins a Python loop
 (bench/targets/cpu_loop.py) among the others while an agent at 19 Hz samples
@@ -149,20 +152,26 @@ def stop_agent(agent):
         print("agent exited %s" % agent.returncode)
 
 
+def ticks_covered(text):
+    """Process ticks so far: passes, and ticks a quiet process's pass stood for."""
+    return (sum(metric(text, "pyscope_process_samples_total")) +
+            sum(metric(text, "pyscope_agent_quiet_ticks_skipped_total")))
+
+
 def one_run(pyscope, rate, seconds, processes, marker, budget="0", settle=2):
     agent, url = start_agent(pyscope, rate, processes, marker, budget)
     floor = Floor(rate)
     try:
         time.sleep(settle)  # attaching done, first whys taken (and the budget applied)
         text = urllib.request.urlopen(url).read().decode()
-        passes0 = sum(metric(text, "pyscope_process_samples_total"))
+        passes0 = ticks_covered(text)
         cpu0, t0 = cpu_seconds(agent.pid), time.monotonic()
         floor.begin()
         time.sleep(seconds)
         cpu1, t1 = cpu_seconds(agent.pid), time.monotonic()
         floor_cpu = floor.cpu()
         text = urllib.request.urlopen(url).read().decode()
-        passes1 = sum(metric(text, "pyscope_process_samples_total"))
+        passes1 = ticks_covered(text)
         per_pass = (cpu1 - cpu0) / max(passes1 - passes0, 1)
         return {"cpu": (cpu1 - cpu0) / (t1 - t0) * 100, "rss": rss_mb(agent.pid),
                 "rate": (passes1 - passes0) / (t1 - t0) / processes,
@@ -186,7 +195,7 @@ def together_run(binaries, rate, seconds, processes, marker, settle):
         before = {}
         for b, (agent, url) in agents.items():
             text = urllib.request.urlopen(url).read().decode()
-            before[b] = (sum(metric(text, "pyscope_process_samples_total")),
+            before[b] = (ticks_covered(text),
                          cpu_seconds(agent.pid), time.monotonic())
         floor.begin()
         time.sleep(seconds)
@@ -195,7 +204,7 @@ def together_run(binaries, rate, seconds, processes, marker, settle):
         for b, (agent, url) in agents.items():
             cpu1, t1 = cpu_seconds(agent.pid), time.monotonic()
             text = urllib.request.urlopen(url).read().decode()
-            passes1 = sum(metric(text, "pyscope_process_samples_total"))
+            passes1 = ticks_covered(text)
             passes0, cpu0, t0 = before[b]
             per_pass = (cpu1 - cpu0) / max(passes1 - passes0, 1)
             results[b] = {"cpu": (cpu1 - cpu0) / (t1 - t0) * 100, "rss": rss_mb(agent.pid),
@@ -352,7 +361,7 @@ def main():
                         binaries[b], r, args.seconds, args.processes, marker, settle=args.settle)
                     results[(b, r)].append(res)
                     print("  round %d, %s at %g Hz: CPU %.2f%% of a core, RSS %.1f MB, kept %.1f Hz, "
-                          "%.1f us of CPU per process pass (x %g Hz x %d: %.2f%%)%s"
+                          "%.1f us of CPU per process tick (x %g Hz x %d: %.2f%%)%s"
                           % (rnd + 1, b, r, res["cpu"], res["rss"], res["rate"], res["us_pass"], r,
                              args.processes, res["projected"],
                              "" if res["floor"] is None else "; the look alone %.2f%%, the rest "
@@ -369,7 +378,7 @@ def main():
                 med = {k: statistics.median(x[k] for x in results[(b, r)])
                        for k in ("cpu", "rss", "rate", "us_pass", "projected")}
                 print("%s %g Hz: median CPU %.2f%% of one core at %.1f Hz kept, %.1f us per process "
-                      "pass (at %g Hz: %.2f%% of one core), RSS %.1f MB (load %s)"
+                      "tick (at %g Hz: %.2f%% of one core), RSS %.1f MB (load %s)"
                       % (b, r, med["cpu"], med["rate"], med["us_pass"], r, med["projected"],
                          med["rss"], os.getloadavg()))
                 if args.floor:

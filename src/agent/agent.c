@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "target/run_counter.h"
 
@@ -94,6 +95,9 @@ int agent_init(struct agent *a, const struct agent_options *opts)
         a->counting = run_counter_start(a->counting_why_not, sizeof a->counting_why_not) == 0;
     a->start_ns = monotonic_ns();
     a->start_unix_ns = agent_unix_ns();
+    /* Which tick of a quiet process's stretch is sampled: not the same
+     * sequence in every agent, nor ever the zero state. */
+    a->stride_random = (a->start_ns ^ a->start_unix_ns ^ ((uint64_t)getpid() << 32)) | 1;
     set_rate(a, opts->rate_hz);
     a->why_scale = 1;
     /* The pass array is sized for 64 processes at the rate asked for; with

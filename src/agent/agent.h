@@ -41,6 +41,7 @@ struct agent_options {
     size_t max_bytes;            /* cap on the samples' memory */
     size_t max_processes;        /* sampled at once; more are listed as unreadable */
     bool bpf;                    /* --bpf: run_counter tells whether a process ran */
+    unsigned idle_stride;        /* --idle-stride: at most one tick in this many for a quiet process */
 };
 
 enum agent_proc_state {
@@ -120,6 +121,11 @@ struct agent_hot {
     double still_seconds;
     uint64_t passes;
     uint64_t why_at;             /* when its why (or its second snapshot) is due */
+    /* A quiet process is sampled at one tick, chosen at random, of each
+     * stretch of stride ticks (see agent_next_stretch): skip ticks go by before
+     * its next pass, after_pass of its stretch are left after that pass. */
+    uint64_t read_ns;            /* its last read pass (0: none yet) */
+    uint8_t stride, skip, after_pass;
 };
 
 struct agent_http;
@@ -167,6 +173,8 @@ struct agent {
     bool listed;
     /* process passes, and those that repeated the last because nothing ran */
     uint64_t passes, passes_repeated;
+    uint64_t ticks_skipped;      /* a quiet process's ticks stood for by a pass at another */
+    uint64_t stride_random;      /* xorshift state for the ticks chosen */
     uint64_t why_second_read, why_second_spared;
     bool clock_note_logged;
     /* Samplers freed since the allocator was last asked to give memory back. */
@@ -196,6 +204,10 @@ double agent_cpu_seconds(void);
 /* agent_proc.c: the process table */
 void agent_scan(struct agent *a, uint64_t now_ns);
 void agent_sample_all(struct agent *a, uint64_t now_ns);
+/* After a pass over h's process at now_ns (read: it had run; else it was
+ * repeated): the stretch of ticks its next pass stands for, and how many
+ * ticks go by before it. */
+void agent_next_stretch(struct agent *a, struct agent_hot *h, bool read, uint64_t now_ns);
 void agent_why_step(struct agent *a, uint64_t now_ns);
 /* When agent_why_step has a look to take next (monotonic ns). */
 uint64_t agent_why_deadline(const struct agent *a);

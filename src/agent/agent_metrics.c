@@ -164,6 +164,20 @@ static void write_metrics(FILE *f, struct agent *a)
             (unsigned long long)(a->passes - a->passes_repeated));
     fprintf(f, "pyscope_agent_process_passes_total{kind=\"repeated\"} %llu\n",
             (unsigned long long)a->passes_repeated);
+    family(f, "pyscope_agent_quiet_ticks_skipped_total", "counter",
+           "Ticks at which a quiet process was not looked at: a pass at another tick of the "
+           "same stretch stands for them (see --idle-stride).");
+    fprintf(f, "pyscope_agent_quiet_ticks_skipped_total %llu\n",
+            (unsigned long long)a->ticks_skipped);
+    size_t by_stride[3] = {0};
+    for (size_t i = 0; i < a->n_hot; i++)
+        if (a->hot[i].proc)
+            by_stride[a->hot[i].stride >= 4 ? 2 : a->hot[i].stride >= 2 ? 1 : 0]++;
+    family(f, "pyscope_agent_processes_by_stride", "gauge",
+           "Sampled processes by the ticks each pass stands for: 1 (every tick), or 2 or 4 "
+           "for a process none of whose threads ran for 1 or 5 s.");
+    for (int k = 0; k < 3; k++)
+        fprintf(f, "pyscope_agent_processes_by_stride{stride=\"%d\"} %zu\n", 1 << k, by_stride[k]);
     family(f, "pyscope_agent_run_source_info", "gauge",
            "What tells whether a process ran since the last pass: a BPF program counting the "
            "scheduler's charges (bpf), or each process's CPU clock (cpu_clock).");

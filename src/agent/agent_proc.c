@@ -498,6 +498,11 @@ void agent_settle(struct agent_proc *p, uint64_t now_ns)
  * process then costs the same whatever its number of threads. */
 static double pass_span(struct agent *a, struct agent_hot *h, uint64_t now_ns)
 {
+    if (h->stride > 1) {
+        /* Its stretch's ticks, as its samples in the profile. */
+        h->last_pass_ns = now_ns;
+        return (double)(h->stride * a->interval_ns) / 1e9;
+    }
     uint64_t dt_ns = a->interval_ns;
     if (h->last_pass_ns && now_ns > h->last_pass_ns) {
         dt_ns = now_ns - h->last_pass_ns;
@@ -623,7 +628,9 @@ static void look_ahead(struct agent *a)
     struct run_clock *clocks[64];
     size_t n = 0;
     for (size_t i = 0; i < a->n_hot; i++) {
-        struct run_clock *c = a->hot[i].proc ? sampler_clock_to_look(&a->hot[i].st) : NULL;
+        struct run_clock *c = a->hot[i].proc && !a->hot[i].skip
+                                  ? sampler_clock_to_look(&a->hot[i].st)
+                                  : NULL;
         if (c)
             clocks[n++] = c;
         if (n == sizeof clocks / sizeof clocks[0]) {
@@ -670,10 +677,52 @@ static void read_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     account_pass(a, p, now_ns, repeated);
 }
 
+/* How long a process's passes must all have been repeats before it is
+ * sampled at one tick of 2, and of 4. A process that runs now and then
+ * spends most of its time past these. */
+#define STRIDE2_QUIET_NS 1000000000ull
+#define STRIDE4_QUIET_NS 5000000000ull
+
+static uint64_t stride_draw(struct agent *a)
+{
+    uint64_t x = a->stride_random ? a->stride_random : 0x9e3779b97f4a7c15ull;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return a->stride_random = x;
+}
+
+/* After a pass: the next stretch of ticks it is due in. Each stretch has
+ * one pass at a tick drawn uniformly from its ticks, and the pass's samples
+ * count for all of them: the counts of a quiet process are then those of
+ * every tick on average (each tick is sampled with probability 1/stride,
+ * at weight stride), with no tick counted twice or left out, and a process
+ * that runs at a fixed period cannot fall between the passes for ever. A
+ * read pass (the process ran) makes the next stretches one tick long. The
+ * rest of the pass's own stretch is left out even then: its weight covers
+ * it. */
+void agent_next_stretch(struct agent *a, struct agent_hot *h, bool read, uint64_t now_ns)
+{
+    if (read || !h->read_ns)
+        h->read_ns = now_ns;
+    uint64_t quiet = now_ns - h->read_ns;
+    unsigned most = a->opts.idle_stride ? a->opts.idle_stride : 1;
+    unsigned stride = 1;
+    if (most >= 4 && quiet >= STRIDE4_QUIET_NS)
+        stride = 4;
+    else if (most >= 2 && quiet >= STRIDE2_QUIET_NS)
+        stride = 2;
+    unsigned at = stride > 1 ? (unsigned)(stride_draw(a) >> 33) % stride : 0;
+    h->skip = (uint8_t)(h->after_pass + at);
+    h->after_pass = (uint8_t)(stride - 1 - at);
+    h->stride = (uint8_t)stride;
+}
+
 /* The processes in the order of their entries. One that has not run since
  * its last pass is given that pass again from its entry alone; the clock
  * is read again after a pass that read, so that each pass is stamped with
- * about the time it was made. */
+ * about the time it was made. A quiet process's ticks between its passes
+ * are passed over (agent_next_stretch). */
 void agent_sample_all(struct agent *a, uint64_t now_ns)
 {
     maybe_reset(a, now_ns);
@@ -684,18 +733,27 @@ void agent_sample_all(struct agent *a, uint64_t now_ns)
         struct agent_proc *p = h->proc;
         if (!p)
             continue;
+        if (h->skip) {
+            h->skip--;
+            a->ticks_skipped++;
+            continue;
+        }
+        a->ring.pass_weight = h->stride;
         if (sampler_still_pass(&h->st, t)) {
             h->passes++;
             a->passes++;
             a->passes_repeated++;
             if (!account_still(a, h, now_ns))
                 account_pass(a, p, now_ns, true);
-            continue;
-        }
-        if (p->state == AGENT_PROC_SAMPLING && p->sampler) {
+            agent_next_stretch(a, h, false, now_ns);
+        } else if (p->state == AGENT_PROC_SAMPLING && p->sampler) {
+            uint64_t repeated = h->st.passes_repeated;
             read_pass(a, p, now_ns);
+            if (h->proc == p)
+                agent_next_stretch(a, h, h->st.passes_repeated == repeated, now_ns);
             t = monotonic_ns();
         }
+        a->ring.pass_weight = 0;
     }
 }
 

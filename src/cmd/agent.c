@@ -85,6 +85,16 @@ static int take_push(const char *arg, void *value)
     return 0;
 }
 
+static int take_idle_stride(const char *arg, void *value)
+{
+    if (strcmp(arg, "1") && strcmp(arg, "2") && strcmp(arg, "4")) {
+        fprintf(stderr, "pyscope: --idle-stride takes 1, 2 or 4\n");
+        return PYSCOPE_ERR_USAGE;
+    }
+    *(unsigned *)value = (unsigned)atoi(arg);
+    return 0;
+}
+
 static int take_max_processes(const char *arg, void *value)
 {
     char *end;
@@ -110,6 +120,7 @@ int cmd_agent(int argc, char **argv)
         .window_s = 60,
         .max_bytes = 8u << 20,
         .max_processes = 256,
+        .idle_stride = 4,
     };
     const struct cli_option options[] = {
         CLI_OPT('l', "listen", "HOST:PORT", "address to serve on (default 127.0.0.1:9464; another"
@@ -131,6 +142,10 @@ int cmd_agent(int argc, char **argv)
         CLI_OPT(0, "max-processes", "N", "sampled at once (default 256); more are listed in the\n"
                 "metrics as unreadable, and taken up as others exit", CLI_CALL,
                 &opts.max_processes, .call = take_max_processes),
+        CLI_OPT(0, "idle-stride", "N", "a process none of whose threads ran for 1 s is looked at"
+                "\nat one tick of 2 (of 4 after 5 s), chosen at random, its\nsample counting "
+                "for all of them; 1: every tick (default 4)", CLI_CALL, &opts.idle_stride,
+                .call = take_idle_stride),
         CLI_OPT(0, "no-debug-endpoints", NULL, "serve /metrics and /debug/pprof only", CLI_CLEAR,
                 &opts.debug_endpoints),
         CLI_OPT(0, "bpf", NULL, "count processes' runs with a BPF program on sched_stat_runtime"

@@ -300,16 +300,22 @@ const struct profile_process *profile_process_of(const struct profile *p, pid_t 
 int profile_add_sample(struct profile *p, uint32_t thread, uint32_t stack,
                        enum profile_state state, bool gc, uint64_t now_ns)
 {
+    return profile_add_samples(p, thread, stack, state, gc, now_ns, 1);
+}
+
+int profile_add_samples(struct profile *p, uint32_t thread, uint32_t stack,
+                        enum profile_state state, bool gc, uint64_t now_ns, uint32_t weight)
+{
     if (thread >= p->n_threads || stack >= p->n_stacks || state >= PROFILE_STATE_COUNT)
         return -1;
     struct profile_thread *t = &p->threads[thread];
     if (t->samples == 0)
         t->first_ns = now_ns;
     t->last_ns = now_ns;
-    t->samples++;
-    t->state_samples[state]++;
+    t->samples += weight;
+    t->state_samples[state] += weight;
     if (gc)
-        t->gc_samples++;
+        t->gc_samples += weight;
 
     struct profile_count probe = {.thread = thread, .stack = stack, .state = (uint8_t)state};
     struct u64_key key = {p->counts, sizeof *p->counts, count_key_of, count_key_of(&probe)};
@@ -323,7 +329,7 @@ int profile_add_sample(struct profile *p, uint32_t thread, uint32_t stack,
             return -1;
         p->n_counts++;
     }
-    p->counts[id].samples++;
+    p->counts[id].samples += weight;
     return 0;
 }
 

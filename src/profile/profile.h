@@ -196,6 +196,10 @@ const struct profile_process *profile_process_of(const struct profile *p, pid_t 
 /* Counts one sample of thread in state with stack at time now_ns. */
 int profile_add_sample(struct profile *p, uint32_t thread, uint32_t stack,
                        enum profile_state state, bool gc, uint64_t now_ns);
+/* As profile_add_sample, for a sample that stands for weight passes (the
+ * agent's quiet processes, sampled at one tick of several). */
+int profile_add_samples(struct profile *p, uint32_t thread, uint32_t stack,
+                        enum profile_state state, bool gc, uint64_t now_ns, uint32_t weight);
 int profile_add_hog(struct profile *p, uint32_t stack, bool native);
 /* Counts a pass that found a collection running on top of stack (the stack
  * without "<GC>"); new_collection when the collection was not running on

@@ -152,6 +152,7 @@ void sample_ring_begin_pass(struct sample_ring *r, uint64_t time_ns)
     p->time_ns = time_ns;
     p->first_sample = r->next_seq;
     p->hog_stack = UINT32_MAX;
+    p->weight = r->pass_weight;
     r->n_passes++;
     r->in_pass = true;
 }
@@ -378,9 +379,10 @@ static int close_segment(struct window_builder *b, struct open_segment *o, uint6
 }
 
 /* Adds one sample at rel_ns (since the window's start) the way the sampler
- * would have: counted, and extending or replacing the thread's open
- * timeline segment. */
-static int add_window_sample(struct window_builder *b, const struct ring_sample *s, uint64_t rel_ns)
+ * would have: counted weight times (its pass stood for that many), and
+ * extending or replacing the thread's open timeline segment. */
+static int add_window_sample(struct window_builder *b, const struct ring_sample *s, uint64_t rel_ns,
+                             uint32_t weight)
 {
     if (s->thread >= b->src->n_threads || s->stack >= b->src->n_stacks ||
         s->state >= PROFILE_STATE_COUNT)
@@ -389,7 +391,8 @@ static int add_window_sample(struct window_builder *b, const struct ring_sample 
     uint32_t stack = map_stack(b, s->stack);
     if (thread == UINT32_MAX || stack == UINT32_MAX)
         return -1;
-    if (profile_add_sample(b->out, thread, stack, (enum profile_state)s->state, s->gc, rel_ns) != 0)
+    if (profile_add_samples(b->out, thread, stack, (enum profile_state)s->state, s->gc, rel_ns,
+                            weight) != 0)
         return -1;
     struct open_segment *o = &b->segments[thread];
     o->seen = true;
@@ -436,8 +439,9 @@ int sample_ring_window(const struct sample_ring *r, const struct profile *src, u
         uint64_t rel = p->time_ns - w.start_ns;
         for (size_t t = 0; t < b.cap_segments; t++)
             b.segments[t].seen = false;
+        uint32_t weight = p->weight ? p->weight : 1;
         for (uint32_t k = 0; k < p->n_samples && rc == 0; k++)
-            rc = add_window_sample(&b, sample_at(r, p->first_sample + k), rel);
+            rc = add_window_sample(&b, sample_at(r, p->first_sample + k), rel, weight);
         /* A thread missing from a pass has ended (or could not be read):
          * its stretch ends here, as the sampler ends it. */
         for (size_t t = 0; t < b.cap_segments && rc == 0; t++)
@@ -447,7 +451,7 @@ int sample_ring_window(const struct sample_ring *r, const struct profile *src, u
             break;
         if (p->hog_stack != UINT32_MAX) {
             uint32_t hog = map_stack(&b, p->hog_stack);
-            if (hog != UINT32_MAX)
+            for (uint32_t k = 0; hog != UINT32_MAX && k < weight; k++)
                 profile_add_hog(out, hog, (p->flags & PASS_HOG_NATIVE) != 0);
         }
         struct profile_meta *m = &out->meta;

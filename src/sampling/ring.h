@@ -29,6 +29,7 @@ struct ring_pass {
     uint32_t hog_stack;
     uint16_t stacks_sampled, stacks_torn;
     uint8_t flags;
+    uint8_t weight;           /* passes its samples stand for (0: one) */
 };
 
 struct sample_ring {
@@ -38,6 +39,9 @@ struct sample_ring {
     struct ring_pass *passes;
     size_t pass_cap, pass_head, n_passes;
     bool in_pass;             /* between begin and end: the newest pass is open */
+    /* What the passes begun from now on stand for: set by a sampler's owner
+     * that makes one pass for several ticks (0 or 1: each for itself). */
+    uint8_t pass_weight;
     /* samples: live sequence numbers [first_seq, next_seq), sample s at
      * samples[s % sample_cap]; the array doubles up to max_samples */
     struct ring_sample *samples;

@@ -1006,6 +1006,18 @@ def test_quiet_threads_followed_when_they_move(interp, start_program, agent, tmp
     assert hog_d["holding_gil"] + hog_d["waiting_gil"] >= 0.9 * sum(hog_d.values()), hog_d
 
 
+def napper_burst(target, done):
+    """agent_still.py's napper let go for its burst: (its CPU seconds, the
+    wall seconds it was awake), as it wrote them to done at the end."""
+    target.proc.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 20
+    while not done.exists() or not done.read_text().endswith("\n"):
+        assert time.monotonic() < deadline, "napper never finished its burst"
+        time.sleep(0.02)
+    cpu, wall = map(float, done.read_text().split())
+    return cpu, wall
+
+
 def passes(fams, kind):
     return sum(v for _, v in series(fams, "pyscope_agent_process_passes_total", kind=kind))
 
@@ -1019,11 +1031,14 @@ def test_still_process_not_read_again_until_it_runs(interp, start_program, agent
     time.thread_time() says it ran (the repeat never hides a thread on a
     CPU), and idle again afterwards. Whether it ran is read from the
     process's CPU clock, or with --bpf counted by the agent's BPF program:
-    the one or the other by interpreter, which neither depends on."""
+    the one or the other by interpreter, which neither depends on. Every
+    tick here (--idle-stride 1); a quiet process's stretches are the next
+    test's."""
     done = tmp_path / "done"
     target = start_program(interp, "agent_still.py", done, 1.5)
     source = "bpf" if interp.id in ("3.8.18", "3.12.1", "debian-3.15") else "cpu_clock"
-    a = agent("--cpu-budget", "0", *(["--bpf"] if source == "bpf" else []))
+    a = agent("--cpu-budget", "0", "--idle-stride", "1",
+              *(["--bpf"] if source == "bpf" else []))
     a.wait_sampling(target.pid)
     time.sleep(1.0)
     f0 = a.metrics()
@@ -1042,12 +1057,7 @@ def test_still_process_not_read_again_until_it_runs(interp, start_program, agent
         assert d["idle"] >= 0.95 * sum(d.values()) and d["idle"] > 1.5, (t, d)
 
     before = thread_seconds(a.metrics(), target.pid, "napper")
-    target.proc.send_signal(signal.SIGUSR1)
-    deadline = time.monotonic() + 20
-    while not done.exists() or not done.read_text().endswith("\n"):
-        assert time.monotonic() < deadline, "napper never finished its burst"
-        time.sleep(0.02)
-    cpu, wall = map(float, done.read_text().split())
+    cpu, wall = napper_burst(target, done)
     time.sleep(0.5)
     after = thread_seconds(a.metrics(), target.pid, "napper")
     d = {k: after[k] - before[k] for k in after}
@@ -1060,3 +1070,72 @@ def test_still_process_not_read_again_until_it_runs(interp, start_program, agent
     assert d["holding_gil"] >= 0.8 * cpu - 0.11, (d, cpu)
     assert on_cpu <= wall + 0.2, (d, cpu, wall)
     assert d["idle"] >= 0.3, d
+
+
+def total(fams, name):
+    return sum(v for _, v in series(fams, name))
+
+
+def test_quiet_process_sampled_at_one_tick_of_several(interp, start_program, agent, tmp_path):
+    """A process none of whose threads has run for 5 s is looked at at one
+    tick in 4 (--idle-stride's default), drawn at random, and that pass
+    stands for all 4: the ticks passed over are counted, and its threads'
+    seconds still add up to the wall time that went by. When it runs, the
+    pass that finds it so is read, and from the end of that stretch it is
+    looked at every tick: agent_still.py's napper, woken for a 1.5 s burst,
+    is counted holding the GIL for what its own time.thread_time() says,
+    within a stretch (4 ticks) at either end."""
+    done = tmp_path / "done"
+    target = start_program(interp, "agent_still.py", done, 1.5)
+    a = agent("--cpu-budget", "0")
+    a.wait_sampling(target.pid)
+    time.sleep(6.0)
+    f0, t0 = a.metrics(), time.monotonic()
+    stride = {l["stride"]: v for l, v in series(f0, "pyscope_agent_processes_by_stride")}
+    assert stride == {"1": 0, "2": 0, "4": 1}, (stride, a.log())
+    time.sleep(4.0)
+    f1, t1 = a.metrics(), time.monotonic()
+    read, repeated = (passes(f1, k) - passes(f0, k) for k in ("read", "repeated"))
+    skipped = (total(f1, "pyscope_agent_quiet_ticks_skipped_total") -
+               total(f0, "pyscope_agent_quiet_ticks_skipped_total"))
+    late = (total(f1, "pyscope_agent_rounds_skipped_total") -
+            total(f0, "pyscope_agent_rounds_skipped_total"))
+    ticks = read + repeated + skipped
+    wall = t1 - t0
+    # Each scrape falls between two ticks; a late tick is dropped, not made up.
+    assert 19 * wall - 2 - late <= ticks <= 19 * wall + 2, (ticks, wall, late)
+    assert read == 0, (read, repeated, skipped)
+    # One pass a stretch of 4 ticks: a quarter of the ticks, give or take a stretch.
+    assert ticks / 4 - 2 <= repeated <= ticks / 4 + 2, (read, repeated, skipped)
+    for t in ("napper", "reader", "MainThread"):
+        d = {k: thread_seconds(f1, target.pid, t)[k] - thread_seconds(f0, target.pid, t)[k]
+             for k in ("holding_gil", "waiting_gil", "running", "idle", "unknown")}
+        # A pass credits its whole stretch: each scrape can be up to a
+        # stretch and a tick early or late (0.26 s at 19 Hz).
+        assert abs(d["idle"] - wall) <= 0.55, (t, d, wall)
+        assert d["idle"] >= 0.98 * sum(d.values()), (t, d)
+
+    f2 = a.metrics()
+    before = thread_seconds(f2, target.pid, "napper")
+    cpu, awake = napper_burst(target, done)
+    f3 = a.metrics()
+    time.sleep(0.5)
+    after = thread_seconds(a.metrics(), target.pid, "napper")
+    d = {k: after[k] - before[k] for k in after}
+    on_cpu = d["holding_gil"] + d["running"] + d["waiting_gil"]
+    # Read at every tick of the burst but its first stretch's.
+    assert passes(f3, "read") - passes(f2, "read") >= 19 * cpu * 0.6, (cpu, a.log())
+    # As the test above, with a stretch of 4 ticks (0.21 s) more at each end.
+    assert d["holding_gil"] >= 0.8 * cpu - 0.11 - 0.21, (d, cpu)
+    assert on_cpu <= awake + 0.2 + 0.21, (d, cpu, awake)
+    assert d["idle"] >= 0.3 - 0.21, d
+
+
+def test_idle_stride_takes_1_2_or_4(pyscope_binary):
+    """--idle-stride is the most ticks one pass may stand for: anything but
+    1, 2 or 4 is a usage error, before anything is sampled."""
+    for bad in ("0", "3", "8", "x", ""):
+        r = subprocess.run([str(pyscope_binary), "agent", "--listen", "127.0.0.1:0",
+                            "--idle-stride", bad], capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2, (bad, r.returncode, r.stderr)
+        assert "--idle-stride takes 1, 2 or 4" in r.stderr, r.stderr

@@ -2,7 +2,10 @@
  * cgroup files as Docker, containerd/CRI-O under Kubernetes, podman and
  * systemd write them; the newest pass's samples, whole and across the
  * ring's wrap; the repeated passes' time credited when settled; the
- * thread count and last pid of /proc/loadavg that spare a listing of /proc. */
+ * thread count and last pid of /proc/loadavg that spare a listing of /proc;
+ * the stretches of a quiet process's ticks: every tick stood for by exactly
+ * one pass, the pass's tick uniform over its stretch, one tick at a time
+ * again after a read. */
 #include <stdlib.h>
 
 #include "agent/agent.h"
@@ -113,10 +116,72 @@ static void test_loadavg(void)
     CHECK(threads == 7 && last == 7);
 }
 
+/* A process quiet for 6 s, then running for 2 s, then quiet: 19 ticks a
+ * second, its passes' weights summed against the ticks that went by. */
+static void test_stretches(void)
+{
+    struct agent a = {0};
+    a.opts.idle_stride = 4;
+    a.stride_random = 12345;
+    struct agent_hot h = {0};
+    const uint64_t tick = 1000000000ull / 19;
+    uint64_t weights = 0, passes = 0, at[4] = {0}, in_stride[5] = {0};
+    uint64_t stretch_start = 0, stretch_end = 0, ticks = 19 * 60 * 20;
+    bool ran_late = false;
+    for (uint64_t k = 0; k < ticks; k++) {
+        uint64_t now = 1000000000ull + k * tick;
+        if (h.skip) {
+            h.skip--;
+            continue;
+        }
+        unsigned stride = h.stride ? h.stride : 1;
+        weights += stride;
+        passes++;
+        CHECK(k >= stretch_start && k < stretch_start + stride);
+        stretch_end = stretch_start + stride;
+        in_stride[stride]++;
+        if (stride == 4)
+            at[k - stretch_start]++;
+        /* Runs for 2 s of every 20: a read pass. */
+        uint64_t s = (k / 19) % 20;
+        bool read = s >= 6 && s < 8;
+        if (read && stride > 1)
+            ran_late = true;
+        unsigned before = h.after_pass;
+        agent_next_stretch(&a, &h, read || k == 0, now);
+        /* The next stretch starts after this one's remaining ticks. */
+        stretch_start = k + 1 + before;
+    }
+    /* Up to the end of the last pass's stretch, every tick counted once. */
+    CHECK_EQ_INT(weights, stretch_end);
+    CHECK(stretch_end >= ticks && stretch_end <= ticks + 3);
+    CHECK(in_stride[1] > 0 && in_stride[2] > 0 && in_stride[4] > 0);
+    CHECK_EQ_INT(in_stride[3], 0);
+    CHECK(ran_late); /* a stretch's pass can find the process running */
+    /* After 5 s quiet, the pass falls on each of a stretch's 4 ticks about
+     * as often (12 stretches a quiet stretch, 60 of them). */
+    uint64_t all = at[0] + at[1] + at[2] + at[3];
+    CHECK(all > 500);
+    for (int i = 0; i < 4; i++)
+        CHECK(at[i] * 4 > all * 3 / 4 && at[i] * 4 < all * 5 / 4);
+    /* Quiet 1-5 s: stride 2; running: every tick. */
+    CHECK(passes < ticks / 2);
+
+    /* --idle-stride 1: every tick, however quiet. */
+    a.opts.idle_stride = 1;
+    h = (struct agent_hot){0};
+    for (uint64_t k = 0; k < 19 * 30; k++) {
+        CHECK_EQ_INT(h.skip, 0);
+        agent_next_stretch(&a, &h, k == 0, 1000000000ull + k * tick);
+    }
+    CHECK_EQ_INT(h.stride, 1);
+}
+
 int main(void)
 {
     test_container_ids();
     test_loadavg();
+    test_stretches();
     test_last_pass();
     test_settle();
     return unit_report("test_agent");

@@ -3,7 +3,10 @@
  * statistics and a timeline relative to its start, the memory cap shortens
  * the window (and says so) instead of growing, and set_last replaces the
  * newest sample of a thread, and a pass repeated from its mark holds the
- * marked samples again, or says it cannot once they have left the ring. */
+ * marked samples again, or says it cannot once they have left the ring; a
+ * pass begun with a weight counts for that many in the window's profile
+ * (samples, states, GC, hogs), read or repeated, and passes after it for
+ * themselves again. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -363,6 +366,50 @@ static void test_repeat(void)
     profile_free(&s.p);
 }
 
+/* The agent's quiet process, one pass for 4 ticks: in the window its
+ * samples count 4 times each, repeated ones too, and its hog 4 times; a
+ * pass begun after the weight is put back counts once. Pass statistics
+ * stay per pass. */
+static void test_weight(void)
+{
+    struct source s;
+    source_init(&s);
+    struct sample_ring r;
+    CHECK_EQ_INT(sample_ring_init(&r, 100 * SEC, 100, RING_DEFAULT_MAX_BYTES), 0);
+    pass(&r, 10 * MS, s.t_main, s.s_work, PROFILE_HOLDING_GIL, s.t_worker, s.s_sleep,
+         PROFILE_IDLE, false);
+    r.pass_weight = 4;
+    pass(&r, 20 * MS, s.t_main, s.s_work, PROFILE_HOLDING_GIL, s.t_worker, s.s_sleep,
+         PROFILE_IDLE, true);
+    struct sink_mark mark;
+    sample_ring_mark(&r, &mark);
+    CHECK(sample_ring_repeat(&r, 30 * MS, &mark));
+    sample_ring_end_pass(&r, &(struct sample_pass){.hog_stack = UINT32_MAX});
+    r.pass_weight = 0;
+    sample_ring_begin_pass(&r, 40 * MS);
+    sample_ring_add(&r, s.t_main, s.s_work, PROFILE_HOLDING_GIL, true, 0xffff);
+    sample_ring_end_pass(&r, &(struct sample_pass){.hog_stack = UINT32_MAX});
+    struct profile w;
+    struct ring_window info;
+    CHECK_EQ_INT(sample_ring_window(&r, &s.p, 50 * MS, &w, &info), 0);
+    CHECK_EQ_INT(info.passes, 4);
+    CHECK_EQ_INT(w.meta.passes, 4);
+    CHECK_EQ_INT(w.n_threads, 2);
+    CHECK_EQ_INT(w.threads[0].samples, 1 + 4 + 4 + 1);
+    CHECK_EQ_INT(w.threads[0].state_samples[PROFILE_HOLDING_GIL], 10);
+    CHECK_EQ_INT(w.threads[0].gc_samples, 1);
+    CHECK_EQ_INT(w.threads[1].state_samples[PROFILE_IDLE], 1 + 4 + 4);
+    uint64_t counted = 0;
+    for (size_t i = 0; i < w.n_counts; i++)
+        counted += w.counts[i].samples;
+    CHECK_EQ_INT(counted, 19);
+    CHECK_EQ_INT(w.n_hogs, 1);
+    CHECK_EQ_INT(w.hogs[0].samples, 4);
+    profile_free(&w);
+    sample_ring_free(&r);
+    profile_free(&s.p);
+}
+
 int main(void)
 {
     test_pass_cap();
@@ -370,5 +417,6 @@ int main(void)
     test_short_recording();
     test_memory_cap();
     test_repeat();
+    test_weight();
     return unit_report("test_ring");
 }
