@@ -682,6 +682,9 @@ static void read_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns)
  * spends most of its time past these. */
 #define STRIDE2_QUIET_NS 1000000000ull
 #define STRIDE4_QUIET_NS 5000000000ull
+/* And how long a stretch may last: at a rate the budget has lowered, a
+ * process that starts to run is still seen within about half a second. */
+#define STRIDE_SPAN_MAX_NS 250000000ull
 
 static uint64_t stride_draw(struct agent *a)
 {
@@ -712,6 +715,8 @@ void agent_next_stretch(struct agent *a, struct agent_hot *h, bool read, uint64_
         stride = 4;
     else if (most >= 2 && quiet >= STRIDE2_QUIET_NS)
         stride = 2;
+    while (stride > 1 && stride * a->interval_ns > STRIDE_SPAN_MAX_NS)
+        stride /= 2;
     unsigned at = stride > 1 ? (unsigned)(stride_draw(a) >> 33) % stride : 0;
     h->skip = (uint8_t)(h->after_pass + at);
     h->after_pass = (uint8_t)(stride - 1 - at);

@@ -120,11 +120,12 @@ static void test_loadavg(void)
  * second, its passes' weights summed against the ticks that went by. */
 static void test_stretches(void)
 {
+    const uint64_t tick = 1000000000ull / 19;
     struct agent a = {0};
     a.opts.idle_stride = 4;
+    a.interval_ns = tick;
     a.stride_random = 12345;
     struct agent_hot h = {0};
-    const uint64_t tick = 1000000000ull / 19;
     uint64_t weights = 0, passes = 0, at[4] = {0}, in_stride[5] = {0};
     uint64_t stretch_start = 0, stretch_end = 0, ticks = 19 * 60 * 20;
     bool ran_late = false;
@@ -166,6 +167,22 @@ static void test_stretches(void)
         CHECK(at[i] * 4 > all * 3 / 4 && at[i] * 4 < all * 5 / 4);
     /* Quiet 1-5 s: stride 2; running: every tick. */
     CHECK(passes < ticks / 2);
+
+    /* A stretch lasts 250 ms at most: at 5 Hz (a rate the budget lowered)
+     * every tick, at 10 Hz stretches of 2. */
+    a.interval_ns = 1000000000ull / 5;
+    h = (struct agent_hot){0};
+    for (uint64_t k = 0; k < 5 * 30; k++) {
+        CHECK_EQ_INT(h.skip, 0);
+        agent_next_stretch(&a, &h, k == 0, 1000000000ull + k * a.interval_ns);
+    }
+    CHECK_EQ_INT(h.stride, 1);
+    a.interval_ns = 1000000000ull / 10;
+    h = (struct agent_hot){0};
+    for (uint64_t k = 0; k < 10 * 30; k++)
+        agent_next_stretch(&a, &h, k == 0, 1000000000ull + k * a.interval_ns);
+    CHECK_EQ_INT(h.stride, 2);
+    a.interval_ns = tick;
 
     /* --idle-stride 1: every tick, however quiet. */
     a.opts.idle_stride = 1;
