@@ -126,7 +126,6 @@ struct agent_hot {
      * its next pass, after_pass of its stretch are left after that pass. */
     uint64_t read_ns;            /* its last read pass (0: none yet) */
     uint8_t stride, skip, after_pass;
-    bool stretch_ended;          /* its next pass, one tick long, follows a stretch */
 };
 
 struct agent_http;

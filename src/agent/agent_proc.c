@@ -498,13 +498,11 @@ void agent_settle(struct agent_proc *p, uint64_t now_ns)
  * process then costs the same whatever its number of threads. */
 static double pass_span(struct agent *a, struct agent_hot *h, uint64_t now_ns)
 {
-    if (h->stride > 1 || h->stretch_ended) {
-        /* Its stretch's ticks, as its samples in the profile; the first
-         * pass after a stretch has only its own (the stretch covered the
-         * ticks since its pass). */
-        h->stretch_ended = false;
-        h->last_pass_ns = now_ns;
-        return (double)((h->stride > 1 ? h->stride : 1) * a->interval_ns) / 1e9;
+    if (h->stride > 1) {
+        /* Its stretch's ticks, as its samples in the profile; the pass
+         * after it counts from the stretch's last tick. */
+        h->last_pass_ns = now_ns + h->after_pass * a->interval_ns;
+        return (double)(h->stride * a->interval_ns) / 1e9;
     }
     uint64_t dt_ns = a->interval_ns;
     if (h->last_pass_ns && now_ns > h->last_pass_ns) {
@@ -723,7 +721,6 @@ void agent_next_stretch(struct agent *a, struct agent_hot *h, bool read, uint64_
     unsigned at = stride > 1 ? (unsigned)(stride_draw(a) >> 33) % stride : 0;
     h->skip = (uint8_t)(h->after_pass + at);
     h->after_pass = (uint8_t)(stride - 1 - at);
-    h->stretch_ended = h->stride > 1 && stride == 1;
     h->stride = (uint8_t)stride;
 }
 
