@@ -121,11 +121,11 @@ struct agent_hot {
     double still_seconds;
     uint64_t passes;
     uint64_t why_at;             /* when its why (or its second snapshot) is due */
-    /* A quiet process is sampled at one tick, chosen at random, of each
+    /* A settled process is sampled at one tick, chosen at random, of each
      * stretch of stride ticks (see agent_next_stretch): skip ticks go by before
      * its next pass, after_pass of its stretch are left after that pass. */
-    uint64_t read_ns;            /* its last read pass (0: none yet) */
-    uint8_t stride, skip, after_pass;
+    double change_rate;          /* share of recent ticks found changed (agent_next_stretch) */
+    uint8_t stride, skip, after_pass, rated;
 };
 
 struct agent_http;
@@ -204,10 +204,11 @@ double agent_cpu_seconds(void);
 /* agent_proc.c: the process table */
 void agent_scan(struct agent *a, uint64_t now_ns);
 void agent_sample_all(struct agent *a, uint64_t now_ns);
-/* After a pass over h's process at now_ns (read: it had run; else it was
- * repeated): the stretch of ticks its next pass stands for, and how many
- * ticks go by before it. */
-void agent_next_stretch(struct agent *a, struct agent_hot *h, bool read, uint64_t now_ns);
+/* After a pass over h's process (changed: it read a thread sampled
+ * otherwise than at the read pass before; else it was repeated, or found
+ * every thread as before): the stretch of ticks its next pass stands for,
+ * and how many ticks go by before it. */
+void agent_next_stretch(struct agent *a, struct agent_hot *h, bool changed);
 void agent_why_step(struct agent *a, uint64_t now_ns);
 /* When agent_why_step has a look to take next (monotonic ns). */
 uint64_t agent_why_deadline(const struct agent *a);

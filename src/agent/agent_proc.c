@@ -678,11 +678,18 @@ static void read_pass(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     account_pass(a, p, now_ns, repeated);
 }
 
-/* How long a process's passes must all have been repeats before it is
- * sampled at one tick of 2, and of 4. A process that runs now and then
- * spends most of its time past these. */
-#define STRIDE2_QUIET_NS 1000000000ull
-#define STRIDE4_QUIET_NS 5000000000ull
+/* A process is sampled at one tick of 2 while fewer than a quarter of its
+ * recent ticks were found changed, of 4 under a sixteenth: the share of
+ * passes that bring anything new, below which reading every tick mostly
+ * reads the same again. Recent: each pass weighs the ticks it stood for,
+ * and the weight fades by 1/e a second; a process just found, or one that
+ * has kept changing, starts from all. One that stops takes 1.4 s to come
+ * to stretches of 2 and 3 s to 4; one change after a long settled spell
+ * takes it to stretches of 2 for about a second, several in a row to every
+ * tick. */
+#define CHANGE_MEMORY_NS 1000000000ull
+#define STRIDE2_CHANGED 0.25
+#define STRIDE4_CHANGED 0.0625
 /* And how long a stretch may last: at a rate the budget has lowered, a
  * process that starts to run is still seen within about half a second. */
 #define STRIDE_SPAN_MAX_NS 250000000ull
@@ -698,23 +705,33 @@ static uint64_t stride_draw(struct agent *a)
 
 /* After a pass: the next stretch of ticks it is due in. Each stretch has
  * one pass at a tick drawn uniformly from its ticks, and the pass's samples
- * count for all of them: the counts of a quiet process are then those of
+ * count for all of them: the counts of a settled process are then those of
  * every tick on average (each tick is sampled with probability 1/stride,
  * at weight stride), with no tick counted twice or left out, and a process
- * that runs at a fixed period cannot fall between the passes for ever. A
- * read pass (the process ran) makes the next stretches one tick long. The
- * rest of the pass's own stretch is left out even then: its weight covers
- * it. */
-void agent_next_stretch(struct agent *a, struct agent_hot *h, bool read, uint64_t now_ns)
+ * that changes at a fixed period cannot fall between the passes for ever.
+ * Settled: no thread has run since the last read pass (its passes are
+ * repeats), or each pass found every thread as the read pass before it
+ * (a service whose workers wake, handle a little and wait again at the
+ * same call, whose passes show them waiting there every time); changed:
+ * a thread found elsewhere, in another state, new or gone. How settled it
+ * is, is the share of its recent ticks found changed (above). The rest of
+ * the pass's own stretch is left out whatever the next stride: its weight
+ * covers it. */
+void agent_next_stretch(struct agent *a, struct agent_hot *h, bool changed)
 {
-    if (read || !h->read_ns)
-        h->read_ns = now_ns;
-    uint64_t quiet = now_ns - h->read_ns;
+    unsigned span = h->stride ? h->stride : 1;
+    double per_tick = a->interval_ns < CHANGE_MEMORY_NS
+        ? 1.0 - (double)a->interval_ns / (double)CHANGE_MEMORY_NS : 0.0;
+    double keep = 1.0;
+    for (unsigned k = 0; k < span; k++)
+        keep *= per_tick;
+    h->change_rate = h->rated ? h->change_rate * keep + (changed ? 1.0 - keep : 0.0) : 1.0;
+    h->rated = 1;
     unsigned most = a->opts.idle_stride ? a->opts.idle_stride : 1;
     unsigned stride = 1;
-    if (most >= 4 && quiet >= STRIDE4_QUIET_NS)
+    if (most >= 4 && h->change_rate < STRIDE4_CHANGED)
         stride = 4;
-    else if (most >= 2 && quiet >= STRIDE2_QUIET_NS)
+    else if (most >= 2 && h->change_rate < STRIDE2_CHANGED)
         stride = 2;
     while (stride > 1 && stride * a->interval_ns > STRIDE_SPAN_MAX_NS)
         stride /= 2;
@@ -751,12 +768,13 @@ void agent_sample_all(struct agent *a, uint64_t now_ns)
             a->passes_repeated++;
             if (!account_still(a, h, now_ns))
                 account_pass(a, p, now_ns, true);
-            agent_next_stretch(a, h, false, now_ns);
+            agent_next_stretch(a, h, false);
         } else if (p->state == AGENT_PROC_SAMPLING && p->sampler) {
-            uint64_t repeated = h->st.passes_repeated;
+            uint64_t repeated = h->st.passes_repeated, alike = h->st.passes_alike;
             read_pass(a, p, now_ns);
             if (h->proc == p)
-                agent_next_stretch(a, h, h->st.passes_repeated == repeated, now_ns);
+                agent_next_stretch(a, h, h->st.passes_repeated == repeated &&
+                                             h->st.passes_alike == alike);
             t = monotonic_ns();
         }
         a->ring.pass_weight = 0;

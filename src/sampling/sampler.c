@@ -1483,15 +1483,21 @@ static void sample_thread(struct sampler *s, struct pass_thread *pass, struct pa
         state = PROFILE_WAITING_GIL;
     th->last_stack = torn ? UINT32_MAX : stack;
     th->last_top_frame = pass->pt.top_frame;
+    bool had = th->has_sample;
     th->has_sample = false;
     sum->sampled++;
     if (torn) {
         sum->torn++;
         sum->failed = true;
     }
-    if (stack == UINT32_MAX)
+    if (stack == UINT32_MAX) {
+        sum->changed++;
         return;
+    }
     struct sink_sample sample = {th->profile_thread, stack, state, in_gc, syscall};
+    if (!had || th->sample.stack != stack || th->sample.state != state ||
+        th->sample.gc != in_gc || th->sample.syscall != syscall)
+        sum->changed++;
     th->sample = sample;
     th->has_sample = !torn && state != PROFILE_UNKNOWN;
     s->sink->ops->add(s->sink, &th->sink, &sample);
@@ -1724,13 +1730,17 @@ static int pass_body(struct sampler *s, uint64_t now_ns)
         if (s->pass[i].th)
             sample_thread(s, &s->pass[i], &sum, now_ns);
     for (size_t i = s->n_threads; i-- > 0;)
-        if (!s->threads[i].seen)
+        if (!s->threads[i].seen) {
             forget_thread(s, i, rel_ns);
+            sum.changed++;
+        }
     finish_pass(s->st, s->sink, s->profile, s->profile_process, &sum, now_ns, rel_ns);
     bool repeatable = !sum.failed && sum.torn == 0 && s->n_threads > 0;
     for (size_t i = 0; i < s->n_threads && repeatable; i++)
         repeatable = s->threads[i].has_sample;
     s->st->repeatable = repeatable;
+    if (repeatable && sum.changed == 0 && sum.gc_now == s->st->last_sum.gc_now)
+        s->st->passes_alike++;
     s->st->last_sum = sum;
     mark_pass(s->sink, s->st);
 

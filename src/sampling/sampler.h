@@ -43,6 +43,7 @@ struct pass_summary {
     uint64_t holder, switches;      /* the main interpreter's GIL holder */
     uint32_t holder_stack;
     uint64_t sampled, torn;         /* stacks read, and of those torn */
+    uint64_t changed;               /* threads not sampled as at their last pass */
 };
 
 /* What a pass over a process none of whose threads has run since the last
@@ -66,6 +67,9 @@ struct sampler_still {
     struct pass_summary last_sum;
     struct sink_mark last_mark;       /* where the sink put the last pass */
     uint64_t passes_repeated;
+    /* Read passes that found every thread as the read pass before did (the
+     * same threads, each at the same stack in the same state). */
+    uint64_t passes_alike;
     /* GIL-hog tracking: the holder and the switch count, and since when they
      * have not changed. */
     uint64_t hold_tstate, hold_switches, hold_since_ns;

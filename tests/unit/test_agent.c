@@ -116,21 +116,27 @@ static void test_loadavg(void)
     CHECK(threads == 7 && last == 7);
 }
 
+/* An agent at 19 Hz with --idle-stride 4, its draws seeded. */
+static struct agent stride_agent(uint64_t seed)
+{
+    struct agent a = {0};
+    a.opts.idle_stride = 4;
+    a.interval_ns = 1000000000ull / 19;
+    a.stride_random = seed;
+    return a;
+}
+
 /* A process quiet for 6 s, then running for 2 s, then quiet: 19 ticks a
  * second, its passes' weights summed against the ticks that went by. */
 static void test_stretches(void)
 {
     const uint64_t tick = 1000000000ull / 19;
-    struct agent a = {0};
-    a.opts.idle_stride = 4;
-    a.interval_ns = tick;
-    a.stride_random = 12345;
+    struct agent a = stride_agent(12345);
     struct agent_hot h = {0};
     uint64_t weights = 0, passes = 0, at[4] = {0}, in_stride[5] = {0};
     uint64_t stretch_start = 0, stretch_end = 0, ticks = 19 * 60 * 20;
     bool ran_late = false;
     for (uint64_t k = 0; k < ticks; k++) {
-        uint64_t now = 1000000000ull + k * tick;
         if (h.skip) {
             h.skip--;
             continue;
@@ -149,13 +155,14 @@ static void test_stretches(void)
         if (read && stride > 1)
             ran_late = true;
         unsigned before = h.after_pass;
-        agent_next_stretch(&a, &h, read || k == 0, now);
+        agent_next_stretch(&a, &h, read || k == 0);
         /* The next stretch starts after this one's remaining ticks. */
         stretch_start = k + 1 + before;
     }
-    /* Up to the end of the last pass's stretch, every tick counted once. */
+    /* Up to the end of the last pass's stretch, every tick counted once (the
+     * loop may end among the ticks skipped before the next pass). */
     CHECK_EQ_INT(weights, stretch_end);
-    CHECK(stretch_end >= ticks && stretch_end <= ticks + 3);
+    CHECK(stretch_end + 3 >= ticks && stretch_end <= ticks + 3);
     CHECK(in_stride[1] > 0 && in_stride[2] > 0 && in_stride[4] > 0);
     CHECK_EQ_INT(in_stride[3], 0);
     CHECK(ran_late); /* a stretch's pass can find the process running */
@@ -174,13 +181,13 @@ static void test_stretches(void)
     h = (struct agent_hot){0};
     for (uint64_t k = 0; k < 5 * 30; k++) {
         CHECK_EQ_INT(h.skip, 0);
-        agent_next_stretch(&a, &h, k == 0, 1000000000ull + k * a.interval_ns);
+        agent_next_stretch(&a, &h, k == 0);
     }
     CHECK_EQ_INT(h.stride, 1);
     a.interval_ns = 1000000000ull / 10;
     h = (struct agent_hot){0};
     for (uint64_t k = 0; k < 10 * 30; k++)
-        agent_next_stretch(&a, &h, k == 0, 1000000000ull + k * a.interval_ns);
+        agent_next_stretch(&a, &h, k == 0);
     CHECK_EQ_INT(h.stride, 2);
     a.interval_ns = tick;
 
@@ -189,9 +196,74 @@ static void test_stretches(void)
     h = (struct agent_hot){0};
     for (uint64_t k = 0; k < 19 * 30; k++) {
         CHECK_EQ_INT(h.skip, 0);
-        agent_next_stretch(&a, &h, k == 0, 1000000000ull + k * tick);
+        agent_next_stretch(&a, &h, k == 0);
     }
     CHECK_EQ_INT(h.stride, 1);
+}
+
+/* The stride follows the share of recent ticks found changed: a process
+ * that stops comes to stretches of 2 after about 1.4 s and of 4 after 3 s;
+ * one change in a settled spell costs a second of stretches of 2, two in a
+ * row every tick; one changed at a fiftieth of its passes, at random, is
+ * mostly at 4, and one changed at half of them at every tick. */
+static void test_change_share(void)
+{
+    struct agent a = stride_agent(777);
+    struct agent_hot h = {0};
+    for (int k = 0; k < 19 * 3; k++)
+        agent_next_stretch(&a, &h, true);
+    CHECK_EQ_INT(h.stride, 1);
+    /* Stops changing: the ticks until each stride, skips included. */
+    uint64_t ticks = 0, to2 = 0, to4 = 0;
+    while (ticks < 19 * 10 && !to4) {
+        ticks += 1 + h.skip;
+        h.skip = 0;
+        agent_next_stretch(&a, &h, false);
+        ticks += h.after_pass;
+        if (h.stride == 2 && !to2)
+            to2 = ticks;
+        if (h.stride == 4)
+            to4 = ticks;
+    }
+    CHECK(to2 >= 24 && to2 <= 30);
+    CHECK(to4 >= 52 && to4 <= 64);
+    for (int k = 0; k < 19 * 5; k++)
+        agent_next_stretch(&a, &h, false);
+    CHECK_EQ_INT(h.stride, 4);
+    agent_next_stretch(&a, &h, true);
+    CHECK_EQ_INT(h.stride, 2);
+    int back = 0;
+    while (h.stride != 4 && back < 100) {
+        agent_next_stretch(&a, &h, false);
+        back++;
+    }
+    CHECK(back >= 8 && back <= 14); /* passes of 2 ticks: about a second */
+    agent_next_stretch(&a, &h, true);
+    agent_next_stretch(&a, &h, true);
+    CHECK_EQ_INT(h.stride, 1);
+
+    /* Changed at random: a pass in 50, then one in 2. */
+    for (int share = 50; share >= 2; share -= 48) {
+        uint64_t rnd = 99, passes = 0, by_stride[5] = {0};
+        h = (struct agent_hot){0};
+        ticks = 0;
+        while (ticks < 19 * 600) {
+            ticks += 1 + h.skip;
+            h.skip = 0;
+            rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+            agent_next_stretch(&a, &h, (rnd >> 33) % (uint64_t)share == 0);
+            ticks += h.after_pass;
+            passes++;
+            by_stride[h.stride]++;
+        }
+        if (share == 50) {
+            CHECK(by_stride[4] > 3 * (by_stride[1] + by_stride[2]));
+            CHECK(passes < ticks / 3);
+        } else {
+            CHECK(by_stride[1] > 20 * (by_stride[2] + by_stride[4]));
+            CHECK(passes > ticks * 9 / 10);
+        }
+    }
 }
 
 int main(void)
@@ -199,6 +271,7 @@ int main(void)
     test_container_ids();
     test_loadavg();
     test_stretches();
+    test_change_share();
     test_last_pass();
     test_settle();
     return unit_report("test_agent");

@@ -30,28 +30,36 @@ def burst(seconds):
     return x
 
 
+def report_burst(done_file, seconds):
+    """The burst, then its CPU and wall seconds into done_file."""
+    cpu = time.thread_time()
+    burst(seconds)
+    cpu = time.thread_time() - cpu
+    wall = time.monotonic() - woken_at[0]
+    with open(done_file, "w") as f:
+        f.write("%.6f %.6f\n" % (cpu, wall))
+
+
 def nap(done_file, seconds):
     while True:
         go.wait()
         go.clear()
-        cpu = time.thread_time()
-        burst(seconds)
-        cpu = time.thread_time() - cpu
-        wall = time.monotonic() - woken_at[0]
-        with open(done_file, "w") as f:
-            f.write("%.6f %.6f\n" % (cpu, wall))
+        report_burst(done_file, seconds)
+
+
+def wake_on_sigusr1():
+    def wake(*_):
+        woken_at[0] = time.monotonic()
+        go.set()
+
+    signal.signal(signal.SIGUSR1, wake)
 
 
 def main():
     path = _target.report_path()
     done_file = sys.argv[2]
     seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 1.5
-
-    def wake(*_):
-        woken_at[0] = time.monotonic()
-        go.set()
-
-    signal.signal(signal.SIGUSR1, wake)
+    wake_on_sigusr1()
     threads = [threading.Thread(target=nap, args=(done_file, seconds), name="napper",
                                 daemon=True),
                threading.Thread(target=never.wait, name="reader", daemon=True)]
