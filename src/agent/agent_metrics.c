@@ -165,7 +165,7 @@ static void write_metrics(FILE *f, struct agent *a)
     fprintf(f, "pyscope_agent_process_passes_total{kind=\"repeated\"} %llu\n",
             (unsigned long long)a->passes_repeated);
     family(f, "pyscope_agent_quiet_ticks_skipped_total", "counter",
-           "Ticks at which a quiet process was not looked at: a pass at another tick of the "
+           "Ticks at which a settled process was not looked at: a pass at another tick of the "
            "same stretch stands for them (see --idle-stride).");
     fprintf(f, "pyscope_agent_quiet_ticks_skipped_total %llu\n",
             (unsigned long long)a->ticks_skipped);
@@ -175,7 +175,8 @@ static void write_metrics(FILE *f, struct agent *a)
             by_stride[a->hot[i].stride >= 4 ? 2 : a->hot[i].stride >= 2 ? 1 : 0]++;
     family(f, "pyscope_agent_processes_by_stride", "gauge",
            "Sampled processes by the ticks each pass stands for: 1 (every tick), or 2 or 4 "
-           "for a process none of whose threads ran for 1 or 5 s.");
+           "for a process under a quarter or a sixteenth of whose recent ticks found it "
+           "changed.");
     for (int k = 0; k < 3; k++)
         fprintf(f, "pyscope_agent_processes_by_stride{stride=\"%d\"} %zu\n", 1 << k, by_stride[k]);
     family(f, "pyscope_agent_run_source_info", "gauge",

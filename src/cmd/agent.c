@@ -142,9 +142,10 @@ int cmd_agent(int argc, char **argv)
         CLI_OPT(0, "max-processes", "N", "sampled at once (default 256); more are listed in the\n"
                 "metrics as unreadable, and taken up as others exit", CLI_CALL,
                 &opts.max_processes, .call = take_max_processes),
-        CLI_OPT(0, "idle-stride", "N", "a process none of whose threads ran for 1 s is looked at"
-                "\nat one tick of 2 (of 4 after 5 s; 250 ms at most), drawn at\nrandom, its "
-                "sample counting for all of them; 1: every\ntick (default 4)", CLI_CALL,
+        CLI_OPT(0, "idle-stride", "N", "a process whose passes keep finding it as before (no\n"
+                "thread ran, or each where it was) is looked at at one\ntick of 2 or 4 "
+                "(250 ms at most), drawn at random, its\nsample counting for all of them; "
+                "1: every tick (default 4)", CLI_CALL,
                 &opts.idle_stride,
                 .call = take_idle_stride),
         CLI_OPT(0, "no-debug-endpoints", NULL, "serve /metrics and /debug/pprof only", CLI_CLEAR,
