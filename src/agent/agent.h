@@ -124,8 +124,10 @@ struct agent_hot {
     /* A settled process is sampled at one tick, chosen at random, of each
      * stretch of stride ticks (see agent_next_stretch): skip ticks go by before
      * its next pass, after_pass of its stretch are left after that pass. */
-    double change_rate;          /* share of recent ticks found changed (agent_next_stretch) */
-    uint8_t stride, skip, after_pass, rated;
+    /* Share of recent ticks found unchanged (agent_next_stretch): 0, as a
+     * new entry starts, is a process taken as changing at every tick. */
+    double settled;
+    uint8_t stride, skip, after_pass;
 };
 
 struct agent_http;

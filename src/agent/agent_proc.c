@@ -725,13 +725,12 @@ void agent_next_stretch(struct agent *a, struct agent_hot *h, bool changed)
     double keep = 1.0;
     for (unsigned k = 0; k < span; k++)
         keep *= per_tick;
-    h->change_rate = h->rated ? h->change_rate * keep + (changed ? 1.0 - keep : 0.0) : 1.0;
-    h->rated = 1;
+    h->settled = h->settled * keep + (changed ? 0.0 : 1.0 - keep);
     unsigned most = a->opts.idle_stride ? a->opts.idle_stride : 1;
     unsigned stride = 1;
-    if (most >= 4 && h->change_rate < STRIDE4_CHANGED)
+    if (most >= 4 && 1.0 - h->settled < STRIDE4_CHANGED)
         stride = 4;
-    else if (most >= 2 && h->change_rate < STRIDE2_CHANGED)
+    else if (most >= 2 && 1.0 - h->settled < STRIDE2_CHANGED)
         stride = 2;
     while (stride > 1 && stride * a->interval_ns > STRIDE_SPAN_MAX_NS)
         stride /= 2;
