@@ -359,6 +359,19 @@ static enum py_walk_status walk_interpreter_frames(struct py_walker *w, uint64_t
     return visited == 0 || at_entry ? PY_WALK_OK : PY_WALK_INVALID;
 }
 
+int py_frame_code_now(struct py_reader *r, uint64_t frame, uint64_t *code)
+{
+    const struct py_layout *L = r->L;
+    bool objects = L->frames == PY_FRAMES_OBJECTS;
+    long field = objects ? L->frame_code : L->iframe_executable;
+    if (!frame || field == PY_OFF_NONE ||
+        r->t->ops->read_raw(r->t, frame + (uint64_t)field, code, sizeof *code) != 0)
+        return -1;
+    if (!objects && L->stackref_tagged)
+        *code &= ~(uint64_t)7;
+    return 0;
+}
+
 enum py_walk_status py_walk_frames(struct py_walker *w, uint64_t top, struct py_frame *out,
                                    size_t max, size_t *count)
 {

@@ -101,5 +101,8 @@ void py_stack_copy_note_visit(struct py_stack_copy *copy, uint64_t frame);
 enum py_walk_status py_walk_frames(struct py_walker *w, uint64_t top, struct py_frame *out,
                                    size_t max, size_t *count);
 const char *py_walk_status_text(enum py_walk_status status);
+/* The code object (3.13+: the executable) the frame at frame runs, read
+ * straight from the process, past any copy or cache; -1 if unreadable. */
+int py_frame_code_now(struct py_reader *r, uint64_t frame, uint64_t *code);
 
 #endif

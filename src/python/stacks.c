@@ -213,6 +213,21 @@ static bool stack_prefetched(const struct py_layout *L, const struct py_thread *
     return pt->datastack_top > base && pt->datastack_top - base <= STACK_PREFETCH_MAX;
 }
 
+/* Whether the thread's newest frame is still the one a walk started from,
+ * running the same code (the code tells a frame slot reused by a new call
+ * from the one walked). */
+static bool still_at(struct py_reader *r, uint64_t tstate, const struct py_thread *walked,
+                     const struct py_frame *frames, size_t count)
+{
+    uint64_t top = py_tstate_top_frame_now(r, tstate);
+    if (top != walked->top_frame)
+        return false;
+    uint64_t code;
+    if (count == 0 || frames[0].frame_addr != top)
+        return true;
+    return py_frame_code_now(r, top, &code) == 0 && code == frames[0].code_addr;
+}
+
 static void prefetch_stacks(struct py_reader *r, const struct py_snapshot *snap)
 {
     struct target_range *ranges = calloc((size_t)(snap->n_threads ? snap->n_threads : 1),
@@ -320,6 +335,10 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
                   (int)t->pid, rt->version);
         goto out;
     }
+    /* The stacks are copied right after the thread states that say where
+     * their tops are, before the slow reads of /proc: each walk is checked
+     * against its thread's top afterwards, and re-read if it moved. */
+    prefetch_stacks(&reader, &snap);
     names = calloc((size_t)(snap.n_threads ? snap.n_threads : 1), sizeof *names);
     if (!names) {
         error_set(err, PYSCOPE_ERR_OTHER, "out of memory");
@@ -343,7 +362,6 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         goto out;
     }
     read_coherent_activity(&reader, &snap, opts->paused, activities);
-    prefetch_stacks(&reader, &snap);
     if (opts->raw) {
         opts->raw->gil_switches = 0;
         for (int k = 0; k < snap.n_interps; k++)
@@ -373,13 +391,14 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
         if (activity.syscall_nr >= 0 && th->state != THREAD_WAITING_GIL)
             th->syscall = syscall_name(activity.syscall_nr);
 
-        uint64_t top = pt->top_frame;
+        struct py_thread now = *pt;
         walker.stack = stack_prefetched(&rt->layout, pt) ? NULL : &stack_copy;
         if (walker.stack)
             py_stack_copy_read(&reader, pt->datastack_chunk, pt->datastack_top, &stack_copy);
         size_t count = 0;
         enum py_walk_status status = PY_WALK_OK;
-        int attempts = opts->paused ? 1 : 1 + opts->max_retries;
+        bool live = !opts->paused && target_can(t, TARGET_CAN_CHANGE);
+        int attempts = live ? 1 + opts->max_retries : 1;
         for (int attempt = 0; attempt < attempts; attempt++) {
             if (attempt > 0) {
                 /* The thread moved on: forget everything read of it. A
@@ -390,12 +409,22 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
                 if (attempt > 3)
                     usleep(100u << (attempt - 4 < 4 ? attempt - 4 : 4));
                 target_cache_invalidate(t);
-                stack_copy.len = 0;
-                top = py_tstate_top_frame(&reader, pt->tstate);
+                if (py_thread_reread(&reader, &now) != 0)
+                    now.top_frame = py_tstate_top_frame(&reader, pt->tstate);
+                walker.stack = &stack_copy;
+                py_stack_copy_read(&reader, now.datastack_chunk, now.datastack_top, &stack_copy);
             }
-            status = py_walk_frames(&walker, top, frames, PY_MAX_FRAMES, &count);
-            if (status == PY_WALK_OK)
+            status = py_walk_frames(&walker, now.top_frame, frames, PY_MAX_FRAMES, &count);
+            if (status != PY_WALK_OK && status != PY_WALK_TOO_DEEP)
+                continue;
+            /* A walk of a copy made after the top was read is the stack of
+             * one moment only if the thread is still in that frame, running
+             * that code: a frame it has returned from keeps its bytes, and
+             * its caller may since have become another function. A thread
+             * that never holds still for long enough keeps its last walk. */
+            if (!live || attempt == attempts - 1 || still_at(&reader, pt->tstate, &now, frames, count))
                 break;
+            status = PY_WALK_INVALID;
         }
         th->complete = status == PY_WALK_OK;
         if (!th->complete)

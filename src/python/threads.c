@@ -108,6 +108,42 @@ uint64_t py_tstate_top_frame(struct py_reader *r, uint64_t tstate)
     return frame;
 }
 
+uint64_t py_tstate_top_frame_now(struct py_reader *r, uint64_t tstate)
+{
+    const struct py_layout *L = r->L;
+    struct target *t = r->t;
+    uint64_t frame = 0, cframe = 0;
+    long field = L->tstate_frame != PY_OFF_NONE ? L->tstate_frame : L->tstate_current_frame;
+    if (field != PY_OFF_NONE) {
+        if (t->ops->read_raw(t, tstate + (uint64_t)field, &frame, sizeof frame) != 0)
+            return 0;
+        return frame;
+    }
+    if (L->tstate_cframe == PY_OFF_NONE ||
+        t->ops->read_raw(t, tstate + (uint64_t)L->tstate_cframe, &cframe, sizeof cframe) != 0 ||
+        !cframe ||
+        t->ops->read_raw(t, cframe + (uint64_t)L->cframe_current_frame, &frame, sizeof frame) != 0)
+        return 0;
+    return frame;
+}
+
+int py_thread_reread(struct py_reader *r, struct py_thread *th)
+{
+    size_t ts_size = (size_t)r->L->tstate_size;
+    if (ts_size == 0 || ts_size > TSTATE_READ_MAX)
+        ts_size = TSTATE_READ_MAX;
+    unsigned char ts[TSTATE_READ_MAX];
+    if (r->t->ops->read_raw(r->t, th->tstate, ts, ts_size) != 0)
+        return -1;
+    struct py_thread now;
+    py_thread_from_block_no_frame(r, th->tstate, ts, &now);
+    th->datastack_chunk = now.datastack_chunk;
+    th->datastack_top = now.datastack_top;
+    th->datastack_limit = now.datastack_limit;
+    th->top_frame = py_tstate_top_frame_now(r, th->tstate);
+    return 0;
+}
+
 uint64_t py_tstate_cframe(const struct py_layout *L, const unsigned char *ts)
 {
     return L->tstate_cframe != PY_OFF_NONE ? u64_at(ts, L->tstate_cframe) : 0;

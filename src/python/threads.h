@@ -60,6 +60,12 @@ void py_thread_from_block_no_frame(struct py_reader *r, uint64_t tstate, const u
 /* The thread's innermost frame, read afresh from its thread state (0 when
  * it runs no Python code or the state is unreadable). */
 uint64_t py_tstate_top_frame(struct py_reader *r, uint64_t tstate);
+/* The same, read straight from the process, past the page cache: what the
+ * thread runs at this moment, to check a walk of a copy made earlier. */
+uint64_t py_tstate_top_frame_now(struct py_reader *r, uint64_t tstate);
+/* Refreshes th's top frame and data stack from the process as it is now
+ * (past the page cache); returns -1 when the state cannot be read. */
+int py_thread_reread(struct py_reader *r, struct py_thread *th);
 /* 3.11/3.12: the _PyCFrame the thread state points to (its current_frame
  * is the top frame), or 0 on other versions. */
 uint64_t py_tstate_cframe(const struct py_layout *L, const unsigned char *block);

@@ -315,8 +315,7 @@ def test_cpu_two(interp, start_program, pyscope, pause):
                 "%r: holds_gil %r, state %r" % (want["name"], got["holds_gil"], got["state"]))
             states[want["name"]] = got["state"]
             if want["name"] in workers:
-                if pause:
-                    check_spinning_stack(want, got, extra)
+                check_spinning_stack(want, got, extra)
             else:
                 diff = frames_diff(want["frames"], got["frames"])
                 assert diff is None, "thread %r: %s" % (want["name"], diff)
@@ -332,11 +331,45 @@ def test_cpu_two(interp, start_program, pyscope, pause):
         % (good, CPU_MIN_GOOD, seen))
 
 
+def test_live_dump_shows_a_stack_the_thread_was_in(interp, start_program, pyscope):
+    """call_cycle.py's thread alternates spin() under through_python() (2 ms)
+    and through_c() in sorted() (2 ms). In 150 live dumps, over the frames
+    the program reported below cycle(): spin() never under through_c() (a
+    frame spin() returned from, walked from a top read before the thread
+    moved on: one dump in ten on 3.11 when walks were not checked against
+    the thread's top afterwards), and through_python() innermost, where it
+    is for one instruction, in at most 2 (3 to 9 in 100 on 3.12+ then).
+    cycle() innermost is allowed: --pause finds the thread there too, now
+    and then, on a loaded machine."""
+    target = start_program(interp, "call_cycle.py")
+    want = next(t for t in target.report["threads"] if t["name"] == "cycler")
+    want_names = [f["function"] for f in want["frames"]]
+    below = want["frames"][want_names.index("cycle") + 1:]
+    shapes = {("spin", "through_python", "cycle"): 0, ("through_c", "cycle"): 0,
+              ("through_python", "cycle"): 0, ("cycle",): 0}
+    wrong = []
+    for _ in range(150):
+        doc = dump_json(pyscope, target)
+        got = next(t for t in doc["threads"] if t["name"] == "cycler")
+        names = [f["function"] for f in got["frames"]]
+        shape = tuple(names[:names.index("cycle") + 1]) if "cycle" in names else None
+        if shape not in shapes or not got["frames_complete"]:
+            wrong.append(["%s:%s" % (f["function"], f["line"]) for f in got["frames"][:4]])
+            continue
+        diff = frames_diff(below, got["frames"][len(shape):])
+        assert diff is None, "below cycle(): %s" % diff
+        shapes[shape] += 1
+    assert not wrong, "%d of 150 dumps show a stack the thread was never in, e.g. %s" % (
+        len(wrong), wrong[:3])
+    assert shapes[("through_python", "cycle")] <= 2, shapes
+    assert min(shapes[("spin", "through_python", "cycle")], shapes[("through_c", "cycle")]) >= 5, shapes
+
+
 def check_spinning_stack(want, got, extra):
-    """With --pause, a spinning worker is in spin() (or step(), called from
-    it), and the frames below spin() are fixed and must equal the report's.
-    Without --pause its frames move while they are read, so they are not
-    checked."""
+    """A spinning worker is in spin() (or step(), called from it), and the
+    frames below spin() are fixed and must equal the report's. Without
+    --pause too: a walk is kept only when the thread was still in the frame
+    it started from, running the same code, after the copy it walked."""
     if not got["frames_complete"]:
         return
     functions = [f["function"] for f in got["frames"]]
