@@ -107,6 +107,7 @@ static struct py_code *code_read(struct py_reader *r, uint64_t addr)
     c->last_offset = -1;
     c->name_obj = name;
     c->filename_obj = filename;
+    c->linetable_obj = linetable;
     static uint64_t serials;
     c->serial = ++serials;
     /* A missing line table leaves lines unknown rather than failing the frame. */
@@ -167,12 +168,14 @@ const struct py_code *py_code_get_verified(struct py_code_cache *cache, struct p
     struct py_code *c = hit ? *hit : NULL;
     if (c) {
         const struct py_layout *L = r->L;
-        uint64_t name, filename;
+        uint64_t name, filename, linetable;
         int32_t firstlineno;
         if (target_read_u64(r->t, addr + (uint64_t)L->code_name, &name) == 0 &&
             target_read_u64(r->t, addr + (uint64_t)L->code_filename, &filename) == 0 &&
+            target_read_u64(r->t, addr + (uint64_t)L->code_linetable, &linetable) == 0 &&
             target_read_i32(r->t, addr + (uint64_t)L->code_firstlineno, &firstlineno) == 0 &&
-            name == c->name_obj && filename == c->filename_obj && firstlineno == c->firstlineno)
+            name == c->name_obj && filename == c->filename_obj && linetable == c->linetable_obj &&
+            firstlineno == c->firstlineno)
             return c;
         code_free(c);
         *hit = NULL;

@@ -15,8 +15,10 @@ struct py_code {
     int firstlineno;
     uint8_t *linetable;
     size_t linetable_len;
-    /* What identifies the object at addr, for py_code_get_verified. */
-    uint64_t name_obj, filename_obj;
+    /* What identifies the object at addr, for py_code_get_verified: a code
+     * object compiled anew from the same function (a module reloaded) has
+     * the same names but a line table object of its own. */
+    uint64_t name_obj, filename_obj, linetable_obj;
     uint64_t serial;         /* distinct for every code object read */
     /* The last line looked up: recursion asks for the same one again and
      * again (offset -1: none yet). */

@@ -293,6 +293,37 @@ static void done(struct stack_report *report, struct stacks_raw *raw)
     stacks_raw_free(raw);
 }
 
+/* A cache kept between walks takes its entry for an address only while the
+ * object there is the code object it read: one compiled anew from the same
+ * source (same names, same first line) has a line table of its own. */
+static void test_verified_codes(unsigned version)
+{
+    struct process p;
+    build(&p, version);
+    const struct py_layout *L = &p.rt.layout;
+    struct py_code_cache *codes = calloc(1, sizeof *codes);
+    uint64_t addr = p.codes[1];
+    const struct py_code *c = py_code_get_verified(codes, &p.r, addr);
+    CHECK(c != NULL);
+    uint64_t first = c ? c->serial : 0;
+    c = py_code_get_verified(codes, &p.r, addr);
+    CHECK(c && c->serial == first);
+    uint64_t table = fake_object(&p.img, p.img.bytes_type, (size_t)L->bytes_sval + 1);
+    fake_put_u64(&p.img, table, L->ob_size, 0);
+    fake_put_u64(&p.img, addr, L->code_linetable, table);
+    remap(&p);
+    c = py_code_get_verified(codes, &p.r, addr);
+    CHECK(c && c->serial != first && c->linetable_obj == table);
+    uint64_t second = c ? c->serial : 0;
+    fake_put_u64(&p.img, addr, L->code_name, fake_str(&p.img, "other"));
+    remap(&p);
+    c = py_code_get_verified(codes, &p.r, addr);
+    CHECK(c && c->serial != second && strcmp(c->name, "other") == 0);
+    py_code_cache_clear(codes);
+    free(codes);
+    destroy(&p);
+}
+
 static void test_waits(unsigned version)
 {
     struct process p;
@@ -400,6 +431,9 @@ int main(void)
     test_version(0x030b07f0); /* 3.11.7 */
     test_version(0x030d00f0); /* 3.13.0 */
     test_version(0x030e0af0); /* 3.14.10 */
+    test_verified_codes(0x030812f0);
+    test_verified_codes(0x030b07f0);
+    test_verified_codes(0x030e0af0);
     test_waits(0x030812f0);
     test_waits(0x030a0df0);
     test_waits(0x030b07f0);
