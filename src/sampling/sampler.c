@@ -45,6 +45,7 @@ struct sampled_thread {
      * takes the stack along with the thread state, from there. */
     uint64_t last_chunk, last_top, last_limit;
     bool read_ahead;                 /* this pass's copy came with the first read */
+    bool bracketed;                  /* its state, top and copy all came with it */
     uint32_t ahead;                  /* bytes read past last_top: see READ_AHEAD_MIN */
     /* A thread waiting for the GIL runs no Python code until it takes it:
      * while it waits (see classify), its stack is not read again and the
@@ -841,6 +842,7 @@ struct pass_thread {
     uint64_t cframe;            /* 3.11/3.12 */
     bool top_assumed;           /* pt.top_frame is the last pass's (cframe_assumed) */
     bool ts_stale;              /* pt is from an earlier pass's read (ts_skipped) */
+    bool top_later;             /* pt.top_frame was read after the first read (3.11/3.12) */
 };
 
 /* The interpreters change rarely; they are looked up again every so often,
@@ -1085,7 +1087,25 @@ static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns
         n_spans += th->n_spans;
         th->read_ahead = true;
     }
+    /* The GILs' switch counts and last holders once more, last: see
+     * sample_stack_once_more. */
+    size_t first_gil_end = n_spans;
+    bool gil_end = L->gil_switch_number != PY_OFF_NONE && L->gil_switch_number + 8 <= L->gil_size &&
+                   reserve_spans(s, n_spans + 2 * (size_t)s->n_interps) == 0;
+    for (int k = 0; gil_end && k < s->n_interps; k++) {
+        s->spans[n_spans++] = (struct target_span){s->interps[k].gil + (uint64_t)L->gil_switch_number,
+                                                   &s->gil_end[k][0], 8, false};
+        s->spans[n_spans++] = (struct target_span){s->interps[k].gil + (uint64_t)L->gil_last_holder,
+                                                   &s->gil_end[k][1], 8, false};
+    }
     target_read_spans(s->target, s->spans, n_spans);
+    for (int k = 0; k < s->n_interps; k++) {
+        const unsigned char *start = (const unsigned char *)s->gil_bufs[k];
+        s->gil_steady[k] = gil_end && s->spans[first_gil_end + 2 * (size_t)k].ok &&
+                           s->spans[first_gil_end + 2 * (size_t)k + 1].ok &&
+                           memcmp(start + L->gil_switch_number, &s->gil_end[k][0], 8) == 0 &&
+                           memcmp(start + L->gil_last_holder, &s->gil_end[k][1], 8) == 0;
+    }
     for (size_t i = 0; i < s->n_chain; i++) {
         struct sampled_thread *th = find_thread(s, s->chain[i].tstate, s->chain[i].thread_id);
         if (th && th->read_ahead)
@@ -1128,9 +1148,11 @@ static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns
                 py_thread_from_block_no_frame(&s->reader, expected, block, &ptr->pt);
                 ptr->pt.top_frame = s->chain[i].cframe_top;
                 ptr->top_assumed = s->chain[i].cframe_assumed;
+                ptr->top_later = false;
             } else {
                 py_thread_from_block(&s->reader, expected, block, &ptr->pt);
                 ptr->top_assumed = false;
+                ptr->top_later = cframe != 0;
             }
             ptr->cframe = cframe;
             ptr->interp = k;
@@ -1180,6 +1202,7 @@ static int walk_threads(struct sampler *s, size_t ts_size)
             s->pass[n].th = NULL;
             s->pass[n].top_assumed = false;
             s->pass[n].ts_stale = false;
+            s->pass[n].top_later = true; /* read one by one: nothing is bracketed */
             n++;
             memcpy(&tstate, block + L->tstate_next, 8);
         }
@@ -1237,6 +1260,9 @@ static int read_thread_states(struct sampler *s, uint64_t now_ns)
                                                                              : TSTATE_READ_MAX;
     int n_pass = read_known_threads(s, ts_size, now_ns);
     if (n_pass < 0) {
+        /* The stacks planned with the first read are not the states read
+         * next: none is bracketed by its GIL reads. */
+        memset(s->gil_steady, 0, sizeof s->gil_steady);
         if (interp_refresh_ns(s) > INTERP_REFRESH_NS && exec_happened(s))
             return -1;
         refresh_interpreters(s, now_ns);
@@ -1336,6 +1362,7 @@ static void read_uncovered_stacks(struct sampler *s, int n_pass)
         struct py_thread *pt = &s->pass[i].pt;
         const struct py_interp *pi = &s->interps[s->pass[i].interp];
         th->n_spans = 0;
+        th->bracketed = false;
         if (th->parked) {
             if (still_waiting(th, pi) && pt->top_frame == th->last_top_frame)
                 continue;
@@ -1362,6 +1389,10 @@ static void read_uncovered_stacks(struct sampler *s, int n_pass)
                          pt->datastack_top - c->base <= c->len));
         if (th->read_ahead && pt->datastack_chunk == th->last_chunk)
             adapt_read_ahead(th, covered);
+        /* (An idle parked thread that moved was not planned in the first
+         * read: read_ahead is false, and its top was read after it.) */
+        th->bracketed = covered && !s->pass[i].ts_stale && !s->pass[i].top_assumed &&
+                        !s->pass[i].top_later;
         if (covered)
             continue;
         if (reserve_spans(s, n_spans + 1 + th->copy.n_visited) != 0)
@@ -1420,14 +1451,21 @@ static bool reread_thread(struct sampler *s, struct pass_thread *pass)
 static uint32_t sample_stack_once_more(struct sampler *s, struct pass_thread *pass,
                                        uint64_t interp, bool in_gc, bool blocked, bool *torn)
 {
-    /* Only the thread that held the GIL when the pass read it can have
-     * run Python code while the copy was taken (no other could return and
-     * call before it had taken the GIL). */
+    /* A thread runs Python code only while it holds the GIL, and CPython
+     * counts a switch whenever a thread other than the last holder takes
+     * it. When the GIL read at the end of the first read shows the count
+     * and the last holder as at its start, only that holder can have run
+     * while the state, top and copy were read: no other thread needs the
+     * check; when it changed hands, every thread does. A thread read again
+     * after the first read is checked if it held the GIL when the pass read
+     * it, or when none did. */
     const struct py_interp *pi = &s->interps[pass->interp];
+    bool check = !pass->th->bracketed ? !pi->gil_holder || pi->gil_holder == pass->pt.tstate
+                 : s->gil_steady[pass->interp] ? s->last_holders[pass->interp] == pass->pt.tstate
+                                               : true;
     bool moved = false;
     uint32_t stack = sample_stack(s, pass->th, &pass->pt, interp, in_gc, blocked, torn,
-                                  !pi->gil_holder || pi->gil_holder == pass->pt.tstate ? &moved
-                                                                                       : NULL);
+                                  check ? &moved : NULL);
     if (!moved)
         return stack;
     if (!reread_thread(s, pass)) {

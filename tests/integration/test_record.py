@@ -1365,6 +1365,38 @@ def test_torn_stacks(interp, start_program, pyscope, tmp_path):
 # --------------------------------------------------------------------------
 # Names of code objects whose memory was reused
 
+def test_sampled_stacks_are_stacks_the_threads_were_in(interp, start_program, pyscope, tmp_path):
+    """Two call_cycle.py threads take turns at the GIL, each alternating
+    spin() under through_python() and through_c() in sorted(). Of their
+    samples at 200 Hz for 3 s: spin() never under through_c() (a frame
+    returned from, walked from a top frame read after the copy of the
+    stack), and through_python() innermost (where it is for an instant) in
+    at most 2%. The sampler checks the walks of only the threads that can
+    have taken the GIL while it read them: both take turns here."""
+    target = start_program(interp, "call_cycle.py", 2)
+    doc = record_pid(pyscope, tmp_path, target.pid, "-r", "200", duration=3)
+    for name in target.report["extra"]["threads"]:
+        thread = thread_named(doc, name)
+        shapes, wrong, total = {}, [], 0
+        for t, stack, state, count in doc["samples"]:
+            if t != thread:
+                continue
+            names = [doc["frames"][f]["function"] for f in doc["stacks"][stack]]
+            names = [n for n in names if not n.startswith("[C] ")]
+            if "cycle" not in names:
+                continue
+            shape = tuple(names[names.index("cycle"):])
+            total += count
+            shapes[shape] = shapes.get(shape, 0) + count
+            if shape not in (("cycle", "through_python", "spin"), ("cycle", "through_c"),
+                             ("cycle", "through_python"), ("cycle",)):
+                wrong.append((shape, count))
+        assert not wrong, "%s: stacks it was never in: %s" % (name, wrong)
+        assert shapes.get(("cycle", "through_python"), 0) <= total * 0.02, (name, shapes)
+        assert shapes.get(("cycle", "through_python", "spin"), 0) > 0, (name, shapes)
+        assert shapes.get(("cycle", "through_c"), 0) > 0, (name, shapes)
+
+
 def test_code_object_reuse(interp, start_program, pyscope, tmp_path):
     """rec_reuse.py frees a function's code object and compiles another at
     the same address, over and over: every frame is named after the code

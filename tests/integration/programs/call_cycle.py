@@ -8,7 +8,10 @@ the stack taken after the thread moved on shows exactly those: a frame
 spin() has returned from still sits in memory above its old caller's slot,
 which through_c() now fills.
 
-usage: python call_cycle.py REPORT.json
+With a second argument N, N such threads ("cycler", "cycler-2", ...) take
+turns at the GIL.
+
+usage: python call_cycle.py REPORT.json [N]
 """
 
 import sys
@@ -45,9 +48,13 @@ def cycle():
 
 def main():
     path = _target.report_path()
-    threading.Thread(target=cycle, name="cycler", daemon=True).start()
-    running.wait()  # the report shows the frames below cycle()
-    _target.park(__file__, path, settle=False, extra={"thread": "cycler"})
+    count = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    names = ["cycler"] + ["cycler-%d" % i for i in range(2, count + 1)]
+    for name in names:
+        running.clear()
+        threading.Thread(target=cycle, name=name, daemon=True).start()
+        running.wait()  # the report shows the frames below cycle()
+    _target.park(__file__, path, settle=False, extra={"threads": names})
 
 
 if __name__ == "__main__":
