@@ -247,9 +247,21 @@ static void forget_thread(struct sampler *s, size_t index, uint64_t now_ns)
     s->threads[index] = s->threads[--s->n_threads];
 }
 
+static void refresh_names(struct sampler *s);
+
 void sampler_close(struct sampler *s, uint64_t now_ns)
 {
     uint64_t rel = now_ns > s->start_ns ? now_ns - s->start_ns : 0;
+    /* A thread started in the last second may not be in threading's table
+     * yet at the last look: one more, so that it keeps its name. */
+    bool unnamed = false;
+    for (size_t i = 0; i < s->n_threads && !unnamed; i++)
+        unnamed = !s->threads[i].python_named;
+    if (unnamed && s->profile && target_can(s->target, TARGET_CAN_CHANGE) &&
+        !target_gone(s->target)) {
+        target_cache_invalidate(s->target);
+        refresh_names(s);
+    }
     while (s->n_threads > 0)
         forget_thread(s, s->n_threads - 1, rel);
     free(s->threads);
