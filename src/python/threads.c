@@ -92,44 +92,40 @@ static uint64_t top_frame_of(struct py_reader *r, const unsigned char *ts)
     return frame;
 }
 
-uint64_t py_tstate_top_frame(struct py_reader *r, uint64_t tstate)
+/* The top frame through the page cache, or straight from the process. */
+static int read_u64(struct py_reader *r, uint64_t addr, uint64_t *out, bool now)
 {
-    const struct py_layout *L = r->L;
-    uint64_t frame = 0;
-    if (L->tstate_frame != PY_OFF_NONE) {
-        target_read_u64(r->t, tstate + (uint64_t)L->tstate_frame, &frame);
-    } else if (L->tstate_current_frame != PY_OFF_NONE) {
-        target_read_u64(r->t, tstate + (uint64_t)L->tstate_current_frame, &frame);
-    } else {
-        uint64_t cframe = 0;
-        if (target_read_u64(r->t, tstate + (uint64_t)L->tstate_cframe, &cframe) == 0 && cframe)
-            target_read_u64(r->t, cframe + (uint64_t)L->cframe_current_frame, &frame);
-    }
-    return frame;
+    return now ? r->t->ops->read_raw(r->t, addr, out, sizeof *out) : target_read_u64(r->t, addr, out);
 }
 
-uint64_t py_tstate_top_frame_now(struct py_reader *r, uint64_t tstate)
+static uint64_t top_frame_read(struct py_reader *r, uint64_t tstate, bool now)
 {
     const struct py_layout *L = r->L;
-    struct target *t = r->t;
     uint64_t frame = 0, cframe = 0;
     long field = L->tstate_frame != PY_OFF_NONE ? L->tstate_frame : L->tstate_current_frame;
-    if (field != PY_OFF_NONE) {
-        if (t->ops->read_raw(t, tstate + (uint64_t)field, &frame, sizeof frame) != 0)
-            return 0;
-        return frame;
-    }
+    if (field != PY_OFF_NONE)
+        return read_u64(r, tstate + (uint64_t)field, &frame, now) == 0 ? frame : 0;
     if (L->tstate_cframe == PY_OFF_NONE ||
-        t->ops->read_raw(t, tstate + (uint64_t)L->tstate_cframe, &cframe, sizeof cframe) != 0 ||
-        !cframe ||
-        t->ops->read_raw(t, cframe + (uint64_t)L->cframe_current_frame, &frame, sizeof frame) != 0)
+        read_u64(r, tstate + (uint64_t)L->tstate_cframe, &cframe, now) != 0 || !cframe ||
+        read_u64(r, cframe + (uint64_t)L->cframe_current_frame, &frame, now) != 0)
         return 0;
     return frame;
 }
 
+uint64_t py_tstate_top_frame(struct py_reader *r, uint64_t tstate)
+{
+    return top_frame_read(r, tstate, false);
+}
+
+uint64_t py_tstate_top_frame_now(struct py_reader *r, uint64_t tstate)
+{
+    return top_frame_read(r, tstate, true);
+}
+
 int py_thread_reread(struct py_reader *r, struct py_thread *th)
 {
-    size_t ts_size = (size_t)r->L->tstate_size;
+    const struct py_layout *L = r->L;
+    size_t ts_size = (size_t)L->tstate_size;
     if (ts_size == 0 || ts_size > TSTATE_READ_MAX)
         ts_size = TSTATE_READ_MAX;
     unsigned char ts[TSTATE_READ_MAX];
@@ -140,7 +136,13 @@ int py_thread_reread(struct py_reader *r, struct py_thread *th)
     th->datastack_chunk = now.datastack_chunk;
     th->datastack_top = now.datastack_top;
     th->datastack_limit = now.datastack_limit;
-    th->top_frame = py_tstate_top_frame_now(r, th->tstate);
+    /* From the same copy of the state where it holds the top itself. */
+    uint64_t cframe = py_tstate_cframe(L, ts), frame = 0;
+    if (L->tstate_frame != PY_OFF_NONE || L->tstate_current_frame != PY_OFF_NONE)
+        th->top_frame = top_frame_of(r, ts);
+    else
+        th->top_frame = cframe && read_u64(r, cframe + (uint64_t)L->cframe_current_frame, &frame,
+                                           true) == 0 ? frame : 0;
     return 0;
 }
 
