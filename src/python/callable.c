@@ -141,6 +141,17 @@ int py_c_callable_name(struct py_reader *r, uint64_t obj, char *out, size_t size
     }
 }
 
+bool py_c_callable_lasting(struct py_reader *r, uint64_t obj)
+{
+    char kind = c_callable_class(r, obj);
+    if (kind != 'b')
+        return kind != 0;
+    uint64_t self;
+    const char *self_type = NULL;
+    return target_read_u64(r->t, obj + (uint64_t)r->L->cfunction_self, &self) == 0 &&
+           (!self || (py_type_of(r, self, NULL, &self_type) == 0 && strcmp(self_type, "module") == 0));
+}
+
 char py_frame_call_kind(struct py_reader *r, const struct py_frame *f, int *oparg)
 {
     const struct py_layout *L = r->L;

@@ -4,6 +4,7 @@
 #ifndef PYSCOPE_PYTHON_CALLABLE_H
 #define PYSCOPE_PYTHON_CALLABLE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include "python/frames.h"
 #include "python/frame_vars.h"
@@ -30,5 +31,11 @@ uint64_t py_frame_c_callable_find(struct py_reader *r, struct py_vars_cache *cac
 /* 0; 1 when the name is only "unnamed ctypes function at 0x..." (a library
  * mapped since the target's maps were read would tell more); -1. */
 int py_c_callable_name(struct py_reader *r, uint64_t obj, char *out, size_t size);
+/* Whether obj lives as long as what defines it (a module's function, a
+ * class's method descriptor, a static type, a ctypes function pointer), as
+ * against a builtin bound to an instance, which a call through a stored or
+ * passed bound method made moments ago and may free the next, letting
+ * another bound method take its address. */
+bool py_c_callable_lasting(struct py_reader *r, uint64_t obj);
 
 #endif

@@ -138,6 +138,12 @@ static struct py_code **cached_code(struct py_code_cache *cache, uint64_t addr)
     return NULL;
 }
 
+const struct py_code *py_code_cached(struct py_code_cache *cache, uint64_t addr)
+{
+    struct py_code **hit = cached_code(cache, addr);
+    return hit ? *hit : NULL;
+}
+
 const struct py_code *py_code_get(struct py_code_cache *cache, struct py_reader *r, uint64_t addr)
 {
     struct py_code **hit = cached_code(cache, addr);

@@ -48,6 +48,8 @@ const struct py_code *py_code_get(struct py_code_cache *cache, struct py_reader 
  * cache while the target may free a code object and reuse its address. */
 const struct py_code *py_code_get_verified(struct py_code_cache *cache, struct py_reader *r,
                                            uint64_t addr);
+/* The entry cached for addr, if any, without reading the target. */
+const struct py_code *py_code_cached(struct py_code_cache *cache, uint64_t addr);
 /* The line for the instruction byte_offset bytes into the bytecode; -1 if none. */
 int py_code_line(const struct py_code *code, const struct py_layout *L, long byte_offset);
 void py_code_cache_clear(struct py_code_cache *cache);

@@ -22,9 +22,10 @@
 
 #define FRAME_KEY_SLOTS 8192u
 #define MAX_STACK_DEPTH 4096u
-/* Code objects can be freed and their address reused: everything cached by
- * code address is forgotten this often, which bounds how long a stale name
- * could be shown. */
+/* Code objects can be freed and their address reused: what is cached by
+ * code address is forgotten this often (a sampler that checks code objects
+ * at each use keeps them), and what is cached by callable is checked again,
+ * which bounds how long a stale name could be shown. */
 #define CODE_CACHE_LIFETIME_NS 2000000000ull
 #define NAMES_REFRESH_NS 1000000000ull
 /* CPython's default switch interval: a holder that keeps the GIL this long
@@ -107,7 +108,8 @@ struct frame_key_cache {
 
 /* The innermost frame's C callable costs a look at its instruction and,
  * at a call, a read of its value stack: both answers are kept, by
- * (code, offset) and by callable object, until the code caches are flushed. */
+ * (code, offset) while the code entry they were read with stands, and by
+ * callable object while the object there still looks the same. */
 #define CALL_SITE_SLOTS 4096u
 #define CALLABLE_SLOTS 1024u
 
@@ -119,11 +121,17 @@ struct call_site {
     bool known;
     bool slot_known;         /* where its callable was found, from the frame */
     uint32_t slot_off;
+    uint64_t serial;         /* of the code entry it was read with; 0: none */
 };
 
 struct callable_id {
     uint64_t obj;
     uint32_t frame;
+    /* The type and the two words after it when named (a builtin's method
+     * definition and self, a descriptor's class and name, a type's size and
+     * tp_name): an address freed and reused by another object shows others. */
+    uint64_t ident[3];
+    bool transient;          /* checked at each use: see py_c_callable_lasting */
 };
 
 struct callable_cache {
@@ -139,15 +147,68 @@ uint64_t monotonic_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static int reserve_spans(struct sampler *s, size_t need);
+
+static bool callable_ident(struct sampler *s, uint64_t obj, uint64_t ident[3])
+{
+    return target_read(s->target, obj + (uint64_t)s->rt.layout.ob_type, ident, 3 * sizeof *ident) == 0;
+}
+
+/* A named callable, if the object at its address is still it. */
+static bool callable_known(struct sampler *s, const struct callable_id *id, uint64_t obj)
+{
+    uint64_t now[3];
+    return obj && id->obj == obj &&
+           (!id->transient || (callable_ident(s, obj, now) && memcmp(now, id->ident, sizeof now) == 0));
+}
+
+/* Every named callable checked in one scattered read: a C callable lives as
+ * long as its module or class, so that naming them all again every time the
+ * code caches are flushed was most of what a quiet process cost. */
+static void recheck_callables(struct sampler *s)
+{
+    struct callable_cache *c = s->callables;
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_ids; i++)
+        n += c->ids[i].obj != 0;
+    if (n == 0)
+        return;
+    uint64_t(*now)[3] = malloc(n * sizeof *now);
+    size_t *which = malloc(n * sizeof *which);
+    if (!now || !which || reserve_spans(s, n) != 0) {
+        memset(c->ids, 0, c->n_ids * sizeof c->ids[0]);
+    } else {
+        size_t k = 0;
+        for (size_t i = 0; i < c->n_ids; i++) {
+            if (!c->ids[i].obj)
+                continue;
+            which[k] = i;
+            s->spans[k] = (struct target_span){c->ids[i].obj + (uint64_t)s->rt.layout.ob_type,
+                                               now[k], sizeof now[k], false};
+            k++;
+        }
+        target_read_spans(s->target, s->spans, n);
+        for (k = 0; k < n; k++)
+            if (!s->spans[k].ok || memcmp(now[k], c->ids[which[k]].ident, sizeof now[k]) != 0)
+                memset(&c->ids[which[k]], 0, sizeof c->ids[0]);
+    }
+    free(now);
+    free(which);
+}
+
 static void flush_code_caches(struct sampler *s)
 {
     if (s->tasks)
         async_stacks_flush(s->tasks);
+    py_vars_cache_clear(s->vars);
+    recheck_callables(s);
+    /* Checked at each use, a code entry stands while its object does, and
+     * the frame ids and call sites made from it with it (by its serial). */
+    if (s->verify_codes)
+        return;
     py_code_cache_clear(s->codes);
     memset(s->frame_keys->slots, 0, s->frame_keys->n * sizeof s->frame_keys->slots[0]);
     memset(s->callables->sites, 0, s->callables->n_sites * sizeof s->callables->sites[0]);
-    memset(s->callables->ids, 0, s->callables->n_ids * sizeof s->callables->ids[0]);
-    py_vars_cache_clear(s->vars);
 }
 
 /* The (code, offset) -> frame id and call-site caches, at 1/divisor of
@@ -503,7 +564,10 @@ static uint32_t callable_frame_for(struct sampler *s, const struct py_frame *f,
 {
     uint64_t h = (f->code_addr >> 4) * 0x9e3779b97f4a7c15ull ^ (uint64_t)f->instr_offset * 0xff51afd7ed558ccdull;
     struct call_site *site = &s->callables->sites[(h >> 20) % s->callables->n_sites];
-    if (!site->known || site->code != f->code_addr || site->offset != f->instr_offset) {
+    const struct py_code *code = py_code_cached(s->codes, f->code_addr);
+    uint64_t serial = code ? code->serial : 0;
+    if (!site->known || site->code != f->code_addr || site->offset != f->instr_offset ||
+        !serial || site->serial != serial) {
         int oparg = 0;
         site->kind = py_frame_call_kind(&s->reader, f, &oparg);
         site->oparg = (uint8_t)oparg;
@@ -511,6 +575,7 @@ static uint32_t callable_frame_for(struct sampler *s, const struct py_frame *f,
         site->offset = f->instr_offset;
         site->known = true;
         site->slot_known = false;
+        site->serial = serial;
     }
     *at_call = site->kind != 0;
     if (!site->kind)
@@ -523,7 +588,7 @@ static uint32_t callable_frame_for(struct sampler *s, const struct py_frame *f,
         if (py_stack_copy_peek(copy, at, &bits, 8) == 0 || target_read_u64(s->target, at, &bits) == 0) {
             uint64_t obj = py_stackref_object(&s->reader, bits);
             struct callable_id *slot = &s->callables->ids[((obj >> 4) * 0x9e3779b97f4a7c15ull >> 20) % s->callables->n_ids];
-            if (obj && slot->obj == obj)
+            if (callable_known(s, slot, obj))
                 return slot->frame;
         }
     }
@@ -537,7 +602,7 @@ static uint32_t callable_frame_for(struct sampler *s, const struct py_frame *f,
         site->slot_known = true;
     }
     struct callable_id *slot = &s->callables->ids[((obj >> 4) * 0x9e3779b97f4a7c15ull >> 20) % s->callables->n_ids];
-    if (slot->obj == obj)
+    if (callable_known(s, slot, obj))
         return slot->frame;
     char name[PY_C_CALLABLE_MAX + 8] = "[C] ";
     int named = py_c_callable_name(&s->reader, obj, name + 4, sizeof name - 4);
@@ -546,9 +611,12 @@ static uint32_t callable_frame_for(struct sampler *s, const struct py_frame *f,
     if (named < 0)
         return UINT32_MAX;
     uint32_t id = profile_frame_id(s->profile, name, "", -1, true);
-    if (id != UINT32_MAX) {
+    uint64_t ident[3];
+    if (id != UINT32_MAX && callable_ident(s, obj, ident)) {
         slot->obj = obj;
         slot->frame = id;
+        memcpy(slot->ident, ident, sizeof ident);
+        slot->transient = !py_c_callable_lasting(&s->reader, obj);
     }
     return id;
 }

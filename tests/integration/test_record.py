@@ -1420,3 +1420,28 @@ def test_code_object_reuse(interp, start_program, pyscope, tmp_path):
     assert not stale, "frames named after a freed code object: %d samples, e.g. %s" % (
         sum(n for _, n in stale), stale[:3])
     assert seen["decoy"] > 0 and seen["target"] > 0, seen
+
+
+def test_c_callable_reuse(interp, start_program, pyscope, tmp_path):
+    """rec_c_reuse.py calls poll.poll and epoll.poll in turn, each through
+    a bound method made for the call and freed after it, so that the next
+    one often takes its address: the [C] frame under each Python function
+    is always the callable it called."""
+    target = start_program(interp, "rec_c_reuse.py")
+    doc = record_pid(pyscope, tmp_path, target.pid, "-r", "200", "--idle", duration=3)
+    thread = thread_named(doc, "reuser")
+    expect = {"via_poll": "[C] select.poll.poll", "via_epoll": "[C] select.epoll.poll"}
+    wrong, seen = [], {"via_poll": 0, "via_epoll": 0}
+    for t, stack, state, count in doc["samples"]:
+        if t != thread:
+            continue
+        functions = stack_functions(doc, stack)
+        if len(functions) < 2 or functions[-2] not in expect or not functions[-1].startswith("[C] "):
+            continue
+        if functions[-1] == expect[functions[-2]]:
+            seen[functions[-2]] += count
+        else:
+            wrong.append((functions[-2:], count))
+    assert not wrong, "a C callable named after the one freed before it: %d samples, e.g. %s" % (
+        sum(n for _, n in wrong), wrong[:3])
+    assert seen["via_poll"] > 0 and seen["via_epoll"] > 0, seen
