@@ -30,6 +30,10 @@ struct process_target {
     pid_t reader;
     int mem_fd;              /* /proc/READER/mem, opened lazily on ENOSYS */
     bool use_mem_fd;
+    /* The leader's stat file, kept open for the exec check once it has been
+     * asked for: a pread of it costs a fraction of finding, opening and
+     * closing it (the agent asks about every process every second). */
+    int stat_fd;
     /* A process in a pid namespace of its own (a container) knows its
      * threads by other numbers than our /proc does: the pairs from each
      * thread's NSpid line, read again (at most every NS_TIDS_EVERY_MS) when
@@ -132,6 +136,8 @@ static void process_close(struct target *t)
     struct process_target *p = (struct process_target *)t;
     if (p->mem_fd >= 0)
         close(p->mem_fd);
+    if (p->stat_fd >= 0)
+        close(p->stat_fd);
     free(p->ns_tids);
     free(p);
 }
@@ -251,8 +257,28 @@ static bool op_gone_soon(struct target *t)
     return process_gone_soon(t->pid);
 }
 
+static bool stat_alive(const char *buf);
+static uint64_t image_id_of_stat(const char *buf);
+
 static uint64_t op_image_id(struct target *t)
 {
+    struct process_target *p = (struct process_target *)t;
+    if (p->stat_fd < 0) {
+        char path[96];
+        snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)t->pid, (int)t->pid);
+        p->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
+    char buf[1024];
+    ssize_t n = p->stat_fd >= 0 ? pread(p->stat_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n > 0 && (size_t)n < sizeof buf - 1) {
+        buf[n] = '\0';
+        /* (A leader gone zombie has no memory to describe: the long way.) */
+        if (stat_alive(buf))
+            return image_id_of_stat(buf);
+    } else if (p->stat_fd >= 0) {
+        close(p->stat_fd);
+        p->stat_fd = -1;
+    }
     return process_image_id(t->pid);
 }
 
@@ -733,6 +759,7 @@ struct target *process_open(pid_t pid, struct pyscope_error *err)
     p->base.pid = pid;
     p->reader = reader;
     p->mem_fd = -1;
+    p->stat_fd = -1;
     snprintf(p->base.root, sizeof p->base.root, "/proc/%d/root", (int)reader);
     pid_t own_pid;
     if (own_tid_of(pid, reader, &own_pid, &p->own_pid_ns) == 0 && p->own_pid_ns)
@@ -1047,14 +1074,27 @@ uint64_t process_image_id(pid_t pid)
         if (!reader || read_small_file(path, buf, sizeof buf, NULL) != 0)
             return 0;
     }
+    return image_id_of_stat(buf);
+}
+
+static uint64_t image_id_of_stat(const char *buf)
+{
     const char *p = strrchr(buf, ')');
     /* Fields 26-28: startcode, endcode, startstack, after "pid (comm)". */
     for (int field = 2; p && field < 26; field++)
         p = strchr(p + 1, ' ');
-    unsigned long long code = 0, end = 0, stack = 0;
-    if (!p || sscanf(p, " %llu %llu %llu", &code, &end, &stack) != 3)
-        return 0;
-    return (code * 0x9e3779b97f4a7c15ull) ^ (end << 1) ^ stack;
+    unsigned long long v[3];
+    for (int i = 0; i < 3; i++) {
+        char *end;
+        if (!p || p[0] != ' ' || p[1] < '0' || p[1] > '9')
+            return 0;
+        errno = 0;
+        v[i] = strtoull(p + 1, &end, 10);
+        if (errno)
+            return 0;
+        p = end;
+    }
+    return (v[0] * 0x9e3779b97f4a7c15ull) ^ (v[1] << 1) ^ v[2];
 }
 
 void process_raise_fd_limit(void)
