@@ -66,6 +66,9 @@ struct sampled_thread {
      * them (site_code 0: none), and as they were when its syscall file last
      * said idle (idle_read_ns 0: it did not) */
     uint64_t site_frame, site_code;
+    /* walks in a row that found it in the same innermost frame at the same
+     * instruction (see top_kept) */
+    uint8_t still_walks;
     long site_offset;
     uint64_t idle_frame, idle_code, idle_read_ns;
     long idle_offset;
@@ -824,11 +827,18 @@ static uint32_t sample_stack(struct sampler *s, struct sampled_thread *th,
         return UINT32_MAX;
     }
     if (count > 0) {
+        bool same = !*torn && th->site_code && th->site_frame == s->frames[0].frame_addr &&
+                    th->site_code == s->frames[0].code_addr &&
+                    th->site_offset == s->frames[0].instr_offset;
+        th->still_walks = same ? (uint8_t)(th->still_walks < 255 ? th->still_walks + 1 : 255) : 0;
         th->site_frame = s->frames[0].frame_addr;
         th->site_code = *torn ? 0 : s->frames[0].code_addr;
         th->site_offset = s->frames[0].instr_offset;
     } else if (!stopped) {
         th->site_code = 0;
+        th->still_walks = 0;
+    } else if (th->memo.reuse_from == 0 && th->still_walks < 255) {
+        th->still_walks++; /* stopped at once: the same innermost frame, unchanged */
     }
     for (size_t i = 0; i < count; i++) {
         uint32_t id = frame_id_for(s, s->frames[i].code_addr, s->frames[i].func_addr,
@@ -1097,6 +1107,33 @@ static void note_read_states(struct sampler *s, int n_pass, uint64_t now_ns)
     }
 }
 
+/* 3.11/3.12 keep the top frame pointer in a _PyCFrame on the thread's C
+ * stack, a page of its own to read for each thread. A thread that the last
+ * two walks found in the same innermost frame at a call (sleeping, waiting
+ * on a lock or a socket) is planned without it, the frame it was in taken
+ * as its top, if top_still confirms it. */
+static bool top_keepable(const struct sampled_thread *th)
+{
+    return th->still_walks >= 1 && th->at_call_known && th->at_call && th->site_code &&
+           th->site_frame == th->last_top_frame && th->memo.valid && th->last_chunk;
+}
+
+/* Read in the same instant as the thread state (pt) and the stack copy: the
+ * same _PyCFrame (a C function calling back into Python runs its own eval
+ * loop, which puts one of its own), the same top of the data stack (a
+ * Python call pushes its frame there), and the frame kept as the top the
+ * same to the byte, at the same call (only FOR_ITER and SEND enter a
+ * generator's frame, which lies elsewhere, without either). Then the
+ * _PyCFrame's current_frame is still that frame. */
+static bool top_still(struct sampler *s, const struct chain_entry *e, const struct py_thread *pt)
+{
+    struct sampled_thread *th = find_thread(s, e->tstate, e->thread_id);
+    return th && th->read_ahead && th->n_spans && pt->datastack_chunk == th->last_chunk &&
+           pt->datastack_top == th->last_top && pt->top_frame == th->last_top_frame &&
+           stack_memo_frame_same(&th->memo, &th->copy, th->last_top_frame,
+                                 py_frame_read_size(&s->rt.layout));
+}
+
 static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns)
 {
     const struct py_layout *L = &s->rt.layout;
@@ -1117,6 +1154,7 @@ static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns
     for (size_t i = 0; i < s->n_chain; i++) {
         struct sampled_thread *th = find_thread(s, s->chain[i].tstate, s->chain[i].thread_id);
         s->chain[i].cframe_assumed = false;
+        s->chain[i].top_kept = false;
         s->chain[i].ts_skipped = false;
         if (th) {
             th->read_ahead = false;
@@ -1127,6 +1165,9 @@ static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns
             s->chain[i].ts_skipped = skip_tstate(s, i, th, s->interps[s->chain[i].interp].gil_switches,
                                                  true, now_ns);
             s->chain[i].cframe_assumed = th->idle_parked || s->chain[i].ts_skipped;
+            if (!s->chain[i].cframe_assumed && !th->parked && s->chain[i].cframe &&
+                top_keepable(th))
+                s->chain[i].cframe_assumed = s->chain[i].top_kept = true;
         }
         if (!s->chain[i].ts_skipped)
             s->spans[n_spans++] = (struct target_span){s->chain[i].tstate,
@@ -1221,15 +1262,18 @@ static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns
                 return -1;
             struct pass_thread *ptr = &s->pass[i];
             uint64_t cframe = py_tstate_cframe(L, block);
-            if (cframe && cframe == s->chain[i].cframe && s->chain[i].cframe_ok) {
+            bool along = cframe && cframe == s->chain[i].cframe && s->chain[i].cframe_ok;
+            if (along) {
                 /* Fill from the block without the cframe read, then put in
                  * the top frame that was read along with it. */
                 ptr->pt = (struct py_thread){0};
                 py_thread_from_block_no_frame(&s->reader, expected, block, &ptr->pt);
                 ptr->pt.top_frame = s->chain[i].cframe_top;
-                ptr->top_assumed = s->chain[i].cframe_assumed;
+                ptr->top_assumed = s->chain[i].cframe_assumed && !s->chain[i].top_kept;
                 ptr->top_later = false;
-            } else {
+                along = !s->chain[i].top_kept || top_still(s, &s->chain[i], &ptr->pt);
+            }
+            if (!along) {
                 py_thread_from_block(&s->reader, expected, block, &ptr->pt);
                 ptr->top_assumed = false;
                 ptr->top_later = cframe != 0;
@@ -1366,7 +1410,7 @@ static void remember_chain(struct sampler *s, int n_pass)
         for (int i = 0; i < n_pass; i++)
             s->chain[i] = (struct chain_entry){s->pass[i].pt.tstate, s->pass[i].pt.thread_id,
                                                s->pass[i].interp, s->pass[i].cframe, 0, false,
-                                               false, false};
+                                               false, false, false};
         s->n_chain = (size_t)n_pass;
     }
     /* Block i is pass i's thread state, i.e. chain entry i's. */

@@ -71,6 +71,16 @@ static bool find_frame(const struct stack_memo *m, uint64_t frame, size_t *index
     return false;
 }
 
+bool stack_memo_frame_same(const struct stack_memo *m, const struct py_stack_copy *copy,
+                           uint64_t frame, size_t frame_bytes)
+{
+    if (!m->valid || !frame_bytes || frame < m->base || frame < copy->base ||
+        frame - m->base > m->len || frame_bytes > m->len - (frame - m->base) ||
+        frame - copy->base > copy->len || frame_bytes > copy->len - (frame - copy->base))
+        return false;
+    return memcmp(m->buf + (frame - m->base), copy->buf + (frame - copy->base), frame_bytes) == 0;
+}
+
 bool stack_memo_stop(void *ctx, uint64_t frame)
 {
     struct stack_memo *m = ctx;

@@ -50,6 +50,11 @@ int stack_memo_commit(struct stack_memo *m, struct py_stack_copy *copy,
                       const struct py_frame *frames, const uint32_t *ids, size_t n_new,
                       bool stopped, bool complete);
 
+/* Whether the memo's copy and this one both hold the frame_bytes at frame,
+ * the same in both. */
+bool stack_memo_frame_same(const struct stack_memo *m, const struct py_stack_copy *copy,
+                           uint64_t frame, size_t frame_bytes);
+
 void stack_memo_free(struct stack_memo *m);
 
 #endif

@@ -6,6 +6,7 @@ Targets are programs/rec_*.py (plus the GIL workloads of
 format of a recording is docs/record-json.md. See README.md here.
 """
 
+import collections
 import concurrent.futures
 import gzip
 import json
@@ -1445,3 +1446,30 @@ def test_c_callable_reuse(interp, start_program, pyscope, tmp_path):
     assert not wrong, "a C callable named after the one freed before it: %d samples, e.g. %s" % (
         sum(n for _, n in wrong), wrong[:3])
     assert seen["via_poll"] > 0 and seen["via_epoll"] > 0, seen
+
+
+def test_same_call_site_calling_back(interp, start_program, pyscope, tmp_path):
+    """rec_same_site.py's at_site() sleeps at its one call, then calls
+    through it a partial of sorted() whose key spins: a thread found asleep
+    at a call is not taken to be there still once it has called back into
+    Python from the same call. at_site() innermost without [C] time.sleep
+    is only the moments around the key's calls."""
+    target = start_program(interp, "rec_same_site.py")
+    # Above 1000 Hz the walks reuse what the last one read (as the agent's do).
+    doc = record_pid(pyscope, tmp_path, target.pid, "-r", "2000", "--idle", duration=3)
+    thread = thread_named(doc, "caller")
+    kinds = collections.Counter()
+    for functions, state, count in samples_of(doc, thread):
+        python = [f for f in functions if not f.startswith("[C] ")]
+        if "at_site" not in python:
+            continue
+        if python[-1] == "spin_key":
+            kinds["spin_key"] += count
+        elif python[-1] == "at_site" and functions[-1] == "[C] time.sleep":
+            kinds["sleep"] += count
+        else:
+            kinds["other: " + " > ".join(functions[-2:])] += count
+    total = sum(kinds.values())
+    other = total - kinds["spin_key"] - kinds["sleep"]
+    assert kinds["spin_key"] > 0 and kinds["sleep"] > 0, kinds
+    assert other <= max(2, total // 50), kinds
