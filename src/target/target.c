@@ -217,7 +217,19 @@ static size_t plan_pieces(struct span_merger *m, const struct target_span *spans
 {
     for (size_t i = 0; i < n; i++)
         m->order[i] = (struct span_order){spans[i].addr, i};
-    qsort(m->order, n, sizeof *m->order, by_address);
+    /* A pass's spans come mostly in address order already, and are few:
+     * insertion sort does them in a pass, without qsort's calls. */
+    if (n <= 64) {
+        for (size_t i = 1; i < n; i++) {
+            struct span_order v = m->order[i];
+            size_t j = i;
+            for (; j > 0 && m->order[j - 1].addr > v.addr; j--)
+                m->order[j] = m->order[j - 1];
+            m->order[j] = v;
+        }
+    } else {
+        qsort(m->order, n, sizeof *m->order, by_address);
+    }
     size_t pieces = 0, need = 0;
     uint64_t start = 0, end = 0;
     for (size_t k = 0; k < n; k++) {

@@ -70,6 +70,25 @@ static void test_merged_spans(void)
     fake_target_free(t);
 }
 
+/* More spans than the short sort takes, in falling order: the same pieces. */
+static void test_many_spans(void)
+{
+    struct target *t = make_target();
+    enum { N = 100 };
+    static unsigned char bufs[N][16];
+    struct target_span spans[N];
+    for (size_t i = 0; i < N; i++)
+        spans[i] = (struct target_span){REGION_A + 3 * 4096 - 32 * (i + 1), bufs[i], 16, false};
+    CHECK_EQ_INT(target_read_spans(t, spans, N), N);
+    for (size_t i = 0; i < N; i++)
+        CHECK(spans[i].ok && bytes_match(&spans[i]));
+    size_t calls, pieces;
+    fake_target_span_counts(t, &calls, &pieces);
+    CHECK_EQ_INT(calls, 1);
+    CHECK_EQ_INT(pieces, 1);
+    fake_target_free(t);
+}
+
 static void test_failed_piece(void)
 {
     struct target *t = make_target();
@@ -164,6 +183,7 @@ static void test_shared_cache(void)
 int main(void)
 {
     test_merged_spans();
+    test_many_spans();
     test_failed_piece();
     test_prefetch();
     test_shared_cache();
