@@ -1137,12 +1137,24 @@ static bool top_still(struct sampler *s, const struct chain_entry *e, const stru
 static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns)
 {
     const struct py_layout *L = &s->rt.layout;
-    size_t n_spans = 0, need = (size_t)s->n_interps * 3 + s->n_chain * 2;
+    size_t n_spans = 0, need = (size_t)s->n_interps * 5 + s->n_chain * 2;
     if (reserve_spans(s, need) != 0)
         return -1;
     if (s->n_chain == 0 || grow_pass(s, s->n_chain) != 0 || L->gil_size <= 0 ||
         (size_t)L->gil_size > sizeof s->gil_bufs[0])
         return -1;
+    /* Each GIL's switch count and last holder first and last of the read
+     * (never merged with the rest, which is read in address order): see
+     * sample_stack_once_more. */
+    bool gil_framed = L->gil_switch_number != PY_OFF_NONE && L->gil_switch_number + 8 <= L->gil_size &&
+                      L->gil_last_holder + 8 <= L->gil_size;
+    for (int k = 0; gil_framed && k < s->n_interps; k++) {
+        s->spans[n_spans++] = (struct target_span){s->interps[k].gil + (uint64_t)L->gil_switch_number,
+                                                   &s->gil_start[k][0], 8, false};
+        s->spans[n_spans++] = (struct target_span){s->interps[k].gil + (uint64_t)L->gil_last_holder,
+                                                   &s->gil_start[k][1], 8, false};
+    }
+    size_t n_head = n_spans;
     for (int k = 0; k < s->n_interps; k++) {
         struct py_interp *pi = &s->interps[k];
         s->spans[n_spans++] = (struct target_span){pi->gil, s->gil_bufs[k], (size_t)L->gil_size, false};
@@ -1208,31 +1220,28 @@ static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns
         n_spans += th->n_spans;
         th->read_ahead = true;
     }
-    /* The GILs' switch counts and last holders once more, last: see
-     * sample_stack_once_more. */
     size_t first_gil_end = n_spans;
-    bool gil_end = L->gil_switch_number != PY_OFF_NONE && L->gil_switch_number + 8 <= L->gil_size &&
-                   reserve_spans(s, n_spans + 2 * (size_t)s->n_interps) == 0;
-    for (int k = 0; gil_end && k < s->n_interps; k++) {
+    gil_framed = gil_framed && reserve_spans(s, n_spans + 2 * (size_t)s->n_interps) == 0;
+    for (int k = 0; gil_framed && k < s->n_interps; k++) {
         s->spans[n_spans++] = (struct target_span){s->interps[k].gil + (uint64_t)L->gil_switch_number,
                                                    &s->gil_end[k][0], 8, false};
         s->spans[n_spans++] = (struct target_span){s->interps[k].gil + (uint64_t)L->gil_last_holder,
                                                    &s->gil_end[k][1], 8, false};
     }
-    target_read_spans(s->target, s->spans, n_spans);
-    for (int k = 0; k < s->n_interps; k++) {
-        const unsigned char *start = (const unsigned char *)s->gil_bufs[k];
-        s->gil_steady[k] = gil_end && s->spans[first_gil_end + 2 * (size_t)k].ok &&
+    target_read_spans_framed(s->target, s->spans, n_spans, gil_framed ? n_head : 0,
+                             gil_framed ? n_spans - first_gil_end : 0);
+    for (int k = 0; k < s->n_interps; k++)
+        s->gil_steady[k] = gil_framed && s->spans[2 * (size_t)k].ok &&
+                           s->spans[2 * (size_t)k + 1].ok &&
+                           s->spans[first_gil_end + 2 * (size_t)k].ok &&
                            s->spans[first_gil_end + 2 * (size_t)k + 1].ok &&
-                           memcmp(start + L->gil_switch_number, &s->gil_end[k][0], 8) == 0 &&
-                           memcmp(start + L->gil_last_holder, &s->gil_end[k][1], 8) == 0;
-    }
+                           memcmp(s->gil_start[k], s->gil_end[k], sizeof s->gil_end[k]) == 0;
     for (size_t i = 0; i < s->n_chain; i++) {
         struct sampled_thread *th = find_thread(s, s->chain[i].tstate, s->chain[i].thread_id);
         if (th && th->read_ahead)
             py_stack_copy_commit(&th->copy, s->spans + th->first_span, th->n_spans);
     }
-    for (size_t i = 0; i < first_cframe; i++)
+    for (size_t i = n_head; i < first_cframe; i++)
         if (!s->spans[i].ok)
             return -1;
     for (size_t i = 0, k = first_cframe; i < s->n_chain; i++) {
@@ -1577,8 +1586,8 @@ static uint32_t sample_stack_once_more(struct sampler *s, struct pass_thread *pa
 {
     /* A thread runs Python code only while it holds the GIL, and CPython
      * counts a switch whenever a thread other than the last holder takes
-     * it. When the GIL read at the end of the first read shows the count
-     * and the last holder as at its start, only that holder can have run
+     * it. When the GIL read last in the first read shows the count and
+     * the last holder as the one read first did, only that holder can have run
      * while the state, top and copy were read: no other thread needs the
      * check; when it changed hands, every thread does. A thread read again
      * after the first read is checked if it held the GIL when the pass read

@@ -112,9 +112,10 @@ struct sampler {
     uint64_t gil_bufs[PY_MAX_INTERPRETERS][64];   /* copies of each GIL struct */
     uint64_t last_holders[PY_MAX_INTERPRETERS];   /* gil->last_holder, locked or not */
     bool gil_quiet[PY_MAX_INTERPRETERS];          /* no switch between the last two reads */
-    /* Each GIL's switch count and last holder read again at the end of the
+    /* Each GIL's switch count and last holder read first and last in the
      * pass's first read, and whether no thread but that holder can have
      * taken it in between. */
+    uint64_t gil_start[PY_MAX_INTERPRETERS][2];
     uint64_t gil_end[PY_MAX_INTERPRETERS][2];
     bool gil_steady[PY_MAX_INTERPRETERS];
     uint64_t heads[PY_MAX_INTERPRETERS];

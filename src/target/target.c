@@ -267,8 +267,16 @@ static size_t plan_pieces(struct span_merger *m, const struct target_span *spans
 
 size_t target_read_spans(struct target *t, struct target_span *spans, size_t n)
 {
+    return target_read_spans_framed(t, spans, n, 0, 0);
+}
+
+size_t target_read_spans_framed(struct target *t, struct target_span *spans, size_t n,
+                                size_t n_head, size_t n_tail)
+{
     for (size_t i = 0; i < n; i++)
         spans[i].ok = false;
+    if (n_head > n || n_tail > n - n_head)
+        return 0;
     if (!t->ops->read_spans) {
         size_t ok = 0;
         for (size_t i = 0; i < n; i++) {
@@ -277,8 +285,12 @@ size_t target_read_spans(struct target *t, struct target_span *spans, size_t n)
         }
         return ok;
     }
-    struct span_merger *m = n > 1 ? merger_for(t, n) : NULL;
-    size_t need = 0, pieces = m ? plan_pieces(m, spans, n, &need) : 0;
+    /* The head and tail are pieces of their own, first and last; only the
+     * spans between them are sorted and merged. */
+    struct target_span *mid = spans + n_head;
+    size_t n_mid = n - n_head - n_tail;
+    struct span_merger *m = n_mid > 1 ? merger_for(t, n) : NULL;
+    size_t need = 0, pieces = m ? plan_pieces(m, mid, n_mid, &need) : 0;
     if (pieces && need > m->scratch_cap) {
         unsigned char *grown = realloc(m->scratch, need);
         if (grown) {
@@ -289,42 +301,50 @@ size_t target_read_spans(struct target *t, struct target_span *spans, size_t n)
         }
     }
     if (!pieces)
-        return read_spans_direct(t, spans, n);
+        return read_spans_direct(t, spans, n); /* in the array's order */
 
+    /* pieces <= n_mid, so head, pieces and tail fit the merger's n slots. */
+    memmove(m->pieces + n_head, m->pieces, pieces * sizeof *m->pieces);
+    memcpy(m->pieces, spans, n_head * sizeof *spans);
+    memcpy(m->pieces + n_head + pieces, mid + n_mid, n_tail * sizeof *spans);
+    struct target_span *merged = m->pieces + n_head;
     size_t offset = 0;
     for (size_t p = 0; p < pieces; p++) {
         if (m->count[p] == 1) {
-            m->pieces[p].buf = spans[m->order[m->first[p]].index].buf;
+            merged[p].buf = mid[m->order[m->first[p]].index].buf;
         } else {
-            m->pieces[p].buf = m->scratch + offset;
-            offset += m->pieces[p].len;
+            merged[p].buf = m->scratch + offset;
+            offset += merged[p].len;
         }
     }
-    read_spans_direct(t, m->pieces, pieces);
+    read_spans_direct(t, m->pieces, n_head + pieces + n_tail);
+    size_t ok = 0, retry = 0;
+    for (size_t i = 0; i < n_head; i++)
+        ok += spans[i].ok = m->pieces[i].ok;
+    for (size_t i = 0; i < n_tail; i++)
+        ok += mid[n_mid + i].ok = m->pieces[n_head + pieces + i].ok;
     /* Members of a piece that failed are tried on their own: the piece may
      * have failed only for a span that was never going to be readable. */
-    size_t ok = 0, retry = 0;
     for (size_t p = 0; p < pieces; p++) {
         for (size_t k = m->first[p]; k < m->first[p] + m->count[p]; k++) {
-            struct target_span *s = &spans[m->order[k].index];
-            if (!m->pieces[p].ok) {
+            struct target_span *s = &mid[m->order[k].index];
+            if (!merged[p].ok) {
                 if (m->count[p] > 1)
                     m->order[retry++].index = m->order[k].index;
                 continue;
             }
             if (m->count[p] > 1)
-                memcpy(s->buf, (unsigned char *)m->pieces[p].buf + (s->addr - m->pieces[p].addr),
-                       s->len);
+                memcpy(s->buf, (unsigned char *)merged[p].buf + (s->addr - merged[p].addr), s->len);
             s->ok = true;
             ok++;
         }
     }
     for (size_t r = 0; r < retry; r++)
-        m->pieces[r] = spans[m->order[r].index];
+        m->pieces[r] = mid[m->order[r].index];
     if (retry) {
         read_spans_direct(t, m->pieces, retry);
         for (size_t r = 0; r < retry; r++) {
-            spans[m->order[r].index].ok = m->pieces[r].ok;
+            mid[m->order[r].index].ok = m->pieces[r].ok;
             ok += m->pieces[r].ok;
         }
     }

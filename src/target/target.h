@@ -132,6 +132,11 @@ int target_read_u8(struct target *t, uint64_t addr, uint8_t *out);
  * as one piece (each piece costs the kernel a page-table walk of its own).
  * Returns how many were read whole. */
 size_t target_read_spans(struct target *t, struct target_span *spans, size_t n);
+/* The same, with the first n_head spans read before all the others and the
+ * last n_tail after them, each in its order and never merged: a value read
+ * at both ends brackets what the read copied in between. */
+size_t target_read_spans_framed(struct target *t, struct target_span *spans, size_t n,
+                                size_t n_head, size_t n_tail);
 
 /* A stretch of target memory another read will want soon. */
 struct target_range {

@@ -17,7 +17,9 @@ struct fake_target {
     struct target base; /* first, so a struct target * converts back */
     struct fake_region *regions;
     size_t nregions;
-    size_t span_calls, spans_read;  /* scattered reads, and the pieces they asked for */
+    size_t span_calls, spans_read;
+    uint64_t last_addrs[16]; /* the last scattered read's pieces, in its order */
+    size_t n_last;  /* scattered reads, and the pieces they asked for */
     struct fake_thread *threads;
     size_t nthreads;
 };
@@ -116,6 +118,9 @@ static size_t fake_read_spans(struct target *t, struct target_span *spans, size_
     struct fake_target *f = as_fake(t);
     f->span_calls++;
     f->spans_read += n;
+    f->n_last = n < 16 ? n : 16;
+    for (size_t i = 0; i < f->n_last; i++)
+        f->last_addrs[i] = spans[i].addr;
     size_t ok = 0;
     for (size_t i = 0; i < n; i++) {
         spans[i].ok = copy_readable(f, spans[i].addr, spans[i].buf, spans[i].len) == spans[i].len;
@@ -141,6 +146,14 @@ void fake_target_span_counts(struct target *t, size_t *calls, size_t *spans)
 {
     *calls = as_fake(t)->span_calls;
     *spans = as_fake(t)->spans_read;
+}
+
+size_t fake_target_last_pieces(struct target *t, uint64_t *addrs, size_t max)
+{
+    struct fake_target *f = as_fake(t);
+    size_t n = f->n_last < max ? f->n_last : max;
+    memcpy(addrs, f->last_addrs, n * sizeof *addrs);
+    return n;
 }
 
 struct target *fake_target_new(void)

@@ -25,6 +25,8 @@ int fake_target_map(struct target *t, uint64_t addr, const void *bytes, size_t l
  * and the pieces asked for, as a live process has. */
 void fake_target_enable_spans(struct target *t);
 void fake_target_span_counts(struct target *t, size_t *calls, size_t *spans);
+/* The addresses of the last scattered read's pieces, in the order read. */
+size_t fake_target_last_pieces(struct target *t, uint64_t *addrs, size_t max);
 
 struct thread_activity;
 /* Adds kernel thread tid (or changes it): target_list_threads lists it and

@@ -89,6 +89,33 @@ static void test_many_spans(void)
     fake_target_free(t);
 }
 
+/* A framed read: its head and tail are read first and last, each alone,
+ * whatever their addresses; the spans between are merged as ever. */
+static void test_framed_spans(void)
+{
+    struct target *t = make_target();
+    static unsigned char bufs[6][64];
+    struct target_span spans[] = {
+        {REGION_B + 8, bufs[0], 8, false},       /* head, the highest address */
+        {REGION_A + 4096, bufs[1], 16, false},
+        {REGION_A + 64, bufs[2], 16, false},
+        {REGION_A + 128, bufs[3], 16, false},
+        {REGION_A + 16, bufs[4], 8, false},      /* tail, the lowest, on a merged page */
+        {REGION_B + 8, bufs[5], 8, false},       /* tail, the head's address again */
+    };
+    CHECK_EQ_INT(target_read_spans_framed(t, spans, 6, 1, 2), 6);
+    for (size_t i = 0; i < 6; i++)
+        CHECK(spans[i].ok && bytes_match(&spans[i]));
+    uint64_t order[16];
+    size_t n = fake_target_last_pieces(t, order, 16);
+    CHECK_EQ_INT(n, 4); /* head, A's first two pages as one, then the tail's two */
+    CHECK(order[0] == REGION_B + 8);
+    CHECK(order[1] == REGION_A + 64);
+    CHECK(order[2] == REGION_A + 16);
+    CHECK(order[3] == REGION_B + 8);
+    fake_target_free(t);
+}
+
 static void test_failed_piece(void)
 {
     struct target *t = make_target();
@@ -184,6 +211,7 @@ int main(void)
 {
     test_merged_spans();
     test_many_spans();
+    test_framed_spans();
     test_failed_piece();
     test_prefetch();
     test_shared_cache();
