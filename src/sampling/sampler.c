@@ -67,7 +67,7 @@ struct sampled_thread {
      * said idle (idle_read_ns 0: it did not) */
     uint64_t site_frame, site_code;
     /* walks in a row that found it in the same innermost frame at the same
-     * instruction (see top_kept) */
+     * instruction (see top_keepable) */
     uint8_t still_walks;
     long site_offset;
     uint64_t idle_frame, idle_code, idle_read_ns;

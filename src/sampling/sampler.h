@@ -34,7 +34,7 @@ struct chain_entry {
     uint64_t cframe_top;      /* read with the thread state: its current_frame */
     bool cframe_ok;
     bool cframe_assumed;      /* not read: the thread is parked idle, the last one stands */
-    bool top_kept;            /* not read either: the thread stood still at a call (top_kept) */
+    bool top_kept;            /* not read either: the thread stood still at a call (top_keepable) */
     bool ts_skipped;          /* its thread state not read: the last pass's block stands */
 };
 
