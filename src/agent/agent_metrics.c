@@ -169,15 +169,18 @@ static void write_metrics(FILE *f, struct agent *a)
            "same stretch stands for them (see --idle-stride).");
     fprintf(f, "pyscope_agent_quiet_ticks_skipped_total %llu\n",
             (unsigned long long)a->ticks_skipped);
-    size_t by_stride[3] = {0};
+    size_t by_stride[4] = {0};
     for (size_t i = 0; i < a->n_hot; i++)
         if (a->hot[i].proc)
-            by_stride[a->hot[i].stride >= 4 ? 2 : a->hot[i].stride >= 2 ? 1 : 0]++;
+            by_stride[a->hot[i].stride >= 8   ? 3
+                      : a->hot[i].stride >= 4 ? 2
+                      : a->hot[i].stride >= 2 ? 1
+                                              : 0]++;
     family(f, "pyscope_agent_processes_by_stride", "gauge",
-           "Sampled processes by the ticks each pass stands for: 1 (every tick), or 2 or 4 "
-           "for a process under a quarter or a sixteenth of whose recent ticks found it "
-           "changed.");
-    for (int k = 0; k < 3; k++)
+           "Sampled processes by the ticks each pass stands for: 1 (every tick), or 2, 4 or 8 "
+           "for a process under a quarter, a sixteenth or a sixty-fourth of whose recent "
+           "ticks found it changed.");
+    for (int k = 0; k < 4; k++)
         fprintf(f, "pyscope_agent_processes_by_stride{stride=\"%d\"} %zu\n", 1 << k, by_stride[k]);
     family(f, "pyscope_agent_run_source_info", "gauge",
            "What tells whether a process ran since the last pass: a BPF program counting the "

@@ -87,8 +87,8 @@ static int take_push(const char *arg, void *value)
 
 static int take_idle_stride(const char *arg, void *value)
 {
-    if (strcmp(arg, "1") && strcmp(arg, "2") && strcmp(arg, "4")) {
-        fprintf(stderr, "pyscope: --idle-stride takes 1, 2 or 4\n");
+    if (strcmp(arg, "1") && strcmp(arg, "2") && strcmp(arg, "4") && strcmp(arg, "8")) {
+        fprintf(stderr, "pyscope: --idle-stride takes 1, 2, 4 or 8\n");
         return PYSCOPE_ERR_USAGE;
     }
     *(unsigned *)value = (unsigned)atoi(arg);
@@ -120,7 +120,7 @@ int cmd_agent(int argc, char **argv)
         .window_s = 60,
         .max_bytes = 8u << 20,
         .max_processes = 256,
-        .idle_stride = 4,
+        .idle_stride = 8,
     };
     const struct cli_option options[] = {
         CLI_OPT('l', "listen", "HOST:PORT", "address to serve on (default 127.0.0.1:9464; another"
@@ -143,9 +143,9 @@ int cmd_agent(int argc, char **argv)
                 "metrics as unreadable, and taken up as others exit", CLI_CALL,
                 &opts.max_processes, .call = take_max_processes),
         CLI_OPT(0, "idle-stride", "N", "a process whose passes keep finding it as before (no\n"
-                "thread ran, or each where it was) is looked at at one\ntick of 2 or 4 "
-                "(250 ms at most), drawn at random, its\nsample counting for all of them; "
-                "1: every tick (default 4)", CLI_CALL,
+                "thread ran, or each where it was) is looked at at one\ntick of 2, 4 or 8 "
+                "(250 ms at most: 8 from 32 Hz), drawn\nat random, its sample counting for all "
+                "of them;\n1: every tick (default 8)", CLI_CALL,
                 &opts.idle_stride,
                 .call = take_idle_stride),
         CLI_OPT(0, "no-debug-endpoints", NULL, "serve /metrics and /debug/pprof only", CLI_CLEAR,

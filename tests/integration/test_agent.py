@@ -1076,9 +1076,31 @@ def total(fams, name):
     return sum(v for _, v in series(fams, name))
 
 
+def quiet_spell_counted(a, target, f0, t0, rate, stride, slack):
+    """Checks agent_still.py's quiet spell from metrics f0 (taken at t0) to
+    now: every tick passed over or repeated, one pass a stretch of stride
+    ticks, and each thread's idle seconds the wall time within slack."""
+    f1, t1 = a.metrics(), time.monotonic()
+    wall = t1 - t0
+    read, repeated = (passes(f1, k) - passes(f0, k) for k in ("read", "repeated"))
+    skipped, late = (total(f1, n) - total(f0, n) for n in (
+        "pyscope_agent_quiet_ticks_skipped_total", "pyscope_agent_rounds_skipped_total"))
+    ticks = read + repeated + skipped
+    # Each scrape falls between two ticks; a late tick is dropped, not made up.
+    assert rate * wall - 2 - late <= ticks <= rate * wall + 2, (ticks, wall, late)
+    assert read == 0, (read, repeated, skipped)
+    # One pass a stretch: ticks / stride, give or take a stretch.
+    assert ticks / stride - 2 <= repeated <= ticks / stride + 2, (read, repeated, skipped)
+    for t in ("napper", "reader", "MainThread"):
+        d = {k: thread_seconds(f1, target.pid, t)[k] - thread_seconds(f0, target.pid, t)[k]
+             for k in ("holding_gil", "waiting_gil", "running", "idle", "unknown")}
+        assert abs(d["idle"] - wall) <= slack + late / rate, (t, d, wall)
+        assert d["idle"] >= 0.98 * sum(d.values()), (t, d)
+
+
 def test_quiet_process_sampled_at_one_tick_of_several(interp, start_program, agent, tmp_path):
     """A process none of whose threads has run for 5 s is looked at at one
-    tick in 4 (--idle-stride's default), drawn at random, and that pass
+    tick in 4 (the most at 19 Hz), drawn at random, and that pass
     stands for all 4: the ticks passed over are counted, and its threads'
     seconds still add up to the wall time that went by. When it runs, the
     pass that finds it so is read, and from the end of that stretch it is
@@ -1092,31 +1114,35 @@ def test_quiet_process_sampled_at_one_tick_of_several(interp, start_program, age
     time.sleep(6.0)
     f0, t0 = a.metrics(), time.monotonic()
     stride = {l["stride"]: v for l, v in series(f0, "pyscope_agent_processes_by_stride")}
-    assert stride == {"1": 0, "2": 0, "4": 1}, (stride, a.log())
+    # (Stretches of 8 only from 32 Hz: 8 ticks at 19 Hz are over 250 ms.)
+    assert stride == {"1": 0, "2": 0, "4": 1, "8": 0}, (stride, a.log())
     time.sleep(4.0)
-    f1, t1 = a.metrics(), time.monotonic()
-    read, repeated = (passes(f1, k) - passes(f0, k) for k in ("read", "repeated"))
-    skipped = (total(f1, "pyscope_agent_quiet_ticks_skipped_total") -
-               total(f0, "pyscope_agent_quiet_ticks_skipped_total"))
-    late = (total(f1, "pyscope_agent_rounds_skipped_total") -
-            total(f0, "pyscope_agent_rounds_skipped_total"))
-    ticks = read + repeated + skipped
-    wall = t1 - t0
-    # Each scrape falls between two ticks; a late tick is dropped, not made up.
-    assert 19 * wall - 2 - late <= ticks <= 19 * wall + 2, (ticks, wall, late)
-    assert read == 0, (read, repeated, skipped)
-    # One pass a stretch of 4 ticks: a quarter of the ticks, give or take a stretch.
-    assert ticks / 4 - 2 <= repeated <= ticks / 4 + 2, (read, repeated, skipped)
-    for t in ("napper", "reader", "MainThread"):
-        d = {k: thread_seconds(f1, target.pid, t)[k] - thread_seconds(f0, target.pid, t)[k]
-             for k in ("holding_gil", "waiting_gil", "running", "idle", "unknown")}
-        # A pass credits its whole stretch: each scrape can be up to a
-        # stretch and a tick early or late (0.26 s at 19 Hz).
-        assert abs(d["idle"] - wall) <= 0.55, (t, d, wall)
-        assert d["idle"] >= 0.98 * sum(d.values()), (t, d)
+    # A pass credits its whole stretch: each scrape can be up to a stretch
+    # and a tick early or late (0.26 s at 19 Hz).
+    quiet_spell_counted(a, target, f0, t0, 19, 4, 0.55)
 
     d = burst_followed(a, target, done, "napper")
     assert d["idle"] >= 0.3 - 0.21, d
+
+
+def test_quiet_process_at_100_hz_sampled_at_one_tick_of_8(interp, start_program, agent,
+                                                           tmp_path):
+    """At 100 Hz a stretch of 8 ticks is 80 ms, within the 250 ms a stretch
+    may last: a process none of whose threads has run for 6 s is looked at
+    at one tick in 8 (a sixty-fourth of its recent ticks changed, about
+    4.2 s), the pass standing for all 8; the ticks still add up, and its
+    threads' seconds to the wall time. Its burst is followed as at 19 Hz."""
+    done = tmp_path / "done"
+    target = start_program(interp, "agent_still.py", done, 1.5)
+    a = agent("--cpu-budget", "0", "--rate", "100")
+    a.wait_sampling(target.pid)
+    time.sleep(6.0)
+    f0, t0 = a.metrics(), time.monotonic()
+    assert stride_counts(f0) == {"1": 0, "2": 0, "4": 0, "8": 1}, (stride_counts(f0), a.log())
+    time.sleep(3.0)
+    # Each scrape can be up to a stretch and a tick early or late (90 ms).
+    quiet_spell_counted(a, target, f0, t0, 100, 8, 0.25)
+    burst_followed(a, target, done, "napper")
 
 
 def burst_followed(a, target, done, thread):
@@ -1217,11 +1243,11 @@ def test_process_found_alike_sampled_at_one_tick_of_several(interp, start_progra
     burst_followed(a, same, same_done, "ticker-0")
 
 
-def test_idle_stride_takes_1_2_or_4(pyscope_binary):
+def test_idle_stride_takes_1_2_4_or_8(pyscope_binary):
     """--idle-stride is the most ticks one pass may stand for: anything but
-    1, 2 or 4 is a usage error, before anything is sampled."""
-    for bad in ("0", "3", "8", "x", ""):
+    1, 2, 4 or 8 is a usage error, before anything is sampled."""
+    for bad in ("0", "3", "16", "x", ""):
         r = subprocess.run([str(pyscope_binary), "agent", "--listen", "127.0.0.1:0",
                             "--idle-stride", bad], capture_output=True, text=True, timeout=10)
         assert r.returncode == 2, (bad, r.returncode, r.stderr)
-        assert "--idle-stride takes 1, 2 or 4" in r.stderr, r.stderr
+        assert "--idle-stride takes 1, 2, 4 or 8" in r.stderr, r.stderr

@@ -266,12 +266,69 @@ static void test_change_share(void)
     }
 }
 
+/* Stretches of 8 from 32 Hz (8 ticks within the 250 ms cap): at 100 Hz a
+ * process settled for about 4.2 s (under a sixty-fourth of its recent ticks
+ * changed) comes to 8, each tick of a stretch as likely to get its pass and
+ * every tick counted once; one change brings it back to 2 at most. At
+ * 19 Hz the same option stops at 4. */
+static void test_stride_8(void)
+{
+    struct agent a = stride_agent(4242);
+    a.opts.idle_stride = 8;
+    a.interval_ns = 1000000000ull / 100;
+    struct agent_hot h = {0};
+    for (int k = 0; k < 100 * 3; k++)
+        agent_next_stretch(&a, &h, true);
+    CHECK_EQ_INT(h.stride, 1);
+    /* Settled from here, tick by tick: the first pass at stride 8 starts
+     * the count; from then on each stretch follows the last. */
+    uint64_t at[8] = {0}, weights = 0, to8 = 0, stretch_start = 0, stretch_end = 0;
+    for (uint64_t k = 0; k < 100 * 120; k++) {
+        if (h.skip) {
+            h.skip--;
+            continue;
+        }
+        if (to8) {
+            CHECK_EQ_INT(h.stride, 8);
+            CHECK(k >= stretch_start && k < stretch_start + 8);
+            at[k - stretch_start]++;
+            weights += 8;
+            stretch_end = stretch_start + 8;
+        }
+        unsigned before = h.after_pass;
+        agent_next_stretch(&a, &h, false);
+        if (!to8 && h.stride == 8)
+            to8 = k + 1 + before; /* where its first stretch of 8 starts */
+        stretch_start = k + 1 + before;
+    }
+    CHECK(to8 >= 400 && to8 <= 440);
+    CHECK_EQ_INT(weights, stretch_end - to8);
+    uint64_t all = 0;
+    for (int i = 0; i < 8; i++)
+        all += at[i];
+    CHECK(all > 1400);
+    for (int i = 0; i < 8; i++)
+        CHECK(at[i] * 8 > all * 3 / 4 && at[i] * 8 < all * 5 / 4);
+    agent_next_stretch(&a, &h, true);
+    CHECK(h.stride <= 2);
+
+    /* 19 Hz: 8 ticks would be 421 ms, over the cap. */
+    a.interval_ns = 1000000000ull / 19;
+    h = (struct agent_hot){0};
+    for (int k = 0; k < 19 * 60; k++) {
+        agent_next_stretch(&a, &h, k == 0);
+        CHECK(h.stride <= 4);
+    }
+    CHECK_EQ_INT(h.stride, 4);
+}
+
 int main(void)
 {
     test_container_ids();
     test_loadavg();
     test_stretches();
     test_change_share();
+    test_stride_8();
     test_last_pass();
     test_settle();
     return unit_report("test_agent");
