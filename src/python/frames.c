@@ -372,6 +372,37 @@ int py_frame_code_now(struct py_reader *r, uint64_t frame, uint64_t *code)
     return 0;
 }
 
+bool py_frames_still(struct py_reader *r, const struct py_frame *frames, size_t count)
+{
+    enum { CHECKED_MAX = 64 };
+    const struct py_layout *L = r->L;
+    bool objects = L->frames == PY_FRAMES_OBJECTS;
+    long field = objects ? L->frame_code : L->iframe_executable;
+    if (field == PY_OFF_NONE)
+        return true;
+    struct target_span spans[CHECKED_MAX];
+    uint64_t codes[CHECKED_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < count && n < CHECKED_MAX; i++) {
+        if (!frames[i].frame_addr)
+            continue;
+        spans[n] = (struct target_span){frames[i].frame_addr + (uint64_t)field, &codes[n], 8, false};
+        n++;
+    }
+    if (n == 0)
+        return true;
+    target_read_spans(r->t, spans, n);
+    uint64_t mask = !objects && L->stackref_tagged ? ~(uint64_t)7 : ~(uint64_t)0;
+    for (size_t i = 0, k = 0; i < count && k < n; i++) {
+        if (!frames[i].frame_addr)
+            continue;
+        if (!spans[k].ok || (codes[k] & mask) != frames[i].code_addr)
+            return false;
+        k++;
+    }
+    return true;
+}
+
 enum py_walk_status py_walk_frames(struct py_walker *w, uint64_t top, struct py_frame *out,
                                    size_t max, size_t *count)
 {

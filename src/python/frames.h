@@ -105,4 +105,11 @@ const char *py_walk_status_text(enum py_walk_status status);
  * straight from the process, past any copy or cache; -1 if unreadable. */
 int py_frame_code_now(struct py_reader *r, uint64_t frame, uint64_t *code);
 
+/* Whether each of the first walked frames (up to 64) still runs the code it
+ * was walked with, all read now in one scattered read. A copy of a stack can
+ * be torn (its low frames copied before the thread returned and called
+ * again, its top after), and the thread can be back in the same top frame
+ * by the time the top is read again: only the frames below tell. */
+bool py_frames_still(struct py_reader *r, const struct py_frame *frames, size_t count);
+
 #endif

@@ -214,18 +214,20 @@ static bool stack_prefetched(const struct py_layout *L, const struct py_thread *
 }
 
 /* Whether the thread's newest frame is still the one a walk started from,
- * running the same code (the code tells a frame slot reused by a new call
- * from the one walked). */
+ * and every frame walked still runs the code walked (the code tells a frame
+ * slot reused by a new call from the one walked), the top read again after
+ * them: a thread that left the top frame and came back to a new call in
+ * the same slot between the copy and this check shows it only in a frame
+ * below, and one that left it again while they were read, in the top. */
 static bool still_at(struct py_reader *r, uint64_t tstate, const struct py_thread *walked,
                      const struct py_frame *frames, size_t count)
 {
     uint64_t top = py_tstate_top_frame_now(r, tstate);
     if (top != walked->top_frame)
         return false;
-    uint64_t code;
     if (count == 0 || frames[0].frame_addr != top)
         return true;
-    return py_frame_code_now(r, top, &code) == 0 && code == frames[0].code_addr;
+    return py_frames_still(r, frames, count) && py_tstate_top_frame_now(r, tstate) == top;
 }
 
 static void prefetch_stacks(struct py_reader *r, const struct py_snapshot *snap)

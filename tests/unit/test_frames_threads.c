@@ -210,6 +210,31 @@ static void test_version(unsigned version)
     CHECK_EQ_INT(walk(&p, p.top[1], names, &n), PY_WALK_OK);
     CHECK_EQ_INT(n, 1);
 
+    /* Each walked frame still running the code walked: yes, until the
+     * middle one's slot holds a call of another function (a copy torn by
+     * a thread that came back to the same top frame). */
+    {
+        struct py_code_cache *codes = calloc(1, sizeof *codes);
+        struct py_walker w = {.reader = &p.r, .codes = codes, .skip_lines = true};
+        struct py_frame frames[16];
+        size_t count = 0;
+        CHECK_EQ_INT(py_walk_frames(&w, p.top[0], frames, 16, &count), PY_WALK_OK);
+        CHECK_EQ_INT(count, 3);
+        CHECK(py_frames_still(&p.r, frames, count));
+        long at = L->frames == PY_FRAMES_OBJECTS ? L->frame_code : L->iframe_executable;
+        unsigned char was[8];
+        memcpy(was, p.img.bytes + (frames[1].frame_addr - BASE) + at, 8);
+        fake_put_u64(&p.img, frames[1].frame_addr, at, fake_code(&p.img, "other", "other"));
+        remap(&p);
+        CHECK(!py_frames_still(&p.r, frames, count));
+        CHECK(py_frames_still(&p.r, frames, 1)); /* the top alone does not tell */
+        fake_put(&p.img, frames[1].frame_addr, at, was, 8);
+        remap(&p);
+        CHECK(py_frames_still(&p.r, frames, count));
+        py_code_cache_clear(codes);
+        free(codes);
+    }
+
     /* A frame pointer into unmapped memory is unreadable, not a frame. */
     CHECK_EQ_INT(walk(&p, BASE + IMAGE_SIZE + 0x1000, names, &n), PY_WALK_UNREADABLE);
 
