@@ -160,6 +160,29 @@ void py_stack_copy_read(struct py_reader *r, uint64_t chunk, uint64_t top,
     py_stack_copy_commit(copy, &span, n);
 }
 
+int py_stack_copy_extend(struct py_reader *r, struct py_stack_copy *copy, uint64_t end)
+{
+    if (!copy->len || end <= copy->base)
+        return -1;
+    if (end - copy->base <= copy->len)
+        return 0;
+    if (end - copy->base > PY_STACK_COPY_MAX)
+        return -1;
+    size_t len = (size_t)(end - copy->base);
+    if (len > copy->cap) {
+        unsigned char *grown = realloc(copy->buf, len);
+        if (!grown)
+            return -1;
+        copy->buf = grown;
+        copy->cap = len;
+    }
+    if (r->t->ops->read_raw(r->t, copy->base + copy->len, copy->buf + copy->len,
+                            len - copy->len) != 0)
+        return -1;
+    copy->len = len;
+    return 0;
+}
+
 void py_stack_copy_free(struct py_stack_copy *copy)
 {
     free(copy->buf);

@@ -90,6 +90,9 @@ void py_stack_copy_commit(struct py_stack_copy *copy, const struct target_span *
 /* Plan, read and commit for a single thread (dump). */
 void py_stack_copy_read(struct py_reader *r, uint64_t chunk, uint64_t top,
                         struct py_stack_copy *copy);
+/* Grows the chunk copy to end, reading only the bytes it lacked (a thread
+ * found deeper than its copy); 0, or -1 with the copy as it was. */
+int py_stack_copy_extend(struct py_reader *r, struct py_stack_copy *copy, uint64_t end);
 void py_stack_copy_free(struct py_stack_copy *copy);
 /* n bytes at addr from the copy of the chunk; -1 when it does not hold them. */
 int py_stack_copy_peek(const struct py_stack_copy *copy, uint64_t addr, void *out, size_t n);

@@ -449,8 +449,42 @@ static void test_waits(unsigned version)
     destroy(&p);
 }
 
+/* A copy grown to a thread found deeper than it: only the bytes it lacked
+ * are read, and a copy that cannot grow is left as it was. */
+static void test_copy_extend(void)
+{
+    enum { MAPPED = 256 };
+    unsigned char mem[MAPPED];
+    for (size_t i = 0; i < MAPPED; i++)
+        mem[i] = (unsigned char)(i * 7 + 1);
+    struct target *t = fake_target_new();
+    CHECK_EQ_INT(fake_target_map(t, BASE, mem, MAPPED), 0);
+    struct py_reader r = {.t = t};
+    struct py_stack_copy copy = {0};
+    CHECK_EQ_INT(py_stack_copy_extend(&r, &copy, BASE + 64), -1); /* nothing to grow */
+    copy.base = BASE;
+    copy.len = 32;
+    copy.cap = 32;
+    copy.buf = malloc(32);
+    CHECK(copy.buf != NULL);
+    memset(copy.buf, 0xee, 32); /* the copy's older bytes stay as they were */
+    CHECK_EQ_INT(py_stack_copy_extend(&r, &copy, BASE + 16), 0);
+    CHECK_EQ_INT(copy.len, 32);
+    CHECK_EQ_INT(py_stack_copy_extend(&r, &copy, BASE + 200), 0);
+    CHECK_EQ_INT(copy.len, 200);
+    CHECK(copy.buf[31] == 0xee);
+    CHECK(memcmp(copy.buf + 32, mem + 32, 168) == 0);
+    CHECK_EQ_INT(py_stack_copy_extend(&r, &copy, BASE + MAPPED + 64), -1); /* unmapped */
+    CHECK_EQ_INT(copy.len, 200);
+    CHECK_EQ_INT(py_stack_copy_extend(&r, &copy, BASE + PY_STACK_COPY_MAX + 8), -1);
+    CHECK_EQ_INT(copy.len, 200);
+    py_stack_copy_free(&copy);
+    fake_target_free(t);
+}
+
 int main(void)
 {
+    test_copy_extend();
     test_version(0x030812f0); /* 3.8.18 */
     test_version(0x030a0df0); /* 3.10.13 */
     test_version(0x030b07f0); /* 3.11.7 */
