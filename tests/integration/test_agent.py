@@ -1215,9 +1215,12 @@ def test_process_found_alike_sampled_at_one_tick_of_several(interp, start_progra
     read, repeated, skipped, ticks = counts(fa0, fa1)
     # It ran at (nearly) every tick: its passes read it, at one tick in 4
     # but for a second of stretches of 2 after each worker caught on its way
-    # (more often on a loaded machine, which delays their wake-ups).
+    # (more often on a loaded machine, which delays their wake-ups: beside
+    # the rest of the suite it was read at 44 of 77 ticks, and the binary
+    # of e4c7cf3 at 40 of 76). A process read at every tick is at 0.8 or
+    # more, like the varied twin below.
     assert repeated <= 0.1 * (read + repeated), (read, repeated, skipped)
-    assert ticks / 4 - 2 <= read + repeated <= ticks * 0.5, (read, repeated, skipped)
+    assert ticks / 4 - 2 <= read + repeated <= ticks * 0.62, (read, repeated, skipped)
     for t in ("ticker-0", "ticker-1", "ticker-2", "MainThread"):
         d = {k: thread_seconds(fa1, same.pid, t)[k] - thread_seconds(fa0, same.pid, t)[k]
              for k in ("holding_gil", "waiting_gil", "running", "idle", "unknown")}
