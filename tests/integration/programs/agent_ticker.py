@@ -5,8 +5,10 @@ the same call, so every pass finds every thread where the last one did;
 with "varied" the worker "ticker-1" also computes for 10 ms at each of its
 wake-ups, in one of four functions drawn at random, so passes keep finding
 it otherwise than the pass before (a third of its time holding the GIL,
-and at one of five stacks); it keeps the wall seconds it has spent in that
-work in DONE_FILE.work. On SIGUSR1 the worker "ticker-0" runs
+and at one of five stacks); it keeps in DONE_FILE.work the wall seconds it
+has spent in that work, and those it has spent awake (from the return of
+its wait to the next one: the work, handle() and writing that file, whose
+system calls run without the GIL). On SIGUSR1 the worker "ticker-0" runs
 burst() for BURST seconds of wall time at its next wake-up, then writes to
 DONE_FILE its own CPU seconds for the burst (time.thread_time) and the wall
 seconds from the signal to the end of the burst, as agent_still.py does.
@@ -58,8 +60,9 @@ WORK = (work_a, work_b, work_c, work_d)
 
 def tick(n, varied, done_file, seconds):
     rng = random.Random(n)
-    worked = 0.0
+    worked = awake = 0.0
     while True:
+        woke = time.monotonic()
         handle(n)
         if n == 0 and go.is_set():
             go.clear()
@@ -68,11 +71,12 @@ def tick(n, varied, done_file, seconds):
             start = time.monotonic()
             rng.choice(WORK)()
             worked += time.monotonic() - start
-            # The wall seconds spent in its work so far, for the test to
-            # read at any time (a whole file, never half of one).
+            # The wall seconds spent in its work and awake so far, for the
+            # test to read at any time (a whole file, never half of one).
             with open(done_file + ".work.tmp", "w") as f:
-                f.write("%.6f\n" % worked)
+                f.write("%.6f %.6f\n" % (worked, awake + time.monotonic() - woke))
             os.replace(done_file + ".work.tmp", done_file + ".work")
+        awake += time.monotonic() - woke
         wait_here()
 
 
