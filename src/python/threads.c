@@ -191,13 +191,23 @@ static int32_t pthread_word(const int32_t *words, int thread, int word)
     return words[thread * (PTHREAD_SEARCH_BYTES / 4) + word];
 }
 
+/* Two thread states of one OS thread: the same pthread_t, in two
+ * interpreters (a thread that entered a subinterpreter keeps its state in
+ * the interpreter it came from). Within one interpreter a shared tid is a
+ * state still carrying its creator's pthread_t, or a word that is no tid. */
+static bool same_thread_elsewhere(const struct py_snapshot *snap, int i, int j)
+{
+    return snap->threads[i].thread_id == snap->threads[j].thread_id &&
+           snap->threads[i].interp_index != snap->threads[j].interp_index;
+}
+
 /* At the known offset: a thread that is starting or exiting (its value not
  * a live tid), or a new thread state that still carries its creator's
  * pthread_t (the creator makes it, before 3.11), is only left without a
  * tid, as long as most threads show a live tid there. Returns how many
  * threads get one; *live counts those showing a live tid at all. */
-static int tolerant_matches(const int32_t *words, const bool *ok, int n, int word,
-                            const pid_t *tids, int n_tids, bool *unique, int *live)
+static int tolerant_matches(const struct py_snapshot *snap, const int32_t *words, const bool *ok,
+                            int n, int word, const pid_t *tids, int n_tids, bool *unique, int *live)
 {
     int matched = 0;
     *live = 0;
@@ -208,7 +218,8 @@ static int tolerant_matches(const int32_t *words, const bool *ok, int n, int wor
         ++*live;
         bool alone = true;
         for (int j = 0; j < n && alone; j++)
-            if (j != i && ok[j] && pthread_word(words, j, word) == pthread_word(words, i, word))
+            if (j != i && ok[j] && pthread_word(words, j, word) == pthread_word(words, i, word) &&
+                !same_thread_elsewhere(snap, i, j))
                 alone = false;
         unique[i] = alone;
         matched += alone;
@@ -216,9 +227,10 @@ static int tolerant_matches(const int32_t *words, const bool *ok, int n, int wor
     return matched;
 }
 
-/* Elsewhere: every thread must get a distinct live tid. */
-static bool strict_match(const int32_t *words, const bool *ok, int n, int word,
-                         const pid_t *tids, int n_tids)
+/* Elsewhere: every thread must get a live tid, distinct but for the
+ * states of one thread in two interpreters. */
+static bool strict_match(const struct py_snapshot *snap, const int32_t *words, const bool *ok,
+                         int n, int word, const pid_t *tids, int n_tids)
 {
     int matched = 0;
     for (int i = 0; i < n; i++) {
@@ -228,7 +240,7 @@ static bool strict_match(const int32_t *words, const bool *ok, int n, int word,
         if (!tid_known(tids, n_tids, v))
             return false;
         for (int j = 0; j < i; j++)
-            if (ok[j] && pthread_word(words, j, word) == v)
+            if (ok[j] && pthread_word(words, j, word) == v && !same_thread_elsewhere(snap, i, j))
                 return false;
         matched++;
     }
@@ -263,7 +275,7 @@ static void resolve_tids_from_pthread(struct py_reader *r, struct py_snapshot *s
     }
     int known = GLIBC_PTHREAD_TID_OFFSET / 4;
     int live;
-    int matched = tolerant_matches(words, ok, n, known, tids, n_tids, unique, &live);
+    int matched = tolerant_matches(snap, words, ok, n, known, tids, n_tids, unique, &live);
     if (matched > 0 && 2 * live >= n_ok) {
         for (int i = 0; i < n; i++)
             if (unique[i])
@@ -271,7 +283,7 @@ static void resolve_tids_from_pthread(struct py_reader *r, struct py_snapshot *s
         goto out;
     }
     for (int w = 0; w < PTHREAD_SEARCH_BYTES / 4; w++) {
-        if (w != known && strict_match(words, ok, n, w, tids, n_tids)) {
+        if (w != known && strict_match(snap, words, ok, n, w, tids, n_tids)) {
             for (int i = 0; i < n; i++)
                 if (ok[i])
                     snap->threads[i].tid = target_host_tid(r->t, pthread_word(words, i, w));

@@ -366,8 +366,11 @@ static void refresh_names(struct sampler *s)
     char (*names)[64] = calloc(s->n_threads ? s->n_threads : 1, sizeof *names);
     if (snap.threads && names) {
         snap.n_threads = (int)s->n_threads;
-        snap.interps[0].addr = py_runtime_first_interpreter(&s->rt);
-        snap.n_interps = snap.interps[0].addr != 0;
+        /* The main interpreter, last on the list, first: a thread that
+         * entered a subinterpreter is named by the threading module that
+         * started it (the other one's calls it MainThread or Dummy-N). */
+        for (int k = s->n_interps - 1; k >= 0; k--)
+            snap.interps[snap.n_interps++].addr = s->interps[k].addr;
         for (size_t i = 0; i < s->n_threads; i++)
             snap.threads[i].thread_id = s->threads[i].thread_id;
         py_thread_names(&s->reader, &snap, names);
@@ -1517,6 +1520,7 @@ static void remember_chain(struct sampler *s, int n_pass)
 
 struct tid_owner {
     pid_t tid;
+    bool holds;  /* holds its interpreter's GIL: where the thread runs now */
     bool frameless;
     size_t age;  /* index in s->threads: smaller was added earlier */
     int pass;
@@ -1527,6 +1531,8 @@ static int tid_owner_order(const void *a, const void *b)
     const struct tid_owner *x = a, *y = b;
     if (x->tid != y->tid)
         return x->tid < y->tid ? -1 : 1;
+    if (x->holds != y->holds)
+        return x->holds ? -1 : 1;
     if (x->frameless != y->frameless)
         return x->frameless ? 1 : -1;
     return x->age < y->age ? -1 : x->age > y->age;
@@ -1540,8 +1546,10 @@ static void one_state_per_tid(struct sampler *s, int n_pass)
     int n = 0;
     for (int i = 0; i < n_pass; i++)
         if (s->pass[i].th)
-            o[n++] = (struct tid_owner){s->pass[i].th->tid, !s->pass[i].pt.top_frame,
-                                        (size_t)(s->pass[i].th - s->threads), i};
+            o[n++] = (struct tid_owner){
+                s->pass[i].th->tid,
+                s->interps[s->pass[i].interp].gil_holder == s->pass[i].pt.tstate,
+                !s->pass[i].pt.top_frame, (size_t)(s->pass[i].th - s->threads), i};
     qsort(o, (size_t)n, sizeof *o, tid_owner_order);
     for (int k = 1; k < n; k++)
         if (o[k].tid == o[k - 1].tid)
@@ -1566,9 +1574,10 @@ static void match_threads(struct sampler *s, int n_pass)
     /* One kernel thread, one sample a pass. Before 3.11 a thread state
      * can carry another thread's thread_id, and so its tid: one that
      * Thread.start() is making (its creator's), or one read while it is
-     * freed and reused. Of those sharing a tid, the one with frames and
-     * known longest is kept. */
-    if (s->reader.L->tstate_native_thread_id == PY_OFF_NONE && n_pass > 1)
+     * freed and reused. With subinterpreters, a thread that entered one
+     * has a state in each interpreter. Of those sharing a tid, the one
+     * holding its GIL is kept, else the one with frames known longest. */
+    if ((s->reader.L->tstate_native_thread_id == PY_OFF_NONE || s->n_interps > 1) && n_pass > 1)
         one_state_per_tid(s, n_pass);
 }
 

@@ -872,6 +872,45 @@ def test_json_every_interpreter(interp, start_program, pyscope, tmp_path):
     assert any(functions[-1:] == ["crunch"] for functions, _, _ in crunch), crunch[:5]
 
 
+def test_interpreter_made_while_recording(interp, start_program, pyscope, tmp_path):
+    """subinterp_late.py's thread "subinterp" makes a subinterpreter 1.5 s
+    into a 4 s recording at 100 Hz, and spins in it from then on: the
+    thread must be sampled spinning soon after it appears (about 250 passes
+    are left; 100 is the bound). It has a thread
+    state in each interpreter: it is one thread, with one sample a pass,
+    the one of the state holding a GIL, named as threading named it (before
+    3.11 the two states' shared pthread_t once left it without a tid, and
+    unsampled; from 3.11 each state made a sample of its own)."""
+    go = tmp_path / "go"
+    target = start_program(interp, "subinterp_late.py", go)
+    out = tmp_path / "sub.collapsed"
+    rec = concurrent.futures.ThreadPoolExecutor(1).submit(
+        record, pyscope, out, "-p", target.pid, "-r", "100", "--threads", "--idle", duration=4,
+        fmt="flamegraph")
+    time.sleep(1.5)
+    go.write_text("")
+    result = rec.result()
+    started = tmp_path / "go.started"
+    assert started.exists(), target.stderr()
+    tid = int(started.read_text())
+    stacks = parse_collapsed(out.read_text(encoding="utf-8"))
+    by_thread = collections.Counter()
+    spinning = collections.Counter()
+    for s, n in stacks.items():
+        by_thread[s[0]] += n
+        if any(frame_function(f) == "spin_in_subinterpreter" for f in s):
+            spinning[s[0]] += n
+    label = 'thread %d "subinterp"' % tid
+    assert list(spinning) == [label], (spinning, by_thread)
+    assert spinning[label] >= 100, (spinning, by_thread)
+    main = 'thread %d "MainThread"' % target.pid
+    # One sample a pass for each thread: the main thread, idle, is in
+    # every pass; "subinterp" in the last 2.5 s of them (both its states:
+    # about 500).
+    assert by_thread[label] <= by_thread[main], (by_thread, result.stderr)
+    assert set(by_thread) == {label, main}, by_thread
+
+
 def test_flamegraph_to_stdout(start_program, pyscope):
     interp = pick_interp("3.12", "3.11")
     target = start_program(interp, "rec_mixed.py")
