@@ -1099,33 +1099,6 @@ def quiet_spell_counted(a, target, f0, t0, rate, stride, slack):
         assert d["idle"] >= 0.98 * sum(d.values()), (t, d)
 
 
-def test_quiet_process_sampled_at_one_tick_of_several(interp, start_program, agent, tmp_path):
-    """A process none of whose threads has run for 5 s is looked at at one
-    tick in 4 (the most at 19 Hz), drawn at random, and that pass
-    stands for all 4: the ticks passed over are counted, and its threads'
-    seconds still add up to the wall time that went by. When it runs, the
-    pass that finds it so is read, and from the end of that stretch it is
-    looked at every tick: agent_still.py's napper, woken for a 1.5 s burst,
-    is counted holding the GIL for what its own time.thread_time() says,
-    within a stretch (4 ticks) at either end."""
-    done = tmp_path / "done"
-    target = start_program(interp, "agent_still.py", done, 1.5)
-    a = agent("--cpu-budget", "0")
-    a.wait_sampling(target.pid)
-    time.sleep(6.0)
-    f0, t0 = a.metrics(), time.monotonic()
-    stride = {l["stride"]: v for l, v in series(f0, "pyscope_agent_processes_by_stride")}
-    # (Stretches of 8 only from 32 Hz: 8 ticks at 19 Hz are over 250 ms.)
-    assert stride == {"1": 0, "2": 0, "4": 1, "8": 0}, (stride, a.log())
-    time.sleep(4.0)
-    # A pass credits its whole stretch: each scrape can be up to a stretch
-    # and a tick early or late (0.26 s at 19 Hz).
-    quiet_spell_counted(a, target, f0, t0, 19, 4, 0.55)
-
-    d = burst_followed(a, target, done, "napper")
-    assert d["idle"] >= 0.3 - 0.21, d
-
-
 def test_quiet_process_at_100_hz_sampled_at_one_tick_of_8(interp, start_program, agent,
                                                            tmp_path):
     """At 100 Hz a stretch of 8 ticks is 80 ms, within the 250 ms a stretch
@@ -1179,9 +1152,21 @@ def work_seconds(path):
     return worked, awake
 
 
-def test_process_found_alike_sampled_at_one_tick_of_several(interp, start_program, agent,
-                                                            tmp_path):
-    """A process that runs between every two ticks, but whose every pass
+def test_quiet_and_alike_processes_sampled_at_one_tick_of_several(interp, start_program, agent,
+                                                                   tmp_path):
+    """Three processes, each under its own agent at 19 Hz, over the same
+    seconds (they were three tests of 12 s each).
+
+    A process none of whose threads has run for 5 s (agent_still.py) is
+    looked at at one tick in 4 (the most at 19 Hz), drawn at random, and
+    that pass stands for all 4: the ticks passed over are counted, and its
+    threads' seconds still add up to the wall time that went by. When it
+    runs, the pass that finds it so is read, and from the end of that
+    stretch it is looked at every tick: its napper, woken for a 1.5 s
+    burst, is counted holding the GIL for what its own time.thread_time()
+    says, within a stretch (4 ticks) at either end.
+
+    A process that runs between every two ticks, but whose every pass
     finds each thread where the pass before did, is sampled as a quiet one:
     agent_ticker.py's workers wake every 20 ms and wait again at the same
     call, so after a few seconds it is read at one tick in 4 (in 2 for a
@@ -1192,24 +1177,34 @@ def test_process_found_alike_sampled_at_one_tick_of_several(interp, start_progra
     10 ms at each wake-up in one of four functions, keeps being found
     otherwise than the pass before and is read at (nearly) every tick, its
     GIL seconds those it says it spent working. A burst in the settled one is
-    followed as in the test above."""
+    followed as in the quiet process."""
+    still_done = tmp_path / "still-done"
     same_done, varied_done = tmp_path / "same-done", tmp_path / "varied-done"
+    still = start_program(interp, "agent_still.py", still_done, 1.5)
     same = start_program(interp, "agent_ticker.py", "same", same_done, 1.5)
     varied = start_program(interp, "agent_ticker.py", "varied", varied_done, 1.5)
     # (The command line is matched as far as its first 256 bytes.)
+    c = agent("--cpu-budget", "0", match=re.escape(str(tmp_path)) + r"/agent_still-[0-9]+\.json")
     a = agent("--cpu-budget", "0", match=re.escape(str(tmp_path)) + r"/agent_ticker-[0-9]+\.json same")
     b = agent("--cpu-budget", "0", match=re.escape(str(tmp_path)) + r"/agent_ticker-[0-9]+\.json varied")
+    c.wait_sampling(still.pid)
     a.wait_sampling(same.pid)
     b.wait_sampling(varied.pid)
     time.sleep(6.0)
     work = tmp_path / "varied-done.work"
+    fc0, tc0 = c.metrics(), time.monotonic()
     fa0, fb0, w0, t0 = a.metrics(), b.metrics(), work_seconds(work), time.monotonic()
+    # (Stretches of 8 only from 32 Hz: 8 ticks at 19 Hz are over 250 ms.)
+    assert stride_counts(fc0) == {"1": 0, "2": 0, "4": 1, "8": 0}, (stride_counts(fc0), c.log())
     # Settled, whatever its stride at this instant (a worker caught on its
     # way costs a second at 2).
     assert stride_counts(fa0)["1"] == 0, (stride_counts(fa0), a.log())
     time.sleep(4.0)
     fa1, fb1, w1, t1 = a.metrics(), b.metrics(), work_seconds(work), time.monotonic()
     wall = t1 - t0
+    # A pass credits its whole stretch: each scrape can be up to a stretch
+    # and a tick early or late (0.26 s at 19 Hz).
+    quiet_spell_counted(c, still, fc0, tc0, 19, 4, 0.55)
 
     def counts(f0, f1):
         read, repeated = (passes(f1, k) - passes(f0, k) for k in ("read", "repeated"))
@@ -1253,6 +1248,8 @@ def test_process_found_alike_sampled_at_one_tick_of_several(interp, start_progra
     assert d["holding_gil"] >= 0.5 * worked - 0.3, (d, worked)
     assert 0.7 * worked - 0.3 <= on_cpu <= awake + 0.5 + 0.05 * wall, (d, worked, awake)
 
+    d = burst_followed(c, still, still_done, "napper")
+    assert d["idle"] >= 0.3 - 0.21, d
     burst_followed(a, same, same_done, "ticker-0")
 
 
