@@ -285,6 +285,19 @@ static bool names_known(const struct stacks_names *known, const struct py_snapsh
     return true;
 }
 
+/* Room for a walk of PY_MAX_FRAMES is 1.3 MB: kept from one collection to
+ * the next in the same thread rather than mapped and unmapped by each (the
+ * agent's whys make two per process every 30 s; only the pages deep
+ * stacks touched are resident). */
+static _Thread_local struct py_frame *walk_room;
+
+static struct py_frame *frames_room(void)
+{
+    if (!walk_room)
+        walk_room = malloc(sizeof *walk_room * PY_MAX_FRAMES);
+    return walk_room;
+}
+
 int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
                    struct stack_report *report, struct pyscope_error *err)
 {
@@ -295,7 +308,7 @@ int stacks_collect(struct py_runtime *rt, const struct stacks_options *opts,
     struct py_code_cache *codes = shared ? shared : calloc(1, sizeof *codes);
     struct py_vars_cache *vars_cache = calloc(1, sizeof *vars_cache);
     struct code_names *names_of_code = calloc(NAME_SLOTS, sizeof *names_of_code);
-    struct py_frame *frames = malloc(sizeof *frames * PY_MAX_FRAMES);
+    struct py_frame *frames = frames_room();
     pid_t *tids = malloc(sizeof *tids * PROCESS_MAX_THREADS);
     char (*names)[64] = NULL;
     struct thread_activity *activities = NULL;
@@ -464,7 +477,6 @@ out:
         free(vars_cache);
     }
     free(names_of_code);
-    free(frames);
     free(tids);
     free(names);
     free(activities);

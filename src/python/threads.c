@@ -343,11 +343,16 @@ static void unbind_preallocated(struct py_snapshot *snap)
     }
 }
 
+#define SNAPSHOT_FIRST_ROOM 64
+
 int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct py_snapshot *snap)
 {
     const struct py_layout *L = r->L;
     memset(snap, 0, sizeof *snap);
-    snap->threads = calloc(PY_MAX_THREADS, sizeof *snap->threads);
+    /* Grown as the lists are read: room for PY_MAX_THREADS at once is
+     * 300 KB, mapped and unmapped by every snapshot (the agent's whys). */
+    int cap = SNAPSHOT_FIRST_ROOM;
+    snap->threads = calloc((size_t)cap, sizeof *snap->threads);
     if (!snap->threads)
         return -1;
     size_t ts_size = (size_t)L->tstate_size;
@@ -376,6 +381,17 @@ int py_snapshot_read(struct py_reader *r, const pid_t *tids, int n_tids, struct 
             if (snap->n_threads >= PY_MAX_THREADS) {
                 snap->truncated = true;
                 break;
+            }
+            if (snap->n_threads == cap) {
+                int grown_cap = cap * 2 < PY_MAX_THREADS ? cap * 2 : PY_MAX_THREADS;
+                struct py_thread *grown = realloc(snap->threads, (size_t)grown_cap * sizeof *grown);
+                if (!grown) {
+                    snap->truncated = true;
+                    break;
+                }
+                memset(grown + cap, 0, (size_t)(grown_cap - cap) * sizeof *grown);
+                snap->threads = grown;
+                cap = grown_cap;
             }
             if (!addrset_add(&seen, tstate) || target_read(r->t, tstate, ts, ts_size) != 0 ||
                 u64_at(ts, L->tstate_interp) != interp) {
