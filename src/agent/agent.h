@@ -96,6 +96,9 @@ struct agent_proc {
     int why_settle_tries;         /* looks taken again so far (asyncio_caught_mid_step) */
     uint64_t why_settle_since_ns; /* ... since */
     pid_t why_settle_tid;         /* ... waiting for this loop thread to be asleep */
+    /* The last look found no asyncio loop: the next does not read each
+     * thread's CPU time before it too (which only a loop's thread needs). */
+    bool why_loopless;
     struct hang_live why_first;
     /* Asked before the first snapshot and at the second's time: a process
      * none of whose threads ran in between is as the first found it. */

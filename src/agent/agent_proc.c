@@ -832,7 +832,9 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
     const struct stack_report *fr = &p->why_first.report;
     bool same = p->why_clock_open && !(fr->tasks && fr->tasks->n_loops) &&
                 run_clock_still(&p->why_clock);
-    int took = same ? 0 : hang_live_take_named(rt, p->pid, &names, &second, &err);
+    int took = same ? 0 : hang_live_take_named(rt, p->pid, &names, !p->why_loopless, &second, &err);
+    if (took == 0 && !same)
+        p->why_loopless = !(second.report.tasks && second.report.tasks->n_loops);
     uint64_t again = took == 0 && !same ? look_again(p, &second, now_ns) : 0;
     if (same)
         a->why_second_spared++;
@@ -917,7 +919,7 @@ static void why_step_one(struct agent *a, struct agent_proc *p, uint64_t now_ns)
         p->why_clock_open = run_clock_open(&p->why_clock, p->pid) == 0;
     if (p->why_clock_open)
         run_clock_still(&p->why_clock); /* from here, for why_finish */
-    if (hang_live_take_named(rt, p->pid, &names, &p->why_first, &err) != 0) {
+    if (hang_live_take_named(rt, p->pid, &names, !p->why_loopless, &p->why_first, &err) != 0) {
         hang_live_free(&p->why_first);
         p->why_settle_tries = 0;
         p->why_settle_tid = 0;
@@ -925,6 +927,8 @@ static void why_step_one(struct agent *a, struct agent_proc *p, uint64_t now_ns)
         p->why_generation++;
         return;
     }
+    const struct report_tasks *tasks = p->why_first.report.tasks;
+    p->why_loopless = !(tasks && tasks->n_loops);
     uint64_t again = look_again(p, &p->why_first, now_ns);
     if (again) {
         hang_live_free(&p->why_first);

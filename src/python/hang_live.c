@@ -63,11 +63,11 @@ static size_t cpu_before_read(pid_t pid, struct cpu_before **out)
 int hang_live_take(struct py_runtime *rt, pid_t pid, struct hang_live *s,
                    struct pyscope_error *err)
 {
-    return hang_live_take_named(rt, pid, NULL, s, err);
+    return hang_live_take_named(rt, pid, NULL, true, s, err);
 }
 
 int hang_live_take_named(struct py_runtime *rt, pid_t pid, const struct stacks_names *names,
-                         struct hang_live *s, struct pyscope_error *err)
+                         bool time_before, struct hang_live *s, struct pyscope_error *err)
 {
     memset(s, 0, sizeof *s);
     s->report.pid = pid;
@@ -77,7 +77,7 @@ int hang_live_take_named(struct py_runtime *rt, pid_t pid, const struct stacks_n
                                   .raw = &s->raw, .names = names};
     target_cache_invalidate(rt->target);
     struct cpu_before *before = NULL;
-    size_t n_before = frozen ? 0 : cpu_before_read(pid, &before);
+    size_t n_before = frozen || !time_before ? 0 : cpu_before_read(pid, &before);
     double stacks_at = target_can(rt->target, TARGET_CAN_CLOCK) ? monotonic_ms() / 1e3 : NAN;
     if (stacks_collect(rt, &opts, &s->report, err) != 0) {
         free(before);

@@ -26,9 +26,13 @@ struct hang_live {
 
 int hang_live_take(struct py_runtime *rt, pid_t pid, struct hang_live *s,
                    struct pyscope_error *err);
-/* As hang_live_take, with thread names the caller knows (NULL: read). */
+/* As hang_live_take, with thread names the caller knows (NULL: read).
+ * Without time_before, the threads' CPU times are read after the
+ * snapshot only, and every thread counts as having run during it: ran
+ * matters only to an asyncio loop's thread, and a caller that saw no loop
+ * last time spares a /proc read per thread (the agent's). */
 int hang_live_take_named(struct py_runtime *rt, pid_t pid, const struct stacks_names *names,
-                         struct hang_live *s, struct pyscope_error *err);
+                         bool time_before, struct hang_live *s, struct pyscope_error *err);
 void hang_live_free(struct hang_live *s);
 /* Whether thread tid of live process pid sleeps in a system call now. */
 bool hang_live_thread_asleep(pid_t pid, pid_t tid);
