@@ -161,8 +161,7 @@ static void attach(struct agent *a, struct agent_proc *p, uint64_t now_ns)
         /* As record at its usual rates: a second look at threads on CPU
          * without the GIL, and cached code objects checked when a walk reads
          * their frames. What a low rate over many processes can spare: the
-         * interpreters looked up every second (every ten while each pass
-         * finds their list's links unchanged), known threads' names every
+         * interpreters looked up every second, known threads' names every
          * ten, idle threads' syscall files read four times a second while
          * they stay in the same call, and parked threads' thread states only
          * when the GIL shows they may have run. */

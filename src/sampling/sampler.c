@@ -1028,13 +1028,8 @@ static uint64_t top_field_addr(const struct sampler *s, const struct pass_thread
 }
 
 /* The interpreters change rarely; they are looked up again every so often,
- * and whenever a pass finds them inconsistent. A lookup is several reads of
- * pages of their own (a fifth of the agent's reads of a process with a few
- * threads, at 1 s); while every pass finds the list's links as they were,
- * it is made only every INTERP_CONFIRMED_REFRESH_NS, for what a link does
- * not show (an interpreter freed and another made at its address). */
+ * and whenever a pass finds them inconsistent. */
 #define INTERP_REFRESH_NS 100000000ull
-#define INTERP_CONFIRMED_REFRESH_NS 10000000000ull
 
 static void refresh_interpreters(struct sampler *s, uint64_t now_ns)
 {
@@ -1045,18 +1040,13 @@ static void refresh_interpreters(struct sampler *s, uint64_t now_ns)
         gil_before[k] = s->interps[k].gil;
     }
     s->n_interps = 0;
-    s->interps_confirmed = false;
     uint64_t addr = py_runtime_first_interpreter(&s->rt);
-    s->interp_links[0] = addr;
     while (addr && s->n_interps < PY_MAX_INTERPRETERS) {
         struct py_interp *pi = &s->interps[s->n_interps++];
         py_interp_read(&s->reader, addr, pi);
         pi->gc_flag = py_interp_gc_flag(&s->reader, addr);
-        if (target_read_u64(s->target, addr + (uint64_t)s->rt.layout.interp_next, &addr) != 0) {
-            s->interp_links[s->n_interps] = UINT64_MAX; /* never confirmed by a pass */
+        if (target_read_u64(s->target, addr + (uint64_t)s->rt.layout.interp_next, &addr) != 0)
             break;
-        }
-        s->interp_links[s->n_interps] = addr;
     }
     s->interps_read_ns = now_ns;
     /* The thread list of the last pass stays the plan of the next single
@@ -1239,7 +1229,7 @@ static bool top_still(struct sampler *s, const struct chain_entry *e, const stru
 static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns)
 {
     const struct py_layout *L = &s->rt.layout;
-    size_t n_spans = 0, need = (size_t)s->n_interps * 6 + 1 + s->n_chain * 2;
+    size_t n_spans = 0, need = (size_t)s->n_interps * 5 + s->n_chain * 2;
     if (reserve_spans(s, need) != 0)
         return -1;
     if (s->n_chain == 0 || grow_pass(s, s->n_chain) != 0 || L->gil_size <= 0 ||
@@ -1265,12 +1255,6 @@ static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns
         if (pi->gc_flag)
             s->spans[n_spans++] = (struct target_span){pi->gc_flag, &s->gc_flags[k], 4, false};
     }
-    s->spans[n_spans++] = (struct target_span){s->rt.runtime_addr +
-                                                   (uint64_t)L->runtime_interpreters_head,
-                                               &s->interp_links_now[0], 8, false};
-    for (int k = 0; k < s->n_interps; k++)
-        s->spans[n_spans++] = (struct target_span){s->interps[k].addr + (uint64_t)L->interp_next,
-                                                   &s->interp_links_now[k + 1], 8, false};
     for (size_t i = 0; i < s->n_chain; i++) {
         struct sampled_thread *th = find_thread(s, s->chain[i].tstate, s->chain[i].thread_id);
         s->chain[i].cframe_assumed = false;
@@ -1352,11 +1336,6 @@ static int read_known_threads(struct sampler *s, size_t ts_size, uint64_t now_ns
     for (size_t i = n_head; i < first_cframe; i++)
         if (!s->spans[i].ok)
             return -1;
-    /* An interpreter made or freed since the lookup: look again now. */
-    s->interps_confirmed = memcmp(s->interp_links_now, s->interp_links,
-                                  ((size_t)s->n_interps + 1) * sizeof s->interp_links[0]) == 0;
-    if (!s->interps_confirmed)
-        return -1;
     for (size_t i = 0, k = first_cframe; i < s->n_chain; i++) {
         if (!s->chain[i].cframe)
             s->chain[i].cframe_ok = false;
@@ -1467,9 +1446,7 @@ static bool exec_happened(struct sampler *s)
 
 static uint64_t interp_refresh_ns(const struct sampler *s)
 {
-    uint64_t every = s->interp_refresh_ns ? s->interp_refresh_ns : INTERP_REFRESH_NS;
-    return s->interps_confirmed && every < INTERP_CONFIRMED_REFRESH_NS ? INTERP_CONFIRMED_REFRESH_NS
-                                                                      : every;
+    return s->interp_refresh_ns ? s->interp_refresh_ns : INTERP_REFRESH_NS;
 }
 
 /* Caches and interpreters before a pass. Returns 1 to go on, 0 when there is

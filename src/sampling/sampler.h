@@ -107,7 +107,7 @@ struct sampler {
     /* With --async: loop threads' samples as task stacks (NULL: as sampled). */
     struct async_stacks *tasks;
     bool tasks_waiting;               /* --async --idle: suspended tasks too */
-    /* interpreters, looked up again every 100 ms (see interp_refresh_ns) */
+    /* interpreters, re-read every 100 ms */
     struct py_interp interps[PY_MAX_INTERPRETERS];
     uint64_t gil_bufs[PY_MAX_INTERPRETERS][64];   /* copies of each GIL struct */
     uint64_t last_holders[PY_MAX_INTERPRETERS];   /* gil->last_holder, locked or not */
@@ -122,12 +122,6 @@ struct sampler {
     int32_t gc_flags[PY_MAX_INTERPRETERS];
     int n_interps;
     uint64_t interps_read_ns;
-    /* The interpreter list as the last lookup found it: the runtime's head,
-     * then each interpreter's next. A pass reads them along with the rest,
-     * and while they stand, the lookup waits INTERP_CONFIRMED_REFRESH_NS. */
-    uint64_t interp_links[PY_MAX_INTERPRETERS + 1];
-    uint64_t interp_links_now[PY_MAX_INTERPRETERS + 1];
-    bool interps_confirmed;
     /* the thread list as the last pass found it, and per-pass scratch */
     struct chain_entry *chain;
     size_t n_chain, cap_chain;
@@ -151,9 +145,8 @@ struct sampler {
      * the check made when it was walked stands (the agent's setting). */
     bool memo_verified;
     /* How often the interpreters are looked up again and an exec looked
-     * for (0: every 100 ms; at least every 10 s while passes find the
-     * interpreter list's links unchanged); a pass whose thread list or
-     * interpreter list does not link up looks at once. */
+     * for (0: every 100 ms); a pass whose thread list does not link up
+     * looks at once. */
     uint64_t interp_refresh_ns;
     /* A thread its syscall file found idle, still in the same frame at the
      * same instruction, is taken to be idle there without a read for this

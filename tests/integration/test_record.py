@@ -874,11 +874,9 @@ def test_json_every_interpreter(interp, start_program, pyscope, tmp_path):
 
 def test_interpreter_made_while_recording(interp, start_program, pyscope, tmp_path):
     """subinterp_late.py's thread "subinterp" makes a subinterpreter 1.5 s
-    into a 4 s recording at 100 Hz, and spins in it from then on. Passes
-    read the interpreter list's links with everything else and look the
-    interpreters up again when they change (unchanged, the lookup waits
-    10 s): the thread must be sampled spinning from the pass after it
-    appears (about 250 passes are left; 100 is the bound). It has a thread
+    into a 4 s recording at 100 Hz, and spins in it from then on: the
+    thread must be sampled spinning soon after it appears (about 250 passes
+    are left; 100 is the bound). It has a thread
     state in each interpreter: it is one thread, with one sample a pass,
     the one of the state holding a GIL, named as threading named it (before
     3.11 the two states' shared pthread_t once left it without a tid, and
