@@ -1155,7 +1155,7 @@ def work_seconds(path):
 def test_quiet_and_alike_processes_sampled_at_one_tick_of_several(interp, start_program, agent,
                                                                    tmp_path):
     """Three processes, each under its own agent at 19 Hz, over the same
-    seconds (they were three tests of 12 s each).
+    seconds (they were two tests of about 12 s each).
 
     A process none of whose threads has run for 5 s (agent_still.py) is
     looked at at one tick in 4 (the most at 19 Hz), drawn at random, and
