@@ -107,6 +107,12 @@ struct agent_proc {
     struct waits_ctx *why_waits;
     bool why_known;
     enum why_verdict verdict;
+    enum why_grade why_grade;
+    char *why_summary;           /* the newest verdict's summary, for a parent's why */
+    uint64_t why_done_ns;        /* when the newest evaluation ended */
+    /* Since when this evaluation waits for those of children its threads
+     * wait for (see children_pending), 0: it does not. */
+    uint64_t why_children_since_ns;
     uint64_t why_generation;     /* evaluations done */
     char *why_json;              /* the newest evaluation, as why --json writes it */
     size_t why_json_len;

@@ -18,6 +18,7 @@
 #include "python/waits.h"
 #include "target/proc_file.h"
 #include "target/process.h"
+#include "target/proctree.h"
 
 #define WHY_INTERVAL_NS 150000000ull   /* between why's two snapshots, as why's default */
 #define RECHECK_NEW_NS 10000000000ull  /* a new process is looked at again this long */
@@ -54,6 +55,7 @@ static void why_reset(struct agent_proc *p)
 {
     p->why_settle_tries = 0;
     p->why_settle_tid = 0;
+    p->why_children_since_ns = 0;
     if (p->why_pending) {
         hang_live_free(&p->why_first);
         waits_free(p->why_waits);
@@ -114,6 +116,7 @@ static void proc_free(struct agent *a, struct agent_proc *p)
     detach(a, p, monotonic_ns());
     free(p->threads);
     free(p->why_json);
+    free(p->why_summary);
     free(p);
 }
 
@@ -817,8 +820,78 @@ static bool settle_wait(struct agent_proc *p, uint64_t now_ns, uint64_t *due)
     return true;
 }
 
+/* why diagnoses a child that a thread waits for on the spot (a parent in
+ * waitpid for a child that deadlocked is hung, not idle); the agent's loop
+ * cannot wait for that, so it takes the child's own evaluation, when it
+ * samples the child: one that ended after this evaluation's first look,
+ * asked for at once, waited for up to CHILD_WAIT_MAX_NS. A child it does
+ * not sample (not Python, or left out by --pid or --match) is not
+ * diagnosed, as why does not diagnose a child that is not Python. */
+#define CHILD_WAIT_MAX_NS 3000000000ull
+#define CHILD_POLL_NS 50000000ull
+
+/* The sampled process w waits for, if it is p's child: the wait's pid is
+ * in p's pid namespace, which the agent's may not be. */
+static struct agent_proc *waited_child(struct agent *a, const struct agent_proc *p,
+                                       const struct report_wait *w)
+{
+    if (!w || w->kind != WAIT_CHILD || w->child <= 0 || w->child == p->pid)
+        return NULL;
+    struct agent_proc *c = agent_find(a, w->child);
+    if (!c || c->state != AGENT_PROC_SAMPLING || !c->sampler || proctree_parent(c->pid) != p->pid)
+        return NULL;
+    return c;
+}
+
+/* True while a child that p's threads wait for has no evaluation newer
+ * than p's first look (each such child's asked for now). */
+static bool children_pending(struct agent *a, struct agent_proc *p, uint64_t now_ns)
+{
+    if (!p->why_children_since_ns)
+        p->why_children_since_ns = now_ns;
+    else if (now_ns - p->why_children_since_ns >= CHILD_WAIT_MAX_NS)
+        return false;
+    const struct stack_report *r = &p->why_first.report;
+    bool pending = false;
+    for (size_t i = 0; i < r->n_threads; i++) {
+        struct agent_proc *c = waited_child(a, p, r->threads[i].wait);
+        if (!c || c->why_done_ns >= p->why_first_ns)
+            continue;
+        pending = true;
+        if (!c->why_pending && c->next_why_ns > now_ns) {
+            c->next_why_ns = now_ns;
+            agent_why_due_changed(c);
+        }
+    }
+    return pending;
+}
+
+struct child_query {
+    struct agent *a;
+    struct agent_proc *parent;
+};
+
+static int child_verdict(void *ctx, pid_t child, struct diagnosis_child *out)
+{
+    struct child_query *q = ctx;
+    struct report_wait w = {.kind = WAIT_CHILD, .child = child};
+    struct agent_proc *c = waited_child(q->a, q->parent, &w);
+    if (!c || !c->why_known)
+        return -1;
+    out->verdict = c->verdict;
+    out->grade = c->why_grade;
+    snprintf(out->summary, sizeof out->summary, "%s", c->why_summary ? c->why_summary : "");
+    if (process_thread_comm(child, child, out->comm, sizeof out->comm) != 0)
+        snprintf(out->comm, sizeof out->comm, "?");
+    return 0;
+}
+
 static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
 {
+    if (children_pending(a, p, now_ns)) {
+        p->why_due_ns = now_ns + CHILD_POLL_NS;
+        return;
+    }
     struct py_runtime *rt = &p->sampler->rt;
     struct hang_live second = {0}; /* freed below even when not taken */
     struct pyscope_error err = {0};
@@ -856,6 +929,9 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
         struct hang_snapshot sb = {&b->report, &b->raw, b->cpu_ns, caught, sa.handlers};
         struct diagnosis_queries queries;
         waits_queries(p->why_waits, &queries);
+        struct child_query children = {a, p};
+        queries.child_verdict = child_verdict;
+        queries.child_ctx = &children;
         /* The same findings as `why`: an asyncio service's hang is most
          * often its tasks', with the loop's thread idle in its selector. */
         if (hang_analyze(&queries, &sa, &sb, interval_ms, &why) == 0 &&
@@ -880,12 +956,16 @@ static void why_finish(struct agent *a, struct agent_proc *p, uint64_t now_ns)
                 agent_log(a, "process %d: why says %s", (int)p->pid,
                           why_verdict_name(why.verdict));
             p->verdict = why.verdict;
+            p->why_grade = why.grade;
+            free(p->why_summary);
+            p->why_summary = strdup(why.summary);
             p->why_known = true;
         }
         why_report_free(&why);
     }
     hang_live_free(&second);
     p->why_generation++;
+    p->why_done_ns = now_ns;
     why_reset(p);
     if (p->why_again) {
         p->why_again = false;
@@ -924,6 +1004,7 @@ static void why_step_one(struct agent *a, struct agent_proc *p, uint64_t now_ns)
         p->why_settle_tid = 0;
         p->next_why_ns = now_ns + (uint64_t)(a->opts.why_every_s * a->why_scale * 1e9);
         p->why_generation++;
+        p->why_done_ns = now_ns;
         return;
     }
     const struct report_tasks *tasks = p->why_first.report.tasks;
@@ -945,6 +1026,7 @@ static void why_step_one(struct agent *a, struct agent_proc *p, uint64_t now_ns)
         p->why_waits = NULL;
         hang_live_free(&p->why_first);
         p->why_generation++;
+        p->why_done_ns = now_ns;
         return;
     }
     p->why_first_ns = now_ns;

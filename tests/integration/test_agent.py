@@ -31,6 +31,11 @@ from pathlib import Path
 import pytest
 
 from conftest import PROGRAMS, every_interp, pick_interp, target_env
+# The field corpus's programs, how each is brought to its hang, and the check
+# of a why report against the verdict written in it (start_field: a fixture).
+from test_field import PROGRAMS as FIELD_PROGRAMS
+from test_field import check as field_check
+from test_field import hung, start_field, tid_names  # noqa: F401
 
 START_TIMEOUT = 15.0
 FIELD = PROGRAMS.parent.parent / "field"
@@ -431,6 +436,57 @@ def test_why_endpoint_waits_for_sleeping_tasks(interp, start_program, agent, pro
         seen.append((why["verdict"], why["grade"] if grade else None))
     assert seen == [(verdict, grade)] * 3, seen
     assert series(a.metrics(), "pyscope_process_hung", pid=target.pid, verdict=verdict)
+
+
+def field_why(interp, program, start_field, agent):
+    """The agent's evaluation, asked for over HTTP, of a field program
+    brought to its hang as test_field brings it; and its report."""
+    target, subject = hung(start_field, interp, program)
+    report = target.report
+    a = agent("--why-every", "600")
+    a.wait_sampling(subject.pid)
+    status, _, body = a.get("/debug/pyscope/why?pid=%d" % subject.pid)
+    assert status == 200, body
+    return a, subject, report, strict_json(body)
+
+
+@pytest.mark.parametrize("program", FIELD_PROGRAMS)
+def test_why_endpoint_on_the_field_corpus(program, start_field, agent):
+    """Each program of the field corpus (tests/field: hangs from public bug
+    reports, each with the verdict a senior engineer gives it), evaluated
+    by the agent: the verdict, grade, threads blamed and stuck and objects
+    at fault test_field requires of `why`. The analyses are why's; what the
+    agent does its own way (names from its sampler, code objects from its
+    cache, the second look spared, a waited-for child's verdict taken from
+    the child's own evaluation) is checked here on one interpreter, and its
+    readers on every one by the tests above. Before the child's evaluation
+    was taken, this found the parent of fork_held_lock_parent idle."""
+    interp = pick_interp()
+    a, subject, report, why = field_why(interp, program, start_field, agent)
+    field_check(why, report)
+    assert [(labels["verdict"], v) for labels, v in series(
+        a.metrics(), "pyscope_process_hung", pid=subject.pid)] == [(why["verdict"], int(why["hung"]))]
+
+
+def test_why_endpoint_parent_of_a_stuck_child(interp, start_field, agent):
+    """A parent in waitpid for a forked child that deadlocked on a lock it
+    inherited locked (fork_held_lock_parent) is hung, as `why` finds by
+    diagnosing the child on the spot: lock_never_released, certain, the
+    child named in the finding. The agent's loop cannot wait for that; it
+    asks for the child's own evaluation and finishes the parent's once one
+    newer than the parent's first look is in (every interpreter: the wait
+    and the child's verdict come from their thread states and stacks)."""
+    a, subject, report, why = field_why(interp, "fork_held_lock_parent", start_field, agent)
+    child = report["extra"]["child"]
+    assert (why["verdict"], why["grade"]) == ("lock_never_released", "certain"), why["summary"]
+    finding = why["findings"][0]
+    assert finding["child_pid"] == child, finding
+    assert "child process %d" % child in finding["summary"], finding["summary"]
+    assert [tid_names(report)[t["tid"]] for t in finding["threads"]] == ["MainThread"], finding
+    fams = a.metrics()
+    for pid in (subject.pid, child):
+        assert [(labels["verdict"], v) for labels, v in series(
+            fams, "pyscope_process_hung", pid=pid)] == [("lock_never_released", 1)], pid
 
 
 def test_why_request_during_an_evaluation(start_program, agent):

@@ -180,8 +180,9 @@ def check_durations(doc, target, asked, answered):
             % (names[t["tid"]], seconds, answered - target.reported, answered - target.started))
 
 
-@pytest.mark.parametrize("program", PROGRAMS)
-def test_field(interp, program, start_field, pyscope):
+def hung(start_field, interp, program):
+    """program started and brought to the state its expectation describes:
+    (target, the process to diagnose: the target or the child it names)."""
     target = start_field(interp, program)
     report = target.report
     subject = target if report["pid"] == target.pid else Child(report["pid"], report)
@@ -189,6 +190,13 @@ def test_field(interp, program, start_field, pyscope):
     if program == "stopped":
         os.kill(subject.pid, signal.SIGSTOP)
         wait_states(subject.pid, tid_names(report), ("T",))
+    return target, subject
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_field(interp, program, start_field, pyscope):
+    target, subject = hung(start_field, interp, program)
+    report = target.report
     asked = time.time()
     result = pyscope("why", "--json", subject.pid)
     answered = time.time()
