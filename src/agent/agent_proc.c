@@ -14,6 +14,7 @@
 #include "diagnosis/asyncio_why.h"
 #include "output/dump_writers.h"
 #include "output/why_writers.h"
+#include "python/collect.h"
 #include "python/stacks.h"
 #include "python/waits.h"
 #include "target/proc_file.h"
@@ -1070,11 +1071,13 @@ char *agent_dump_json(struct agent *a, struct agent_proc *p, size_t *len, int *s
     struct py_runtime *rt = &p->sampler->rt;
     struct stack_report report = {0};
     report.pid = p->pid;
-    struct stacks_options opts = {.max_retries = STACKS_LIVE_RETRIES};
+    /* What `dump --json` shows by default, locals aside: each thread's
+     * wait, the asyncio tasks, the threads Python does not know. */
+    struct collect_request req = {.waits = true, .tasks = TASKS_PENDING, .max_tasks = 1000};
     struct pyscope_error err = {0};
     target_cache_invalidate(rt->target);
     char *json = NULL;
-    if (stacks_collect(rt, &opts, &report, &err) == 0) {
+    if (collect_report(rt->target, rt, &req, &report, &err) == 0) {
         report.pid = p->pid;
         snprintf(report.command, sizeof report.command, "%s", p->command);
         target_exe(rt->target, report.executable, sizeof report.executable);
