@@ -831,17 +831,35 @@ static bool settle_wait(struct agent_proc *p, uint64_t now_ns, uint64_t *due)
 #define CHILD_WAIT_MAX_NS 3000000000ull
 #define CHILD_POLL_NS 50000000ull
 
-/* The sampled process w waits for, if it is p's child: the wait's pid is
- * in p's pid namespace, which the agent's may not be. */
+static bool sampled_child(const struct agent_proc *c, const struct agent_proc *p)
+{
+    return c && c != p && c->state == AGENT_PROC_SAMPLING && c->sampler &&
+           proctree_parent(c->pid) == p->pid;
+}
+
+/* The sampled process w waits for, if it is p's child. The wait's pid is
+ * in p's pid namespace: in a container's, it is the child whose last NSpid
+ * is that pid. */
 static struct agent_proc *waited_child(struct agent *a, const struct agent_proc *p,
                                        const struct report_wait *w)
 {
-    if (!w || w->kind != WAIT_CHILD || w->child <= 0 || w->child == p->pid)
+    if (!w || w->kind != WAIT_CHILD || w->child <= 0)
         return NULL;
-    struct agent_proc *c = agent_find(a, w->child);
-    if (!c || c->state != AGENT_PROC_SAMPLING || !c->sampler || proctree_parent(c->pid) != p->pid)
+    pid_t own;
+    bool nested = false;
+    if (process_own_tid(p->pid, p->pid, &own, &nested) != 0)
         return NULL;
-    return c;
+    if (!nested) {
+        struct agent_proc *c = agent_find(a, w->child);
+        return sampled_child(c, p) ? c : NULL;
+    }
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct agent_proc *c = a->procs[i];
+        if (sampled_child(c, p) && process_own_tid(c->pid, c->pid, &own, &nested) == 0 &&
+            own == w->child)
+            return c;
+    }
+    return NULL;
 }
 
 /* True while a child that p's threads wait for has no evaluation newer
@@ -882,7 +900,7 @@ static int child_verdict(void *ctx, pid_t child, struct diagnosis_child *out)
     out->verdict = c->verdict;
     out->grade = c->why_grade;
     snprintf(out->summary, sizeof out->summary, "%s", c->why_summary ? c->why_summary : "");
-    if (process_thread_comm(child, child, out->comm, sizeof out->comm) != 0)
+    if (process_thread_comm(c->pid, c->pid, out->comm, sizeof out->comm) != 0)
         snprintf(out->comm, sizeof out->comm, "?");
     return 0;
 }

@@ -177,10 +177,7 @@ static int op_open_file(const struct target *t, const char *path)
 
 static bool status_field(const char *path, const char *name, char *out, size_t outsize);
 
-/* The thread's id in the innermost pid namespace, the last of its NSpid
- * line (one number when that is ours); *nested tells which. -1 when the
- * thread cannot be read. */
-static int own_tid_of(pid_t pid, pid_t tid, pid_t *own, bool *nested)
+int process_own_tid(pid_t pid, pid_t tid, pid_t *own, bool *nested)
 {
     char path[96], field[256];
     snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
@@ -215,7 +212,7 @@ static void read_ns_tids(struct process_target *p)
     for (int i = 0; i < n; i++) {
         bool nested;
         pid_t own;
-        if (own_tid_of(p->base.pid, tids[i], &own, &nested) == 0)
+        if (process_own_tid(p->base.pid, tids[i], &own, &nested) == 0)
             pairs[p->n_ns_tids++] = (struct ns_tid){own, tids[i]};
     }
 }
@@ -762,7 +759,7 @@ struct target *process_open(pid_t pid, struct pyscope_error *err)
     p->stat_fd = -1;
     snprintf(p->base.root, sizeof p->base.root, "/proc/%d/root", (int)reader);
     pid_t own_pid;
-    if (own_tid_of(pid, reader, &own_pid, &p->own_pid_ns) == 0 && p->own_pid_ns)
+    if (process_own_tid(pid, reader, &own_pid, &p->own_pid_ns) == 0 && p->own_pid_ns)
         read_ns_tids(p);
     process_thread_comm(pid, pid, p->base.comm, sizeof p->base.comm);
     if (task_flags(pid) & KERNEL_THREAD_FLAG) {

@@ -82,6 +82,11 @@ int process_thread_stopped(pid_t pid, pid_t tid, char *state, pid_t *tracer);
 /* Reads /proc/PID/task/TID/comm (without the newline). */
 int process_thread_comm(pid_t pid, pid_t tid, char *out, size_t outsize);
 
+/* The thread's id in the innermost pid namespace, the last of its NSpid
+ * line (one number when that is ours); *nested tells which. -1 when the
+ * thread cannot be read. */
+int process_own_tid(pid_t pid, pid_t tid, pid_t *own, bool *nested);
+
 /* The command line, arguments separated by spaces. */
 int process_cmdline(pid_t pid, char *out, size_t outsize);
 /* The target's executable path as the target sees it. */

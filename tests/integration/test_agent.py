@@ -529,6 +529,47 @@ def test_why_endpoint_parent_of_a_stuck_child(interp, start_field, agent):
             fams, "pyscope_process_hung", pid=pid)] == [("lock_never_released", 1)], pid
 
 
+def test_why_endpoint_parent_of_a_stuck_child_in_a_pid_namespace(agent, spawn, tmp_path):
+    """The same parent as pid 1 of a pid namespace of its own (a container's
+    init): it waits for its child by the child's pid there (2), which on
+    this host is another process; the agent finds the child among the
+    parent's by its pid in the namespace (the last of its NSpid)."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1) for a pid namespace")
+    interp = pick_interp()
+    report = tmp_path / "parent.json"
+    outer = spawn(["unshare", "--pid", "--fork", "--mount-proc", interp.path,
+                   str(FIELD / "fork_held_lock_parent.py"), str(report)])
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        assert outer.poll() is None, outer.stderr.read().decode()
+        assert time.monotonic() < deadline, "the program never reported"
+        if report.exists():
+            try:
+                inside = strict_json(report.read_text())
+                break
+            except ValueError:
+                pass
+        time.sleep(0.05)
+    with open("/proc/%d/task/%d/children" % (outer.pid, outer.pid)) as f:
+        pid = int(f.read().split()[0])
+    # Its reporter thread gone: MainThread and holder are left.
+    while len(os.listdir("/proc/%d/task" % pid)) != 2:
+        assert time.monotonic() < deadline, os.listdir("/proc/%d/task" % pid)
+        time.sleep(0.05)
+    child = inside["extra"]["child"]
+    assert inside["pid"] == 1 and child != own_to_host_tids(pid).get(child)
+    a = agent("--why-every", "600")
+    a.wait_sampling(pid)
+    status, _, body = a.get("/debug/pyscope/why?pid=%d" % pid)
+    assert status == 200, body
+    why = strict_json(body)
+    assert (why["verdict"], why["grade"]) == ("lock_never_released", "certain"), why["summary"]
+    finding = why["findings"][0]
+    assert finding["child_pid"] == child, finding
+    assert "child process %d" % child in finding["summary"], finding["summary"]
+
+
 def test_why_request_during_an_evaluation(start_program, agent):
     """A why request that arrives while an evaluation is under way (begun
     before it, so not fresh) is answered by the one that follows at once,
